@@ -1,0 +1,105 @@
+package store
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// EmbeddedConfig configures an in-process etcd server.
+type EmbeddedConfig struct {
+	// Dir is the data directory. Required.
+	Dir string
+	// ClientAddr is the host:port clients connect to. Empty picks a free
+	// loopback port.
+	ClientAddr string
+	// PeerAddr is the host:port for the (single-member) peer listener. Empty
+	// picks a free loopback port.
+	PeerAddr string
+	// UnsafeNoFsync disables fsync; for tests only.
+	UnsafeNoFsync bool
+	// Logger receives etcd's logs. Nil discards them.
+	Logger *zap.Logger
+	// StartTimeout bounds the wait for the server to become ready; 0 means 30s.
+	StartTimeout time.Duration
+}
+
+// Embedded is a running in-process etcd server.
+type Embedded struct {
+	etcd     *embed.Etcd
+	endpoint string
+}
+
+// StartEmbedded starts a single-member etcd on loopback and waits until it
+// serves requests.
+func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("cannot start embedded etcd: data dir is empty")
+	}
+	clientAddr, err := addrOrFree(cfg.ClientAddr)
+	if err != nil {
+		return nil, err
+	}
+	peerAddr, err := addrOrFree(cfg.PeerAddr)
+	if err != nil {
+		return nil, err
+	}
+	ec := embed.NewConfig()
+	ec.Name = "lazyapi-embedded"
+	ec.Dir = cfg.Dir
+	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	cu := url.URL{Scheme: "http", Host: clientAddr}
+	pu := url.URL{Scheme: "http", Host: peerAddr}
+	ec.ListenClientUrls = []url.URL{cu}
+	ec.AdvertiseClientUrls = []url.URL{cu}
+	ec.ListenPeerUrls = []url.URL{pu}
+	ec.AdvertisePeerUrls = []url.URL{pu}
+	ec.InitialCluster = ec.Name + "=" + pu.String()
+	ec.LogLevel = "error"
+	if cfg.Logger != nil {
+		ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.Logger)
+	} else {
+		ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	}
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("cannot start embedded etcd in %q: %w", cfg.Dir, err)
+	}
+	timeout := cfg.StartTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd failed: %w", err)
+	case <-time.After(timeout):
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd did not become ready within %s", timeout)
+	}
+	return &Embedded{etcd: e, endpoint: cu.String()}, nil
+}
+
+// Endpoint returns the client URL, e.g. "http://127.0.0.1:23790".
+func (e *Embedded) Endpoint() string { return e.endpoint }
+
+// Close stops the server and waits for it to exit.
+func (e *Embedded) Close() { e.etcd.Close() }
+
+func addrOrFree(addr string) (string, error) {
+	if addr != "" {
+		return addr, nil
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("cannot pick a free loopback port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
