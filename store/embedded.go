@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -30,8 +31,9 @@ type EmbeddedConfig struct {
 
 // Embedded is a running in-process etcd server.
 type Embedded struct {
-	etcd     *embed.Etcd
-	endpoint string
+	etcd      *embed.Etcd
+	endpoint  string
+	closeOnce sync.Once
 }
 
 // StartEmbedded starts a single-member etcd on loopback and waits until it
@@ -89,8 +91,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 // Endpoint returns the client URL, e.g. "http://127.0.0.1:23790".
 func (e *Embedded) Endpoint() string { return e.endpoint }
 
-// Close stops the server and waits for it to exit.
-func (e *Embedded) Close() { e.etcd.Close() }
+// Close stops the server and waits for it to exit. It may be called more
+// than once.
+func (e *Embedded) Close() { e.closeOnce.Do(e.etcd.Close) }
 
 func addrOrFree(addr string) (string, error) {
 	if addr != "" {
