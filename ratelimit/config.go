@@ -1,0 +1,133 @@
+package ratelimit
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+)
+
+// Config configures a Limiter. Build it with DefaultConfig, change fields (or
+// AddFlags and parse), then pass it to New, which validates it.
+type Config struct {
+	// MaxRequestsInflight (--max-requests-inflight, default 400, as
+	// kube-apiserver) bounds the number of short requests (GET, LIST) being
+	// served at once.
+	MaxRequestsInflight int
+	// MaxWatchesInflight (--max-watches-inflight, default 1000) bounds the
+	// number of open watches. kube-apiserver has no such flag: it exempts
+	// watches, as long-running requests, from --max-requests-inflight; lazyapi
+	// counts them apart in the style of --max-mutating-requests-inflight.
+	MaxWatchesInflight int
+	// MaxInflightBytes (--max-inflight-bytes) is the byte budget for the
+	// working sets of all admitted requests together. Required (> 0); derive
+	// it from --memory-limit with DefaultInflightBytes.
+	MaxInflightBytes int64
+	// MaxSingleRequestBytes (--max-single-request-bytes) is the largest
+	// estimate ever admitted. An estimate above MaxInflightBytes but not above
+	// this is admitted alone: it reserves the whole budget, so it waits until
+	// nothing else holds bytes. 0 means 2 × MaxInflightBytes; otherwise it must
+	// be >= MaxInflightBytes.
+	MaxSingleRequestBytes int64
+	// MaxQueued (--max-queued-requests, default 1000) bounds the number of
+	// requests waiting for admission, over all clients. 0 disables queuing:
+	// a request that does not fit is rejected at once.
+	MaxQueued int
+	// MaxQueueWait (--max-queue-wait, default 15s) bounds how long a request
+	// waits in the queue before it is rejected with ErrQueueTimeout.
+	MaxQueueWait time.Duration
+	// PerClientQPS (--per-client-qps, default 0 = off) is the sustained rate
+	// of requests admitted per client key; above it Admit fails with
+	// ErrRateLimited.
+	PerClientQPS float64
+	// PerClientBurst (--per-client-burst, default 100) is the token-bucket
+	// burst of PerClientQPS; it must be >= 1 when PerClientQPS > 0.
+	PerClientBurst int
+	// MaxClasses bounds the number of estimate classes whose correction ratio
+	// is remembered (default 1024); classes beyond it are not corrected.
+	MaxClasses int
+
+	// Clock is the source of time; nil means the system clock.
+	Clock Clock
+	// Logger receives debug-level logs of admission decisions; nil means none.
+	Logger *zap.Logger
+	// Metrics is the set the limiter registers its metrics in (names start
+	// with lazyapi_ratelimit_); nil means a private set. Pass a set without
+	// another Limiter's metrics in it: registering twice panics.
+	Metrics *metrics.Set
+}
+
+// DefaultConfig returns the defaults of every field. MaxInflightBytes is left
+// 0: derive it with DefaultInflightBytes.
+func DefaultConfig() Config { return defaultConfig() }
+
+func defaultConfig() Config {
+	return Config{
+		MaxRequestsInflight: 400,
+		MaxWatchesInflight:  1000,
+		MaxQueued:           1000,
+		MaxQueueWait:        15 * time.Second,
+		PerClientBurst:      100,
+		MaxClasses:          1024,
+	}
+}
+
+// AddFlags registers the limiter's command-line flags in fs, bound to c's
+// fields, with c's current values as defaults. --max-inflight-bytes and
+// --max-single-request-bytes take quantities (512Mi, 1Gi) and default to 0,
+// "derive from --memory-limit".
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&c.MaxRequestsInflight, "max-requests-inflight", c.MaxRequestsInflight,
+		"Maximum number of non-watch requests served at once.")
+	fs.IntVar(&c.MaxWatchesInflight, "max-watches-inflight", c.MaxWatchesInflight,
+		"Maximum number of open watches.")
+	fs.Var((*Bytes)(&c.MaxInflightBytes), "max-inflight-bytes",
+		"Byte budget for the working sets of in-flight requests (quantity, e.g. 256Mi). 0 = half of --memory-limit minus the cache budget.")
+	fs.Var((*Bytes)(&c.MaxSingleRequestBytes), "max-single-request-bytes",
+		"Largest working-set estimate admitted, alone, when above --max-inflight-bytes (quantity). 0 = twice --max-inflight-bytes.")
+	fs.IntVar(&c.MaxQueued, "max-queued-requests", c.MaxQueued,
+		"Maximum number of requests waiting for admission over all clients; 0 rejects at once.")
+	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait,
+		"Maximum time a request waits for admission before a 429.")
+	fs.Float64Var(&c.PerClientQPS, "per-client-qps", c.PerClientQPS,
+		"Sustained requests per second admitted per client (user or remote IP); 0 = unlimited.")
+	fs.IntVar(&c.PerClientBurst, "per-client-burst", c.PerClientBurst,
+		"Burst of --per-client-qps.")
+}
+
+// validate checks c and fills derived zero values; errors name the flag.
+func (c *Config) validate() error {
+	if c.MaxRequestsInflight <= 0 {
+		return fmt.Errorf("--max-requests-inflight must be > 0, got %d", c.MaxRequestsInflight)
+	}
+	if c.MaxWatchesInflight <= 0 {
+		return fmt.Errorf("--max-watches-inflight must be > 0, got %d", c.MaxWatchesInflight)
+	}
+	if c.MaxInflightBytes <= 0 {
+		return fmt.Errorf("--max-inflight-bytes must be > 0, got %d", c.MaxInflightBytes)
+	}
+	if c.MaxSingleRequestBytes == 0 {
+		c.MaxSingleRequestBytes = satMul(2, c.MaxInflightBytes)
+	}
+	if c.MaxSingleRequestBytes < c.MaxInflightBytes {
+		return fmt.Errorf("--max-single-request-bytes (%d) must be 0 or >= --max-inflight-bytes (%d)", c.MaxSingleRequestBytes, c.MaxInflightBytes)
+	}
+	if c.MaxQueued < 0 {
+		return fmt.Errorf("--max-queued-requests must be >= 0, got %d", c.MaxQueued)
+	}
+	if c.MaxQueueWait <= 0 {
+		return fmt.Errorf("--max-queue-wait must be > 0, got %s", c.MaxQueueWait)
+	}
+	if c.PerClientQPS < 0 {
+		return fmt.Errorf("--per-client-qps must be >= 0, got %g", c.PerClientQPS)
+	}
+	if c.PerClientQPS > 0 && c.PerClientBurst < 1 {
+		return fmt.Errorf("--per-client-burst must be >= 1 when --per-client-qps is set, got %d", c.PerClientBurst)
+	}
+	if c.MaxClasses < 0 {
+		return fmt.Errorf("ratelimit: MaxClasses must be >= 0, got %d", c.MaxClasses)
+	}
+	return nil
+}

@@ -1,0 +1,531 @@
+// Package ratelimit admits requests against in-flight count and byte budgets,
+// queuing those that do not fit fairly per client.
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+)
+
+// Kind is the class of a request for the in-flight count limits.
+type Kind uint8
+
+const (
+	// Short is a GET or LIST, limited by Config.MaxRequestsInflight.
+	Short Kind = iota
+	// Watch is a WATCH, limited by Config.MaxWatchesInflight.
+	Watch
+
+	numKinds
+)
+
+// String returns "short" or "watch".
+func (k Kind) String() string {
+	if k == Watch {
+		return "watch"
+	}
+	return "short"
+}
+
+// Request describes a request asking for admission.
+type Request struct {
+	// Client is the fairness key: the authenticated user name once authn
+	// exists, the remote IP before that. Queues and rate limits are per Client.
+	Client string
+	// Class groups requests whose estimates are corrected together from what
+	// they really used, e.g. "list/configmaps" or "watch/pods"; "" turns
+	// correction off for this request.
+	Class string
+	// Kind selects the in-flight count limit.
+	Kind Kind
+	// Bytes is the estimated working set (EstimateList); negative counts as 0.
+	// A request of 0 bytes is limited by count only.
+	Bytes int64
+}
+
+// Correction of estimates: each Release with used > 0 moves the class's ratio
+// toward used/estimate by ewmaAlpha; samples and so the ratio stay within
+// [minRatio, maxRatio].
+const (
+	ewmaAlpha = 0.2
+	minRatio  = 0.25
+	maxRatio  = 4
+)
+
+// maxRetryAfter caps the Retry-After seconds of a queue rejection.
+const maxRetryAfter = 30
+
+// sweepEvery is the number of rate-limited Admit calls between sweeps of idle
+// clients' rate limiters.
+const sweepEvery = 1024
+
+// Limiter admits requests while (a) fewer than the kind's maximum are in flight
+// and (b) the sum of admitted reservations plus the request's reservation is
+// at most Config.MaxInflightBytes. A request that does not fit waits in its
+// client's FIFO queue; clients' queue heads are served round-robin whenever a
+// Release or a dequeue frees capacity, skipping a head that does not fit, so
+// one client's large queued requests never hold back another client's request
+// that fits. A new request whose client has nothing queued is admitted at once
+// when it fits, whatever others have queued; a large request can therefore be
+// passed by smaller ones until it fits or Config.MaxQueueWait ends.
+//
+// Reservations: a request reserves its estimate times its class's correction
+// ratio, at most MaxInflightBytes. An estimate above MaxSingleRequestBytes is
+// rejected with ErrTooLarge. An estimate between MaxInflightBytes and
+// MaxSingleRequestBytes is clamped to MaxInflightBytes (like an APF request
+// clamped to the level's seats): it is admitted only when nothing else holds
+// bytes, and while it runs nothing else with bytes is admitted. So the sum of
+// reservations never exceeds MaxInflightBytes, while the memory really used may
+// exceed it by that one oversize request's excess, which the headroom of
+// --memory-limit absorbs.
+//
+// A Limiter is safe for concurrent use; one mutex (mu) guards all mutable
+// fields. It starts no goroutines and needs no Close: a queued request waits
+// in its own goroutine (the caller's).
+type Limiter struct {
+	cfg         Config
+	clock       Clock
+	log         *zap.Logger
+	met         *limiterMetrics
+	maxInflight [numKinds]int
+
+	mu       sync.Mutex
+	inflight [numKinds]int      // admitted and not yet released, per kind
+	reserved int64              // sum of admitted reservations; <= cfg.MaxInflightBytes
+	queued   int                // waiters over all clients
+	clients  map[string]*client // clients with waiters or with a rate limiter
+	ring     []*client          // clients with waiters, in round-robin order
+	next     int                // index in ring of the client served next
+	ratios   map[string]float64 // correction ratio per class
+	sweepIn  int                // rate-limited Admit calls until the next sweep
+}
+
+// client is the per-key state; guarded by Limiter.mu.
+type client struct {
+	key    string
+	queue  []*waiter     // FIFO
+	lim    *rate.Limiter // nil when PerClientQPS == 0
+	inRing bool
+}
+
+// waiter is a queued request; its fields are guarded by Limiter.mu.
+type waiter struct {
+	c        *client
+	kind     Kind
+	class    string
+	raw      int64 // caller's estimate
+	need     int64 // reservation
+	ready    chan struct{}
+	done     bool  // decided: admitted (err == nil) or rejected
+	err      error // rejection
+	enqueued time.Time
+}
+
+// New validates cfg and returns a Limiter. Errors name the offending flag.
+func New(cfg Config) (*Limiter, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("cannot create rate limiter: %w", err)
+	}
+	l := &Limiter{
+		cfg:     cfg,
+		clock:   cfg.Clock,
+		log:     cfg.Logger,
+		clients: make(map[string]*client),
+		ratios:  make(map[string]float64),
+		sweepIn: sweepEvery,
+	}
+	if l.clock == nil {
+		l.clock = realClock{}
+	}
+	if l.log == nil {
+		l.log = zap.NewNop()
+	}
+	l.maxInflight[Short] = cfg.MaxRequestsInflight
+	l.maxInflight[Watch] = cfg.MaxWatchesInflight
+	l.met = newLimiterMetrics(l, cfg.Metrics)
+	return l, nil
+}
+
+// Ticket is an admitted request's reservation. Release it exactly once on
+// every path, best with defer right after a successful Admit. The zero Ticket
+// releases nothing. A Ticket is not safe for concurrent use and must not be
+// copied after Admit returns it (a copy would release twice).
+type Ticket struct {
+	l        *Limiter
+	class    string
+	raw      int64
+	reserved int64
+	used     int64
+	kind     Kind
+}
+
+// Reserved returns the bytes reserved for the request.
+func (t *Ticket) Reserved() int64 { return t.reserved }
+
+// Use records n bytes as used if it is more than recorded so far; Release
+// reports the largest of its argument and what Use recorded. It lets a
+// handler report its peak as it goes and `defer t.Release(0)`.
+func (t *Ticket) Use(n int64) {
+	if n > t.used {
+		t.used = n
+	}
+}
+
+// Release returns the reservation and reports used, the bytes the request
+// really held at its peak (0 = unknown, no correction), which moves the
+// class's correction ratio. Release is idempotent on the same Ticket.
+//
+// Note that `defer t.Release(used)` evaluates used at the defer statement;
+// use t.Use(n) while serving and `defer t.Release(0)`, or a closure.
+func (t *Ticket) Release(used int64) {
+	l := t.l
+	if l == nil {
+		return
+	}
+	t.l = nil
+	used = max(used, t.used)
+	l.mu.Lock()
+	l.inflight[t.kind]--
+	l.reserved -= t.reserved
+	if l.inflight[t.kind] < 0 || l.reserved < 0 {
+		panic(fmt.Sprintf("BUG: negative in-flight state: %d %s, %d bytes", l.inflight[t.kind], t.kind, l.reserved))
+	}
+	if used > 0 && t.raw > 0 && t.class != "" {
+		l.observeLocked(t.class, float64(used)/float64(t.raw))
+	}
+	if l.queued > 0 {
+		l.dispatchLocked()
+	}
+	l.mu.Unlock()
+	if used > 0 && t.raw > 0 {
+		l.met.usedBytes.AddInt64(used)
+		l.met.estimatedBytes.AddInt64(t.raw)
+	}
+	if ce := l.log.Check(zap.DebugLevel, "ratelimit: release"); ce != nil {
+		ce.Write(zap.Stringer("kind", t.kind), zap.String("class", t.class),
+			zap.Int64("estimate", t.raw), zap.Int64("reserved", t.reserved), zap.Int64("used", used))
+	}
+}
+
+// Admit admits req or queues it until it fits. On success the caller must
+// Release the Ticket:
+//
+//	t, err := l.Admit(ctx, req)
+//	if err != nil { ... 429 with RetryAfter(err), or give up if ctx ended }
+//	defer t.Release(0) // after t.Use(peak) calls, or Release(used) in a closure
+//
+// Errors: a *RejectError wrapping ErrQueueFull, ErrQueueTimeout, ErrTooLarge
+// or ErrRateLimited; or ctx.Err() when ctx ends while queued (the request is
+// then dequeued and nothing is reserved). A request admitted concurrently with
+// its ctx ending or its queue timer firing is returned admitted.
+func (l *Limiter) Admit(ctx context.Context, req Request) (Ticket, error) {
+	if err := ctx.Err(); err != nil {
+		return Ticket{}, err
+	}
+	kind := req.Kind
+	if kind >= numKinds {
+		kind = Short
+	}
+	raw := max(req.Bytes, 0)
+
+	l.mu.Lock()
+	if raw > l.cfg.MaxSingleRequestBytes {
+		l.mu.Unlock()
+		return Ticket{}, l.reject(ReasonTooLarge, req.Client, raw, 0)
+	}
+	need := l.needLocked(req.Class, raw)
+	var c *client
+	if l.cfg.PerClientQPS > 0 {
+		now := l.clock.Now()
+		if l.sweepIn--; l.sweepIn <= 0 {
+			l.sweepLocked(now)
+		}
+		c = l.clientLocked(req.Client)
+		if !c.lim.AllowN(now, 1) {
+			secs := int(math.Ceil((1 - c.lim.TokensAt(now)) / l.cfg.PerClientQPS))
+			l.mu.Unlock()
+			return Ticket{}, l.reject(ReasonRateLimited, req.Client, need, max(secs, 1))
+		}
+	} else {
+		c = l.clients[req.Client]
+	}
+	if (c == nil || len(c.queue) == 0) && l.fitsLocked(kind, need) {
+		l.admitLocked(kind, need)
+		l.mu.Unlock()
+		l.met.admittedNow.Inc()
+		if ce := l.log.Check(zap.DebugLevel, "ratelimit: admit"); ce != nil {
+			ce.Write(zap.String("client", req.Client), zap.Stringer("kind", kind), zap.String("class", req.Class),
+				zap.Int64("estimate", raw), zap.Int64("reserved", need))
+		}
+		return Ticket{l: l, class: req.Class, raw: raw, reserved: need, kind: kind}, nil
+	}
+	return l.waitLocked(ctx, req, c, kind, raw, need)
+}
+
+// waitLocked queues the request and waits for a decision. It is called with
+// l.mu held and returns with it released.
+func (l *Limiter) waitLocked(ctx context.Context, req Request, c *client, kind Kind, raw, need int64) (Ticket, error) {
+	if l.cfg.MaxQueued == 0 || (l.queued >= l.cfg.MaxQueued && !l.pushOutLocked(c)) {
+		ra := l.retryAfterLocked()
+		l.mu.Unlock()
+		return Ticket{}, l.reject(ReasonQueueFull, req.Client, need, ra)
+	}
+	if c == nil {
+		c = l.clientLocked(req.Client)
+	}
+	w := &waiter{c: c, kind: kind, class: req.Class, raw: raw, need: need,
+		ready: make(chan struct{}), enqueued: l.clock.Now()}
+	c.queue = append(c.queue, w)
+	if !c.inRing {
+		c.inRing = true
+		l.ring = append(l.ring, c)
+	}
+	l.queued++
+	l.mu.Unlock()
+	if ce := l.log.Check(zap.DebugLevel, "ratelimit: queue"); ce != nil {
+		ce.Write(zap.String("client", req.Client), zap.Stringer("kind", kind), zap.String("class", req.Class),
+			zap.Int64("estimate", raw), zap.Int64("reserved", need), zap.Int("clientQueued", len(c.queue)))
+	}
+
+	timer, stop := l.clock.NewTimer(l.cfg.MaxQueueWait)
+	timedOut := false
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+	case <-timer:
+		timedOut = true
+	}
+	stop()
+
+	l.mu.Lock()
+	if !w.done {
+		l.removeLocked(w)
+		w.done = true
+		if timedOut {
+			w.err = l.reject(ReasonQueueTimeout, req.Client, need, l.retryAfterLocked())
+		} else {
+			l.met.cancelled.Inc()
+			w.err = ctx.Err()
+		}
+		l.dispatchLocked()
+	}
+	l.mu.Unlock()
+	l.met.wait.Update(l.clock.Now().Sub(w.enqueued).Seconds())
+	if w.err != nil {
+		return Ticket{}, w.err
+	}
+	l.met.admittedQueued.Inc()
+	return Ticket{l: l, class: req.Class, raw: raw, reserved: need, kind: kind}, nil
+}
+
+// Stats is a snapshot of a Limiter's state.
+type Stats struct {
+	InflightRequests int   // admitted short requests not yet released
+	InflightWatches  int   // admitted watches not yet released
+	Queued           int   // requests waiting for admission
+	ReservedBytes    int64 // sum of admitted reservations
+	BudgetBytes      int64 // Config.MaxInflightBytes
+}
+
+// Stats returns a snapshot of l's state.
+func (l *Limiter) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Stats{
+		InflightRequests: l.inflight[Short],
+		InflightWatches:  l.inflight[Watch],
+		Queued:           l.queued,
+		ReservedBytes:    l.reserved,
+		BudgetBytes:      l.cfg.MaxInflightBytes,
+	}
+}
+
+// Ratio returns the correction ratio of class and whether it is tracked.
+func (l *Limiter) Ratio(class string) (float64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.ratios[class]
+	return r, ok
+}
+
+// reject counts and logs a rejection and returns its error.
+func (l *Limiter) reject(reason Reason, clientKey string, need int64, retryAfter int) error {
+	l.met.rejected(reason).Inc()
+	if ce := l.log.Check(zap.DebugLevel, "ratelimit: reject"); ce != nil {
+		ce.Write(zap.String("client", clientKey), zap.String("reason", string(reason)),
+			zap.Int64("reserved", need), zap.Int("retryAfter", retryAfter))
+	}
+	return &RejectError{Reason: reason, RetryAfter: retryAfter, Client: clientKey, Bytes: need}
+}
+
+// needLocked returns the reservation for an estimate of raw bytes in class.
+func (l *Limiter) needLocked(class string, raw int64) int64 {
+	budget := l.cfg.MaxInflightBytes
+	f := float64(raw)
+	if r, ok := l.ratios[class]; ok {
+		f *= r
+	}
+	if f >= float64(budget) {
+		return budget
+	}
+	return int64(math.Ceil(f))
+}
+
+// fitsLocked reports whether a request of kind reserving need bytes fits now.
+func (l *Limiter) fitsLocked(kind Kind, need int64) bool {
+	return l.inflight[kind] < l.maxInflight[kind] && l.reserved <= l.cfg.MaxInflightBytes-need
+}
+
+func (l *Limiter) admitLocked(kind Kind, need int64) {
+	l.inflight[kind]++
+	l.reserved += need
+	if l.reserved > l.cfg.MaxInflightBytes {
+		panic(fmt.Sprintf("BUG: reserved %d bytes over the budget of %d", l.reserved, l.cfg.MaxInflightBytes))
+	}
+}
+
+// dispatchLocked admits queued requests that fit, taking clients' queue heads
+// round-robin, until a full round admits nothing.
+func (l *Limiter) dispatchLocked() {
+	for l.queued > 0 {
+		admitted := false
+		for remaining := len(l.ring); remaining > 0 && len(l.ring) > 0; remaining-- {
+			if l.next >= len(l.ring) {
+				l.next = 0
+			}
+			c := l.ring[l.next]
+			w := c.queue[0]
+			if !l.fitsLocked(w.kind, w.need) {
+				l.next++
+				continue
+			}
+			l.admitLocked(w.kind, w.need)
+			c.queue[0] = nil
+			c.queue = c.queue[1:]
+			l.queued--
+			w.done = true
+			close(w.ready)
+			admitted = true
+			if len(c.queue) == 0 {
+				l.dropFromRingLocked(l.next) // l.next now indexes the following client
+			} else {
+				l.next++
+			}
+		}
+		if !admitted {
+			return
+		}
+	}
+}
+
+// removeLocked takes an undecided waiter out of its client's queue.
+func (l *Limiter) removeLocked(w *waiter) {
+	c := w.c
+	for i, x := range c.queue {
+		if x == w {
+			copy(c.queue[i:], c.queue[i+1:])
+			c.queue[len(c.queue)-1] = nil
+			c.queue = c.queue[:len(c.queue)-1]
+			l.queued--
+			break
+		}
+	}
+	if len(c.queue) == 0 && c.inRing {
+		for i, x := range l.ring {
+			if x == c {
+				l.dropFromRingLocked(i)
+				break
+			}
+		}
+	}
+}
+
+// dropFromRingLocked removes the client at ring index i, whose queue is empty.
+func (l *Limiter) dropFromRingLocked(i int) {
+	c := l.ring[i]
+	c.inRing = false
+	c.queue = nil
+	copy(l.ring[i:], l.ring[i+1:])
+	l.ring[len(l.ring)-1] = nil
+	l.ring = l.ring[:len(l.ring)-1]
+	if i < l.next {
+		l.next--
+	}
+	if c.lim == nil {
+		delete(l.clients, c.key)
+	}
+}
+
+// pushOutLocked makes room in a full queue for a request of client c by
+// rejecting the newest waiter of the client with the longest queue, if that
+// queue is longer than c's would be. It reports whether it made room.
+func (l *Limiter) pushOutLocked(c *client) bool {
+	mine := 0
+	if c != nil {
+		mine = len(c.queue)
+	}
+	var longest *client
+	for _, x := range l.ring {
+		if longest == nil || len(x.queue) > len(longest.queue) {
+			longest = x
+		}
+	}
+	if longest == nil || len(longest.queue) <= mine+1 {
+		return false
+	}
+	w := longest.queue[len(longest.queue)-1]
+	l.removeLocked(w) // longest keeps >= 1 waiter, so stays in the ring
+	w.done = true
+	w.err = l.reject(ReasonQueueFull, longest.key, w.need, l.retryAfterLocked())
+	close(w.ready)
+	return true
+}
+
+// retryAfterLocked suggests a Retry-After for a queue rejection: 1 s plus one
+// second per MaxRequestsInflight requests queued, at most 30 s.
+func (l *Limiter) retryAfterLocked() int {
+	return min(1+l.queued/l.cfg.MaxRequestsInflight, maxRetryAfter)
+}
+
+// clientLocked returns the state of key, creating it.
+func (l *Limiter) clientLocked(key string) *client {
+	c := l.clients[key]
+	if c == nil {
+		c = &client{key: key}
+		if l.cfg.PerClientQPS > 0 {
+			c.lim = rate.NewLimiter(rate.Limit(l.cfg.PerClientQPS), l.cfg.PerClientBurst)
+		}
+		l.clients[key] = c
+	}
+	return c
+}
+
+// sweepLocked forgets clients with nothing queued whose token bucket is full,
+// which a fresh limiter would equal.
+func (l *Limiter) sweepLocked(now time.Time) {
+	l.sweepIn = sweepEvery
+	for k, c := range l.clients {
+		if len(c.queue) == 0 && (c.lim == nil || c.lim.TokensAt(now) >= float64(l.cfg.PerClientBurst)) {
+			delete(l.clients, k)
+		}
+	}
+}
+
+// observeLocked moves class's correction ratio toward the sample used/estimate.
+func (l *Limiter) observeLocked(class string, sample float64) {
+	sample = min(max(sample, minRatio), maxRatio)
+	r, ok := l.ratios[class]
+	if !ok {
+		if len(l.ratios) >= l.cfg.MaxClasses {
+			return
+		}
+		r = 1
+	}
+	l.ratios[class] = r + ewmaAlpha*(sample-r)
+}
