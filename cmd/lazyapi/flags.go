@@ -1,0 +1,233 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// config is the validated command line.
+type config struct {
+	etcdServers  []string // empty: start an embedded etcd in dataDir
+	etcdPrefix   string   // normalized like kube-apiserver: leading "/", no trailing "/"
+	etcdCAFile   string
+	etcdCertFile string
+	etcdKeyFile  string
+	etcdTLS      *tls.Config // non-nil when any TLS file is given
+
+	bindAddress    net.IP
+	port           int // 0 picks a free port
+	listPageSize   int
+	listPageBytes  int
+	requestTimeout time.Duration
+	logLevel       zapcore.Level
+	dataDir        string
+	demo           bool
+	version        bool
+	help           bool
+	usage          string // flag usage text, printed for --help
+}
+
+// Defaults. --list-page-bytes caps one etcd range response: 8 MiB keeps a
+// page of typical objects (1-10 KiB) at the item limit while bounding a page
+// of large objects (ConfigMaps and Secrets near the 1.5 MiB etcd limit) to a
+// handful of items.
+const (
+	defaultEtcdPrefix     = "/registry"
+	defaultBindAddress    = "127.0.0.1"
+	defaultPort           = 8080
+	defaultListPageSize   = 500
+	defaultListPageBytes  = 8 << 20
+	defaultRequestTimeout = time.Minute
+)
+
+// usageError is a bad command line; main exits with status 2 for it.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// defaultDataDir is where the embedded etcd keeps its data when --data-dir is
+// not given: <user cache dir>/lazyapi/etcd (e.g. ~/.cache/lazyapi/etcd), or
+// ./lazyapi-data when the user has no cache directory.
+func defaultDataDir() string {
+	if dir, err := os.UserCacheDir(); err == nil && dir != "" {
+		return filepath.Join(dir, "lazyapi", "etcd")
+	}
+	return "lazyapi-data"
+}
+
+// parseFlags parses and validates args. Every error names the flag at fault
+// and fits on one line.
+func parseFlags(args []string) (*config, error) {
+	c := &config{}
+	fs := pflag.NewFlagSet("lazyapi", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+
+	var (
+		listPageBytes = byteSize(defaultListPageBytes)
+		logLevel      string
+	)
+	fs.StringSliceVar(&c.etcdServers, "etcd-servers", nil,
+		"List of etcd servers to connect with (scheme://ip:port), comma separated. Empty: start an embedded etcd in --data-dir.")
+	fs.StringVar(&c.etcdPrefix, "etcd-prefix", defaultEtcdPrefix,
+		"The prefix under which kube-apiserver stores Kubernetes resources in etcd.")
+	fs.StringVar(&c.etcdCAFile, "etcd-cafile", "", "SSL Certificate Authority file used to secure etcd communication.")
+	fs.StringVar(&c.etcdCertFile, "etcd-certfile", "", "SSL certification file used to secure etcd communication.")
+	fs.StringVar(&c.etcdKeyFile, "etcd-keyfile", "", "SSL key file used to secure etcd communication.")
+	fs.IPVar(&c.bindAddress, "bind-address", net.ParseIP(defaultBindAddress),
+		"The IP address on which to listen for --port. Use 0.0.0.0 or :: for all interfaces.")
+	fs.IntVar(&c.port, "port", defaultPort, "The port on which to serve plain HTTP. 0 picks a free port (logged at start).")
+	fs.IntVar(&c.listPageSize, "list-page-size", defaultListPageSize,
+		"Maximum number of items read from etcd in one range request of a LIST.")
+	fs.Var(&listPageBytes, "list-page-bytes",
+		"Maximum bytes of stored values read from etcd in one range request of a LIST (e.g. 8Mi, 1048576).")
+	fs.DurationVar(&c.requestTimeout, "request-timeout", defaultRequestTimeout,
+		"Upper bound on a non-watch request, and on draining in-flight requests at shutdown.")
+	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error. Logs are JSON on stderr.")
+	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir(),
+		"Data directory of the embedded etcd (used only without --etcd-servers).")
+	fs.BoolVar(&c.demo, "demo", false,
+		"Seed an empty embedded etcd with demo objects (namespaces, ~1,000 ConfigMaps, a Deployment, a CRD, ...).")
+	fs.BoolVar(&c.version, "version", false, "Print the version and exit.")
+	fs.BoolVarP(&c.help, "help", "h", false, "Print this help and exit.")
+	c.usage = "Usage: lazyapi [flags]\n\nlazyapi serves the Kubernetes read API (GET, LIST, WATCH) from the bytes kube-apiserver stored in etcd.\n\nFlags:\n" + fs.FlagUsages()
+
+	if err := fs.Parse(args); err != nil {
+		return nil, usageErrorf("%v (see --help)", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErrorf("unexpected argument %q: lazyapi takes only flags (see --help)", fs.Arg(0))
+	}
+	if c.help || c.version {
+		return c, nil
+	}
+
+	c.etcdServers = trimEmpty(c.etcdServers)
+	for _, s := range c.etcdServers {
+		if !strings.Contains(s, "://") {
+			return nil, usageErrorf("invalid --etcd-servers entry %q: want scheme://host:port, e.g. http://127.0.0.1:2379", s)
+		}
+	}
+	if strings.TrimSpace(c.etcdPrefix) == "" {
+		return nil, usageErrorf("invalid --etcd-prefix: must not be empty")
+	}
+	// kube-apiserver joins the prefix with "/" (etcd3 store: path.Join("/", prefix)).
+	c.etcdPrefix = path.Join("/", c.etcdPrefix)
+	if c.port < 0 || c.port > 65535 {
+		return nil, usageErrorf("invalid --port %d: must be between 0 and 65535", c.port)
+	}
+	if c.listPageSize <= 0 {
+		return nil, usageErrorf("invalid --list-page-size %d: must be greater than 0", c.listPageSize)
+	}
+	c.listPageBytes = int(listPageBytes)
+	if c.listPageBytes <= 0 {
+		return nil, usageErrorf("invalid --list-page-bytes %d: must be greater than 0", c.listPageBytes)
+	}
+	if c.requestTimeout <= 0 {
+		return nil, usageErrorf("invalid --request-timeout %s: must be greater than 0", c.requestTimeout)
+	}
+	if err := c.logLevel.Set(logLevel); err != nil || c.logLevel < zapcore.DebugLevel || c.logLevel > zapcore.ErrorLevel {
+		return nil, usageErrorf("invalid --log-level %q: want debug, info, warn or error", logLevel)
+	}
+	if c.demo && len(c.etcdServers) > 0 {
+		return nil, usageErrorf("--demo seeds only the embedded etcd: drop --etcd-servers or --demo")
+	}
+	if len(c.etcdServers) == 0 && strings.TrimSpace(c.dataDir) == "" {
+		return nil, usageErrorf("invalid --data-dir: must not be empty when --etcd-servers is not set")
+	}
+	tlsCfg, err := etcdTLS(c)
+	if err != nil {
+		return nil, err
+	}
+	c.etcdTLS = tlsCfg
+	return c, nil
+}
+
+// etcdTLS loads the --etcd-* TLS files. It returns nil when none is given.
+func etcdTLS(c *config) (*tls.Config, error) {
+	if c.etcdCAFile == "" && c.etcdCertFile == "" && c.etcdKeyFile == "" {
+		return nil, nil
+	}
+	if len(c.etcdServers) == 0 {
+		return nil, usageErrorf("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-servers (the embedded etcd is plain HTTP on loopback)")
+	}
+	if (c.etcdCertFile == "") != (c.etcdKeyFile == "") {
+		return nil, usageErrorf("--etcd-certfile and --etcd-keyfile must be given together")
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.etcdCAFile != "" {
+		pem, err := os.ReadFile(c.etcdCAFile)
+		if err != nil {
+			return nil, usageErrorf("cannot read --etcd-cafile: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usageErrorf("cannot use --etcd-cafile %q: no PEM certificate found", c.etcdCAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if c.etcdCertFile != "" {
+		for _, f := range []struct{ flag, path string }{{"--etcd-certfile", c.etcdCertFile}, {"--etcd-keyfile", c.etcdKeyFile}} {
+			if _, err := os.Stat(f.path); err != nil {
+				return nil, usageErrorf("cannot read %s: %v", f.flag, err)
+			}
+		}
+		cert, err := tls.LoadX509KeyPair(c.etcdCertFile, c.etcdKeyFile)
+		if err != nil {
+			return nil, usageErrorf("cannot load --etcd-certfile/--etcd-keyfile: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+func trimEmpty(ss []string) []string {
+	out := ss[:0]
+	for _, s := range ss {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// byteSize is a pflag.Value holding a byte count written as an integer or a
+// Kubernetes quantity ("8Mi", "512Ki", "1G").
+type byteSize int64
+
+var _ pflag.Value = (*byteSize)(nil)
+
+func (b *byteSize) String() string {
+	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
+}
+func (b *byteSize) Type() string { return "bytes" }
+func (b *byteSize) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return errors.New("want a byte count such as 8388608 or 8Mi")
+	}
+	v, ok := q.AsInt64()
+	if !ok {
+		return errors.New("want a whole number of bytes")
+	}
+	*b = byteSize(v)
+	return nil
+}

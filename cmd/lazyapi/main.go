@@ -1,0 +1,110 @@
+// Command lazyapi serves the Kubernetes read API (GET, LIST, WATCH) straight
+// from the bytes kube-apiserver stored in etcd, with bounded memory.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lazyapi: "+strings.ReplaceAll(err.Error(), "\n", " "))
+		if errors.As(err, new(usageError)) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// run is the whole command: it parses args, starts every component, serves
+// until ctx ends, then stops the components in reverse order. Human-readable
+// hints go to stdout, JSON logs to stderr. It returns nil after a clean
+// shutdown.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	if c.help {
+		_, err := io.WriteString(stdout, c.usage)
+		return err
+	}
+	if c.version {
+		_, err := fmt.Fprintf(stdout, "lazyapi %s\n", versionString())
+		return err
+	}
+	lg := newLogger(stderr, c.logLevel)
+	defer lg.Sync() //nolint:errcheck // stderr sync errors are not actionable
+	return serve(ctx, c, lg, stdout)
+}
+
+// version is set at build time: -ldflags "-X main.version=v0.1.0".
+var version string
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " " + s.Value[:12]
+		}
+	}
+	return v
+}
+
+// newLogger returns a JSON logger writing to w at level.
+func newLogger(w io.Writer, level zapcore.Level) *zap.Logger {
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), level)
+	return zap.New(core)
+}
+
+// filtered returns lg that logs only the entries keep accepts; for chatty
+// dependencies (etcd server and client) that should only report problems.
+func filtered(lg *zap.Logger, keep func(zapcore.Entry) bool) *zap.Logger {
+	return lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return filterCore{c, keep}
+	}))
+}
+
+// atLeast returns lg restricted to level and above.
+func atLeast(lg *zap.Logger, level zapcore.Level) *zap.Logger {
+	return filtered(lg, func(e zapcore.Entry) bool { return e.Level >= level })
+}
+
+type filterCore struct {
+	zapcore.Core
+	keep func(zapcore.Entry) bool
+}
+
+func (c filterCore) With(f []zapcore.Field) zapcore.Core {
+	return filterCore{c.Core.With(f), c.keep}
+}
+
+func (c filterCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if !c.keep(e) {
+		return ce
+	}
+	return c.Core.Check(e, ce)
+}

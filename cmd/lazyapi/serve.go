@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/lazyapi/lazyapi/internal/demo"
+	"github.com/lazyapi/lazyapi/store"
+)
+
+// etcdProbeTimeout bounds the first request to etcd at start.
+const etcdProbeTimeout = 5 * time.Second
+
+// etcdBenign are warnings the embedded etcd always logs; they say nothing
+// about this process.
+var etcdBenign = map[string]bool{
+	"Running http and grpc server on single port. This is not recommended for production.": true,
+	"simple token is not cryptographically signed":                                         true,
+}
+
+// serve starts the components in order — etcd (embedded or remote), the etcd
+// client, demo data, the resource table, the HTTP server — and stops them in
+// reverse order when ctx ends. Each stop is a defer registered right after
+// its start.
+func serve(ctx context.Context, c *config, lg *zap.Logger, stdout io.Writer) error {
+	// etcd's server and client log a lot at info and retry noisily at warn;
+	// keep their problems only.
+	var etcdClosing atomic.Bool
+	etcdLog := filtered(lg.Named("etcd"), func(e zapcore.Entry) bool {
+		return e.Level >= zapcore.WarnLevel && !etcdBenign[e.Message] && !etcdClosing.Load()
+	})
+	etcdClientLog := atLeast(lg.Named("etcd-client"), zapcore.ErrorLevel)
+
+	// 1. etcd.
+	endpoints := c.etcdServers
+	if len(endpoints) == 0 {
+		if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+			return fmt.Errorf("cannot create --data-dir: %w", err)
+		}
+		emb, err := store.StartEmbedded(store.EmbeddedConfig{Dir: c.dataDir, Logger: etcdLog})
+		if err != nil {
+			return fmt.Errorf("cannot start the embedded etcd (--data-dir %q): %w", c.dataDir, err)
+		}
+		defer func() {
+			etcdClosing.Store(true) // listeners closing: expected errors
+			emb.Close()
+			lg.Debug("embedded etcd stopped")
+		}()
+		endpoints = []string{emb.Endpoint()}
+		lg.Info("embedded etcd started", zap.String("dataDir", c.dataDir), zap.String("endpoint", emb.Endpoint()))
+	}
+
+	// 2. etcd client, probed once so that a wrong address fails now.
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: etcdProbeTimeout,
+		TLS:         c.etcdTLS,
+		Logger:      etcdClientLog,
+	})
+	if err != nil {
+		return fmt.Errorf("cannot create etcd client for --etcd-servers %s: %w", strings.Join(endpoints, ","), err)
+	}
+	defer func() {
+		cli.Close()
+		lg.Debug("etcd client closed")
+	}()
+	pctx, cancel := context.WithTimeout(ctx, etcdProbeTimeout)
+	_, err = cli.Get(pctx, c.etcdPrefix+"/", clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
+	cancel()
+	if ctx.Err() != nil {
+		return nil // stopped while starting
+	}
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %s", etcdProbeTimeout)
+		}
+		return fmt.Errorf("cannot reach etcd at %s (--etcd-servers): %w", strings.Join(endpoints, ","), err)
+	}
+	lg.Info("etcd reachable", zap.Strings("endpoints", endpoints), zap.String("prefix", c.etcdPrefix))
+
+	// 3. Demo data, only into an empty embedded etcd.
+	if c.demo {
+		if err := seedDemo(ctx, cli, c.etcdPrefix, lg, stdout); err != nil {
+			return err
+		}
+	}
+
+	// 4, 5. Resource table and HTTP server.
+	return serveAPI(ctx, c, cli, lg, stdout)
+}
+
+func seedDemo(ctx context.Context, cli *clientv3.Client, prefix string, lg *zap.Logger, stdout io.Writer) error {
+	empty, err := demo.Empty(ctx, cli, prefix)
+	if err != nil {
+		return fmt.Errorf("cannot check for demo data: %w", err)
+	}
+	if !empty {
+		lg.Info("demo: etcd prefix already has keys; not seeding", zap.String("prefix", prefix))
+		fmt.Fprintf(stdout, "demo: etcd already has keys under %s; not seeding (serving what is there)\n", prefix)
+		return nil
+	}
+	start := time.Now()
+	n, err := demo.Seed(ctx, cli, prefix, time.Now())
+	if err != nil {
+		return fmt.Errorf("cannot seed demo data: %w", err)
+	}
+	lg.Info("demo: seeded", zap.Int("objects", n), zap.Duration("took", time.Since(start)))
+	fmt.Fprintf(stdout, "demo: wrote %d objects into the embedded etcd under %s\n", n, prefix)
+	return nil
+}
