@@ -1,0 +1,374 @@
+package resource
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	json "github.com/goccy/go-json"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// crdKeySegment is where kube-apiserver stores CustomResourceDefinitions
+// under --etcd-prefix.
+const crdKeySegment = "apiextensions.k8s.io/customresourcedefinitions"
+
+// crdPageSize bounds the CRDs read per etcd range during a load; CRDs with
+// large schemas are hundreds of KB each.
+const crdPageSize = 100
+
+// crd is what lazyapi keeps of a CustomResourceDefinition.
+type crd struct {
+	name                             string
+	group                            string
+	plural, singular, kind, listKind string
+	shortNames, categories           []string
+	namespaced                       bool
+	storageVersion                   string
+	versions                         []crdVersion // served versions only
+}
+
+type crdVersion struct {
+	name       string
+	columns    []Column
+	selectable []string
+}
+
+// resources returns one Resource per served version.
+func (c *crd) resources() []*Resource {
+	rs := make([]*Resource, 0, len(c.versions))
+	for _, v := range c.versions {
+		rs = append(rs, &Resource{
+			Group:            c.group,
+			Version:          v.name,
+			Resource:         c.plural,
+			Kind:             c.kind,
+			ListKind:         c.listKind,
+			SingularName:     c.singular,
+			Namespaced:       c.namespaced,
+			ShortNames:       c.shortNames,
+			Categories:       c.categories,
+			KeyPrefix:        c.group + "/" + c.plural,
+			Custom:           true,
+			JSONStorage:      true,
+			StorageVersion:   c.storageVersion,
+			FieldSelectors:   v.selectable,
+			Columns:          v.columns,
+			fieldStyle:       fieldsListed,
+			noNamespaceField: !c.namespaced,
+		})
+	}
+	return rs
+}
+
+func sortedCRDs(m map[string]*crd) []*crd {
+	cs := make([]*crd, 0, len(m))
+	for _, c := range m {
+		cs = append(cs, c)
+	}
+	slices.SortFunc(cs, func(a, b *crd) int {
+		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.plural, b.plural), cmp.Compare(a.name, b.name))
+	})
+	return cs
+}
+
+// crdJSON is the part of a stored CustomResourceDefinition lazyapi reads. It
+// accepts both apiextensions.k8s.io/v1beta1 (what kube-apiserver writes) and
+// v1: v1beta1 additionally has spec.version, top-level
+// spec.additionalPrinterColumns and spec.selectableFields, and spells a
+// column's path "JSONPath".
+type crdJSON struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		Group    string   `json:"group"`
+		Version  string   `json:"version"`
+		Names    crdNames `json:"names"`
+		Scope    string   `json:"scope"`
+		Versions []struct {
+			Name                     string            `json:"name"`
+			Served                   bool              `json:"served"`
+			Storage                  bool              `json:"storage"`
+			AdditionalPrinterColumns []columnJSON      `json:"additionalPrinterColumns"`
+			SelectableFields         []selectableField `json:"selectableFields"`
+		} `json:"versions"`
+		AdditionalPrinterColumns []columnJSON      `json:"additionalPrinterColumns"`
+		SelectableFields         []selectableField `json:"selectableFields"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+		} `json:"conditions"`
+		AcceptedNames crdNames `json:"acceptedNames"`
+	} `json:"status"`
+}
+
+type crdNames struct {
+	Plural     string   `json:"plural"`
+	Singular   string   `json:"singular"`
+	ShortNames []string `json:"shortNames"`
+	Kind       string   `json:"kind"`
+	ListKind   string   `json:"listKind"`
+	Categories []string `json:"categories"`
+}
+
+type columnJSON struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Format      string `json:"format"`
+	Description string `json:"description"`
+	Priority    int32  `json:"priority"`
+	JSONPath    string `json:"jsonPath"`
+	JSONPathV1b string `json:"JSONPath"`
+}
+
+type selectableField struct {
+	JSONPath string `json:"jsonPath"`
+}
+
+var errProtobufCRD = errors.New("CRD is stored as protobuf; kube-apiserver stores CRDs as JSON and lazyapi reads only JSON")
+
+// parseCRD decodes a stored CustomResourceDefinition. It returns (nil, nil)
+// for a CRD that kube-apiserver would not serve: not Established, or without
+// a served version.
+func parseCRD(value []byte) (*crd, error) {
+	if bytes.HasPrefix(value, []byte("k8s\x00")) {
+		return nil, errProtobufCRD
+	}
+	var in crdJSON
+	if err := json.Unmarshal(value, &in); err != nil {
+		return nil, fmt.Errorf("cannot decode CRD JSON: %w", err)
+	}
+	established := false
+	for _, c := range in.Status.Conditions {
+		if c.Type == "Established" && c.Status == "True" {
+			established = true
+		}
+	}
+	if !established {
+		return nil, nil
+	}
+	// kube-apiserver serves a CRD under its accepted names.
+	names := in.Status.AcceptedNames
+	if names.Plural == "" {
+		names = in.Spec.Names
+	}
+	if in.Spec.Group == "" || names.Plural == "" || names.Kind == "" {
+		return nil, fmt.Errorf("CRD %q has no group, plural or kind", in.Metadata.Name)
+	}
+	c := &crd{
+		name:       in.Metadata.Name,
+		group:      in.Spec.Group,
+		plural:     names.Plural,
+		singular:   names.Singular,
+		kind:       names.Kind,
+		listKind:   names.ListKind,
+		shortNames: names.ShortNames,
+		categories: names.Categories,
+		namespaced: in.Spec.Scope != "Cluster",
+	}
+	if c.singular == "" {
+		c.singular = strings.ToLower(c.kind)
+	}
+	if c.listKind == "" {
+		c.listKind = c.kind + "List"
+	}
+	topColumns := columns(in.Spec.AdditionalPrinterColumns)
+	topSelectable := selectable(in.Spec.SelectableFields)
+	if len(in.Spec.Versions) == 0 && in.Spec.Version != "" {
+		c.storageVersion = in.Spec.Version
+		c.versions = []crdVersion{{name: in.Spec.Version, columns: topColumns, selectable: topSelectable}}
+	}
+	for _, v := range in.Spec.Versions {
+		if v.Storage {
+			c.storageVersion = v.Name
+		}
+		if !v.Served {
+			continue
+		}
+		cv := crdVersion{name: v.Name, columns: columns(v.AdditionalPrinterColumns), selectable: selectable(v.SelectableFields)}
+		if cv.columns == nil {
+			cv.columns = topColumns
+		}
+		if cv.selectable == nil {
+			cv.selectable = topSelectable
+		}
+		c.versions = append(c.versions, cv)
+	}
+	if len(c.versions) == 0 {
+		return nil, nil
+	}
+	if c.storageVersion == "" {
+		return nil, fmt.Errorf("CRD %q has no storage version", c.name)
+	}
+	return c, nil
+}
+
+func columns(in []columnJSON) []Column {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]Column, 0, len(in))
+	for _, c := range in {
+		p := c.JSONPath
+		if p == "" {
+			p = c.JSONPathV1b
+		}
+		out = append(out, Column{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority, JSONPath: p})
+	}
+	return out
+}
+
+func selectable(in []selectableField) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(in))
+	for _, f := range in {
+		out = append(out, strings.TrimPrefix(f.JSONPath, "."))
+	}
+	return out
+}
+
+// StartCRDSync loads the CustomResourceDefinitions stored under
+// <prefix>/apiextensions.k8s.io/customresourcedefinitions/ and adds their
+// served versions to the table, then keeps the table current from an etcd
+// watch in a goroutine that ends with ctx. The load is synchronous: on return
+// without error the table has every established CRD and Ready is true. A CRD
+// that cannot be decoded is skipped and logged. If the watch breaks or its
+// revision is compacted, the CRDs are loaded again and the watch restarts
+// after the new load.
+func (t *Table) StartCRDSync(ctx context.Context, cli *clientv3.Client, prefix string) error {
+	keyPrefix := path.Join("/", prefix, crdKeySegment) + "/"
+	t.ready.Store(false)
+	rev, err := t.loadCRDs(ctx, cli, keyPrefix)
+	if err != nil {
+		return err
+	}
+	t.ready.Store(true)
+	go t.syncCRDs(ctx, cli, keyPrefix, rev)
+	return nil
+}
+
+// loadCRDs reads every CRD at one revision, page by page, replaces the CRDs
+// of the table and returns the revision read.
+func (t *Table) loadCRDs(ctx context.Context, cli *clientv3.Client, keyPrefix string) (int64, error) {
+	crds := map[string]*crd{}
+	end := clientv3.GetPrefixRangeEnd(keyPrefix)
+	key := keyPrefix
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(crdPageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := cli.Get(ctx, key, opts...)
+		if err != nil {
+			return 0, fmt.Errorf("cannot list CRDs under %q: %w", keyPrefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			t.putCRD(crds, string(kv.Key), kv.Value)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	t.mu.Lock()
+	t.crds = crds
+	t.rebuildLocked()
+	t.mu.Unlock()
+	return rev, nil
+}
+
+// putCRD parses a stored CRD into crds, or removes it from crds when it is
+// not served or cannot be decoded.
+func (t *Table) putCRD(crds map[string]*crd, key string, value []byte) {
+	c, err := parseCRD(value)
+	if err != nil {
+		t.log.Load().Warn("cannot use CustomResourceDefinition; its resources are not served", zap.String("key", key), zap.Error(err))
+	}
+	if c == nil {
+		delete(crds, key)
+		return
+	}
+	crds[key] = c
+}
+
+// syncCRDs watches the CRDs from rev+1 and applies each batch of events to
+// the table; on a compacted or broken watch it reloads and watches again.
+func (t *Table) syncCRDs(ctx context.Context, cli *clientv3.Client, keyPrefix string, rev int64) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := t.watchCRDs(ctx, cli, keyPrefix, rev)
+		if ctx.Err() != nil {
+			return
+		}
+		t.log.Load().Warn("CustomResourceDefinition watch ended; reloading", zap.Error(err))
+		for {
+			rev, err = t.loadCRDs(ctx, cli, keyPrefix)
+			if err == nil {
+				backoff = 100 * time.Millisecond
+				break
+			}
+			t.log.Load().Warn("cannot reload CustomResourceDefinitions", zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 10*time.Second)
+		}
+	}
+}
+
+// watchCRDs applies watch events until the watch fails; it never returns nil
+// unless ctx is done.
+func (t *Table) watchCRDs(ctx context.Context, cli *clientv3.Client, keyPrefix string, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range cli.Watch(wctx, keyPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		if resp.CompactRevision != 0 {
+			return fmt.Errorf("watch from revision %d compacted at %d", rev+1, resp.CompactRevision)
+		}
+		if err := resp.Err(); err != nil {
+			return fmt.Errorf("cannot watch CRDs: %w", err)
+		}
+		if len(resp.Events) == 0 {
+			continue
+		}
+		t.mu.Lock()
+		crds := make(map[string]*crd, len(t.crds)+len(resp.Events))
+		for k, c := range t.crds {
+			crds[k] = c
+		}
+		for _, ev := range resp.Events {
+			key := string(ev.Kv.Key)
+			if ev.Type == clientv3.EventTypeDelete {
+				delete(crds, key)
+				continue
+			}
+			t.putCRD(crds, key, ev.Kv.Value)
+		}
+		t.crds = crds
+		t.rebuildLocked()
+		t.mu.Unlock()
+		rev = resp.Header.Revision
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("watch channel closed")
+}

@@ -1,0 +1,168 @@
+// Package resource is the table of resources lazyapi serves: the built-in
+// resources kube-apiserver v1.37 serves by default, at the version it stores
+// them in etcd, and the custom resources defined by the
+// CustomResourceDefinitions found in etcd. It also renders the discovery
+// documents (/version, /api, /apis, aggregated discovery) from the table.
+//
+// Only get, list and watch are advertised. Subresources (status, scale, log,
+// exec, ...) are not served and are not listed in discovery, so clients never
+// see a verb lazyapi would refuse.
+package resource
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+)
+
+// Verbs are the verbs lazyapi serves for every resource.
+var verbs = []string{"get", "list", "watch"}
+
+// Resource describes one served resource at one version. A *Resource
+// returned by a Table is shared and must not be modified.
+type Resource struct {
+	// Group is the API group, "" for the core group.
+	Group string
+	// Version is the version the resource is served at. For built-in
+	// resources it is the version kube-apiserver stores the resource at.
+	Version string
+	// Resource is the plural, lower-case resource name ("configmaps").
+	Resource string
+	// Kind and ListKind are the object and list kinds ("ConfigMap", "ConfigMapList").
+	Kind, ListKind string
+	// SingularName is the singular resource name ("configmap").
+	SingularName string
+	// Namespaced is true for namespaced resources.
+	Namespaced bool
+	// ShortNames and Categories are advertised in discovery ("cm"; "all").
+	ShortNames, Categories []string
+	// KeyPrefix is the etcd key segment between --etcd-prefix and the
+	// namespace or name: "configmaps", "services/specs", "minions",
+	// "example.com/widgets".
+	KeyPrefix string
+	// Custom is true for a CRD's resource: stored as JSON, and list items keep
+	// their kind and apiVersion.
+	Custom bool
+	// JSONStorage is true when kube-apiserver always stores the resource as
+	// JSON: custom resources, CustomResourceDefinitions and APIServices.
+	// Other built-in resources are protobuf unless kube-apiserver runs with
+	// --storage-media-type=application/json.
+	JSONStorage bool
+	// StorageVersion is the version objects are stored at in etcd. lazyapi does
+	// not convert, so only a Resource with Version == StorageVersion can be
+	// served; a custom resource's other served versions are listed in
+	// discovery and in the table so that the proxy can answer them with a
+	// clear error (see Servable).
+	StorageVersion string
+	// FieldSelectors are the field selector labels kube-apiserver supports
+	// for the resource besides metadata.name and metadata.namespace.
+	// ConvertFieldLabel applies the exact kube-apiserver rules.
+	FieldSelectors []string
+	// Columns are a custom resource's additionalPrinterColumns for this
+	// version, used for Table output. Empty for built-in resources.
+	Columns []Column
+
+	// fieldStyle selects the field label rules and error message;
+	// noNamespaceField is set when metadata.namespace is refused.
+	fieldStyle       fieldStyle
+	noNamespaceField bool
+}
+
+// Servable reports whether the resource can be served as stored, that is,
+// whether its Version is its StorageVersion.
+func (r *Resource) Servable() bool { return r.Version == r.StorageVersion }
+
+// APIVersion returns "group/version", or "version" for the core group.
+func (r *Resource) APIVersion() string {
+	if r.Group == "" {
+		return r.Version
+	}
+	return r.Group + "/" + r.Version
+}
+
+// GroupResource returns "resource.group", or "resource" for the core group,
+// as kube-apiserver writes it in NotFound messages.
+func (r *Resource) GroupResource() string {
+	if r.Group == "" {
+		return r.Resource
+	}
+	return r.Resource + "." + r.Group
+}
+
+// Column is one additionalPrinterColumn of a CustomResourceDefinition.
+type Column struct {
+	Name        string
+	Type        string
+	Format      string
+	Description string
+	Priority    int32
+	// JSONPath is the simple JSONPath evaluated against each object, e.g.
+	// ".spec.replicas".
+	JSONPath string
+}
+
+// Table is the set of served resources. It is safe for concurrent use: reads
+// (Lookup, Versions, Discovery*) are lock-free and see one consistent
+// snapshot; CRD changes replace the snapshot atomically.
+type Table struct {
+	// snap is the current snapshot; never nil after NewBuiltin.
+	snap atomic.Pointer[snapshot]
+	// ready is true once the built-in table is built and, if StartCRDSync
+	// was called, the first load of the CRDs succeeded.
+	ready atomic.Bool
+
+	// mu serialises writers (CRD sync, SetServerAddress).
+	mu sync.Mutex
+	// builtin is the immutable list of built-in resources.
+	builtin []*Resource
+	// crds are the CRDs by etcd key; protected by mu.
+	crds map[string]*crd
+	// serverAddress is advertised in /api; protected by mu.
+	serverAddress string
+	// log reports CRDs that cannot be decoded and watch restarts.
+	log atomic.Pointer[zap.Logger]
+}
+
+// Lookup returns the resource served at group/version/resource; resource is
+// the plural name. The result is shared and must not be modified.
+func (t *Table) Lookup(group, version, resource string) (*Resource, bool) {
+	r, ok := t.snap.Load().byGVR[gvr{group, version, resource}]
+	return r, ok
+}
+
+// Versions returns the served versions of group, preferred version first,
+// or nil if the group is not served. The slice must not be modified.
+func (t *Table) Versions(group string) []string {
+	if g, ok := t.snap.Load().groupByName[group]; ok {
+		return g.versions
+	}
+	return nil
+}
+
+// Resources returns every served resource (every version), in discovery
+// order. The slice must not be modified.
+func (t *Table) Resources() []*Resource {
+	return t.snap.Load().all
+}
+
+// Ready reports whether the table is complete: true for a built-in table, and
+// after StartCRDSync once the CRDs were loaded.
+func (t *Table) Ready() bool { return t.ready.Load() }
+
+// SetLogger sets the logger used by the CRD sync. The default discards.
+func (t *Table) SetLogger(l *zap.Logger) {
+	t.log.Store(l)
+}
+
+// SetServerAddress sets the host:port advertised in /api's
+// serverAddressByClientCIDRs (kube-apiserver advertises its own address
+// there; clients ignore it). The default is empty.
+func (t *Table) SetServerAddress(addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.serverAddress = addr
+	t.rebuildLocked()
+}
+
+type gvr struct{ group, version, resource string }
