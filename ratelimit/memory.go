@@ -31,8 +31,13 @@ const minInflightBytes = 1 << 20
 // ParseBytes parses a byte quantity in Kubernetes quantity syntax: plain
 // bytes ("1048576"), binary suffixes ("512Mi", "1Gi"), decimal suffixes
 // ("1G" = 10^9, "500M"), exponents ("1e9"). Fractions round up to a whole
-// byte ("1.5Ki" = 1536). Negative values and values above MaxInt64 are errors.
+// byte ("1.5Ki" = 1536). Negative values and values above MaxInt64 are errors
+// (ParseQuantity itself saturates "8Ei" to MaxInt64).
 func ParseBytes(s string) (int64, error) {
+	if s == "" || !(s[0] >= '0' && s[0] <= '9' || s[0] == '.' || s[0] == '+') {
+		// ParseQuantity takes a bare suffix ("Mi") as 0.
+		return 0, fmt.Errorf("cannot parse %q as bytes: want a number with an optional suffix such as 512Mi or 1G", s)
+	}
 	q, err := resource.ParseQuantity(s)
 	if err != nil {
 		return 0, fmt.Errorf("cannot parse %q as bytes: %w", s, err)

@@ -391,18 +391,21 @@ func (l *Limiter) admitLocked(kind Kind, need int64) {
 }
 
 // dispatchLocked admits queued requests that fit, taking clients' queue heads
-// round-robin, until a full round admits nothing.
+// round-robin, until a full round admits nothing. The round-robin position
+// moves past a client only when that client is served, so a client whose head
+// does not fit keeps its turn and cannot be starved by the order of visits.
 func (l *Limiter) dispatchLocked() {
 	for l.queued > 0 {
 		admitted := false
+		i := l.next
 		for remaining := len(l.ring); remaining > 0 && len(l.ring) > 0; remaining-- {
-			if l.next >= len(l.ring) {
-				l.next = 0
+			if i >= len(l.ring) {
+				i = 0
 			}
-			c := l.ring[l.next]
+			c := l.ring[i]
 			w := c.queue[0]
 			if !l.fitsLocked(w.kind, w.need) {
-				l.next++
+				i++
 				continue
 			}
 			l.admitLocked(w.kind, w.need)
@@ -413,10 +416,11 @@ func (l *Limiter) dispatchLocked() {
 			close(w.ready)
 			admitted = true
 			if len(c.queue) == 0 {
-				l.dropFromRingLocked(l.next) // l.next now indexes the following client
+				l.dropFromRingLocked(i) // i now indexes the following client
 			} else {
-				l.next++
+				i++
 			}
+			l.next = i
 		}
 		if !admitted {
 			return
