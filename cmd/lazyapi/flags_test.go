@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+)
+
+func TestParseFlagsDefaults(t *testing.T) {
+	c, err := parseFlags(nil)
+	if err != nil {
+		t.Fatalf("parseFlags(nil) = %v", err)
+	}
+	if len(c.etcdServers) != 0 || c.etcdPrefix != "/registry" || c.bindAddress.String() != "127.0.0.1" ||
+		c.port != 8080 || c.listPageSize != 500 || c.listPageBytes != 8<<20 || c.requestTimeout != time.Minute ||
+		c.logLevel != zapcore.InfoLevel || c.dataDir == "" || c.demo || c.etcdTLS != nil {
+		t.Errorf("parseFlags(nil) = %+v, want the documented defaults", c)
+	}
+}
+
+func TestParseFlagsValues(t *testing.T) {
+	c, err := parseFlags([]string{
+		"--etcd-servers=http://a:2379, http://b:2379", "--etcd-prefix=kube/registry/",
+		"--bind-address=0.0.0.0", "--port=0", "--list-page-size=7", "--list-page-bytes=512Ki",
+		"--request-timeout=5s", "--log-level=debug",
+	})
+	if err != nil {
+		t.Fatalf("parseFlags = %v", err)
+	}
+	if got := strings.Join(c.etcdServers, "|"); got != "http://a:2379|http://b:2379" {
+		t.Errorf("etcdServers = %q", got)
+	}
+	if c.etcdPrefix != "/kube/registry" {
+		t.Errorf("etcdPrefix = %q, want /kube/registry", c.etcdPrefix)
+	}
+	if c.bindAddress.String() != "0.0.0.0" || c.port != 0 || c.listPageSize != 7 || c.listPageBytes != 512<<10 ||
+		c.requestTimeout != 5*time.Second || c.logLevel != zapcore.DebugLevel {
+		t.Errorf("parseFlags = %+v", c)
+	}
+}
+
+func TestParseFlagsErrors(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := writeCert(t, dir)
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.crt")
+	etcd := "--etcd-servers=https://127.0.0.1:2379"
+	tests := []struct {
+		args []string
+		want string // substring of the error, naming the flag
+	}{
+		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{[]string{"--port=abc"}, "--port"},
+		{[]string{"--port=70000"}, "--port 70000"},
+		{[]string{"--port=-1"}, "--port -1"},
+		{[]string{"--list-page-size=0"}, "--list-page-size 0"},
+		{[]string{"--list-page-size=-5"}, "--list-page-size -5"},
+		{[]string{"--list-page-bytes=0"}, "--list-page-bytes 0"},
+		{[]string{"--list-page-bytes=lots"}, "--list-page-bytes"},
+		{[]string{"--request-timeout=0s"}, "--request-timeout"},
+		{[]string{"--request-timeout=soon"}, "--request-timeout"},
+		{[]string{"--log-level=loud"}, "--log-level"},
+		{[]string{"--bind-address=not-an-ip"}, "--bind-address"},
+		{[]string{"--etcd-servers=127.0.0.1:2379"}, "--etcd-servers"},
+		{[]string{"--etcd-prefix="}, "--etcd-prefix"},
+		{[]string{"--demo", etcd}, "--demo"},
+		{[]string{"--etcd-cafile=" + certFile}, "--etcd-servers"},
+		{[]string{etcd, "--etcd-cafile=" + missing}, "--etcd-cafile"},
+		{[]string{etcd, "--etcd-cafile=" + notPEM}, "--etcd-cafile"},
+		{[]string{etcd, "--etcd-certfile=" + certFile}, "--etcd-keyfile"},
+		{[]string{etcd, "--etcd-certfile=" + missing, "--etcd-keyfile=" + keyFile}, "--etcd-certfile"},
+		{[]string{etcd, "--etcd-certfile=" + certFile, "--etcd-keyfile=" + missing}, "--etcd-keyfile"},
+		{[]string{etcd, "--etcd-certfile=" + certFile, "--etcd-keyfile=" + notPEM}, "--etcd-certfile/--etcd-keyfile"},
+		{[]string{"extra-arg"}, "unexpected argument"},
+	}
+	for _, tt := range tests {
+		_, err := parseFlags(tt.args)
+		if err == nil {
+			t.Errorf("parseFlags(%q) = nil, want an error naming %q", tt.args, tt.want)
+			continue
+		}
+		if !errors.As(err, new(usageError)) {
+			t.Errorf("parseFlags(%q) = %v, want a usageError", tt.args, err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") {
+			t.Errorf("parseFlags(%q) = %q, want one line containing %q", tt.args, msg, tt.want)
+		}
+	}
+}
+
+func TestParseFlagsTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := writeCert(t, dir)
+	c, err := parseFlags([]string{"--etcd-servers=https://127.0.0.1:2379",
+		"--etcd-cafile=" + certFile, "--etcd-certfile=" + certFile, "--etcd-keyfile=" + keyFile})
+	if err != nil {
+		t.Fatalf("parseFlags = %v", err)
+	}
+	if c.etcdTLS == nil || c.etcdTLS.RootCAs == nil || len(c.etcdTLS.Certificates) != 1 {
+		t.Errorf("etcdTLS = %+v, want a CA pool and one client certificate", c.etcdTLS)
+	}
+}
+
+func TestRunHelpAndVersion(t *testing.T) {
+	for _, tt := range []struct{ arg, want string }{{"--help", "--etcd-servers"}, {"--version", "lazyapi "}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), []string{tt.arg}, &stdout, &stderr); err != nil {
+			t.Errorf("run(%s) = %v", tt.arg, err)
+		}
+		if !strings.Contains(stdout.String(), tt.want) {
+			t.Errorf("run(%s) printed %q, want it to contain %q", tt.arg, stdout.String(), tt.want)
+		}
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"8388608", 8 << 20, true},
+		{"8Mi", 8 << 20, true},
+		{"512Ki", 512 << 10, true},
+		{"1G", 1e9, true},
+		{"1.5", 0, false},
+		{"8MB", 0, false},
+	} {
+		var b byteSize
+		err := b.Set(tt.in)
+		if (err == nil) != tt.ok || (tt.ok && int64(b) != tt.want) {
+			t.Errorf("byteSize.Set(%q) = %d, %v; want %d, ok=%v", tt.in, b, err, tt.want, tt.ok)
+		}
+	}
+}
+
+// writeCert writes a self-signed certificate and its key as PEM files.
+func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "lazyapi-test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
