@@ -1,0 +1,188 @@
+package cache
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func testEntry(key string, rev int64) *entry {
+	return &entry{buf: []byte(key), keyLen: uint32(len(key)), rev: rev}
+}
+
+func treeKeys(root *node, from, to string) []string {
+	var out []string
+	for e := range ascend(root, from, to) {
+		out = append(out, e.key())
+	}
+	return out
+}
+
+// checkTree verifies the B+tree invariants of the subtree at n and returns
+// its size.
+func checkTree(t *testing.T, n *node, lo, hi string) int {
+	t.Helper()
+	if n.leaf() {
+		for i, e := range n.items {
+			if i > 0 && n.items[i-1].key() >= e.key() {
+				t.Fatalf("leaf not sorted at %d: %q >= %q", i, n.items[i-1].key(), e.key())
+			}
+			if e.key() < lo || (hi != "" && e.key() >= hi) {
+				t.Fatalf("key %q outside [%q, %q)", e.key(), lo, hi)
+			}
+		}
+		if n.size != len(n.items) {
+			t.Fatalf("leaf size %d, has %d items", n.size, len(n.items))
+		}
+		return n.size
+	}
+	if len(n.seps) != len(n.children)-1 {
+		t.Fatalf("%d seps for %d children", len(n.seps), len(n.children))
+	}
+	sum := 0
+	for i, c := range n.children {
+		clo, chi := lo, hi
+		if i > 0 {
+			clo = n.seps[i-1]
+		}
+		if i < len(n.seps) {
+			chi = n.seps[i]
+		}
+		sum += checkTree(t, c, clo, chi)
+	}
+	if sum != n.size {
+		t.Fatalf("internal size %d, children hold %d", n.size, sum)
+	}
+	return sum
+}
+
+func TestTreeRandomOpsAndSnapshots(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tr := newTree()
+	model := map[string]int64{}
+	type snap struct {
+		root *node
+		keys []string
+		revs map[string]int64
+	}
+	var snaps []snap
+	for i := range 20000 {
+		k := fmt.Sprintf("/registry/configmaps/ns%d/cm-%04d", rng.IntN(5), rng.IntN(2000))
+		if rng.IntN(3) == 0 {
+			old := tr.delete(k)
+			_, had := model[k]
+			if (old != nil) != had {
+				t.Fatalf("delete(%q) = %v, model has it: %v", k, old, had)
+			}
+			delete(model, k)
+		} else {
+			old := tr.put(testEntry(k, int64(i)))
+			if _, had := model[k]; (old != nil) != had {
+				t.Fatalf("put(%q) replaced %v, model has it: %v", k, old, had)
+			}
+			model[k] = int64(i)
+		}
+		if i%997 == 0 {
+			root := tr.snapshot()
+			keys := make([]string, 0, len(model))
+			revs := make(map[string]int64, len(model))
+			for k, v := range model {
+				keys = append(keys, k)
+				revs[k] = v
+			}
+			slices.Sort(keys)
+			snaps = append(snaps, snap{root, keys, revs})
+		}
+	}
+	if tr.n != len(model) {
+		t.Fatalf("tree holds %d, model %d", tr.n, len(model))
+	}
+	root := tr.snapshot()
+	checkTree(t, root, "", "")
+	keys := make([]string, 0, len(model))
+	for k := range model {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	snaps = append(snaps, snap{root, keys, model})
+	for si, s := range snaps {
+		got := treeKeys(s.root, "", "")
+		if !slices.Equal(got, s.keys) {
+			t.Fatalf("snapshot %d: %d keys, want %d", si, len(got), len(s.keys))
+		}
+		for _, k := range s.keys {
+			if e := get(s.root, k); e == nil || e.rev != s.revs[k] {
+				t.Fatalf("snapshot %d: get(%q) = %v, want rev %d", si, k, e, s.revs[k])
+			}
+		}
+		// Ranges and counts against the sorted model.
+		for range 50 {
+			from := fmt.Sprintf("/registry/configmaps/ns%d/cm-%04d", rng.IntN(6), rng.IntN(2100))
+			to := fmt.Sprintf("/registry/configmaps/ns%d/", rng.IntN(6))
+			if rng.IntN(4) == 0 {
+				to = ""
+			}
+			var want []string
+			for _, k := range s.keys {
+				if k >= from && (to == "" || k < to) {
+					want = append(want, k)
+				}
+			}
+			if got := treeKeys(s.root, from, to); !slices.Equal(got, want) {
+				t.Fatalf("snapshot %d: ascend(%q, %q) = %d keys, want %d", si, from, to, len(got), len(want))
+			}
+			if got := count(s.root, from, to); got != len(want) {
+				t.Fatalf("snapshot %d: count(%q, %q) = %d, want %d", si, from, to, got, len(want))
+			}
+		}
+	}
+	// Delete everything: the tree empties cleanly.
+	for _, k := range keys {
+		if tr.delete(k) == nil {
+			t.Fatalf("delete(%q) found nothing", k)
+		}
+	}
+	if tr.root != nil || tr.n != 0 {
+		t.Fatalf("tree not empty after deleting all: n=%d", tr.n)
+	}
+}
+
+func TestParseWatchCacheSizes(t *testing.T) {
+	tests := []struct {
+		in      []string
+		want    map[string]int
+		wantErr bool
+	}{
+		{in: nil, want: map[string]int{}},
+		{in: []string{"configmaps#100", "deployments.apps#0"}, want: map[string]int{"configmaps": 100, "deployments.apps": 0}},
+		{in: []string{" Secrets#5 "}, want: map[string]int{"secrets": 5}},
+		{in: []string{"configmaps"}, wantErr: true},
+		{in: []string{"#5"}, wantErr: true},
+		{in: []string{"pods#x"}, wantErr: true},
+		{in: []string{"pods#-1"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := ParseWatchCacheSizes(tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("ParseWatchCacheSizes(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
+			continue
+		}
+		if err != nil {
+			if !strings.Contains(err.Error(), "--watch-cache-sizes") {
+				t.Errorf("ParseWatchCacheSizes(%q) error %q does not name the flag", tt.in, err)
+			}
+			continue
+		}
+		if len(got) != len(tt.want) {
+			t.Errorf("ParseWatchCacheSizes(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+		for k, v := range tt.want {
+			if got[k] != v {
+				t.Errorf("ParseWatchCacheSizes(%q)[%q] = %d, want %d", tt.in, k, got[k], v)
+			}
+		}
+	}
+}
+

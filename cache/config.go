@@ -1,0 +1,158 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lazyapi/lazyapi/codec"
+)
+
+// Config configures a Cache. Zero fields take the defaults of defaultConfig.
+type Config struct {
+	// Client reads and watches etcd. Required.
+	Client *clientv3.Client
+	// Logger receives state changes (filled, refused, evicted, relisting).
+	// Nil means zap.NewNop().
+	Logger *zap.Logger
+	// Metrics receives lazyapi_cache_* metrics. Nil means a private set.
+	Metrics *metrics.Set
+	// Schema peeks labels and fields. Nil means codec.DefaultSchema().
+	Schema *codec.Schema
+
+	// Disabled turns the whole cache off (--watch-cache=false): every
+	// resource reports ErrNotCached.
+	Disabled bool
+	// MemoryBytes is the one byte budget for values, index and history of
+	// all cached resources (--watch-cache-memory). Required when enabled.
+	MemoryBytes int64
+	// Sizes is the per-resource history size in events by "resource[.group]"
+	// (--watch-cache-sizes, see ParseWatchCacheSizes); 0 disables caching
+	// of that resource.
+	Sizes map[string]int
+	// DefaultHistory is the history size of resources not in Sizes.
+	DefaultHistory int
+
+	// PageSize is the number of keys per etcd range while filling.
+	PageSize int
+	// WaitTimeout bounds a NotOlderThan read waiting for the cache to reach
+	// its revision (kube-apiserver: 3 s, then 504 ResourceVersionTooLarge).
+	WaitTimeout time.Duration
+	// ConsistentTimeout bounds a consistent read waiting for the cache to
+	// catch up with etcd's current revision before ErrNotCaughtUp.
+	ConsistentTimeout time.Duration
+	// WatcherLagBytes bounds how far (in value bytes of pending events) a
+	// watcher may fall behind before it is closed with ErrLagging.
+	WatcherLagBytes int64
+	// BookmarkInterval is the least time between two progress bookmarks of
+	// one watcher that asked for them.
+	BookmarkInterval time.Duration
+	// ProgressInterval is how often the cache asks etcd for a progress
+	// notification (advancing the revision of idle resources).
+	ProgressInterval time.Duration
+	// RetryInterval is how long a resource that was refused, evicted or
+	// failed waits before it tries to fill again.
+	RetryInterval time.Duration
+}
+
+func defaultConfig() Config {
+	return Config{
+		DefaultHistory:    1000,
+		PageSize:          1000,
+		WaitTimeout:       3 * time.Second,
+		ConsistentTimeout: 3 * time.Second,
+		WatcherLagBytes:   16 << 20,
+		BookmarkInterval:  time.Minute,
+		ProgressInterval:  5 * time.Second,
+		RetryInterval:     time.Minute,
+	}
+}
+
+func (c *Config) applyDefaults() {
+	d := defaultConfig()
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewSet()
+	}
+	if c.Schema == nil {
+		c.Schema = codec.DefaultSchema()
+	}
+	if c.DefaultHistory <= 0 {
+		c.DefaultHistory = d.DefaultHistory
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = d.PageSize
+	}
+	if c.WaitTimeout <= 0 {
+		c.WaitTimeout = d.WaitTimeout
+	}
+	if c.ConsistentTimeout <= 0 {
+		c.ConsistentTimeout = d.ConsistentTimeout
+	}
+	if c.WatcherLagBytes <= 0 {
+		c.WatcherLagBytes = d.WatcherLagBytes
+	}
+	if c.BookmarkInterval <= 0 {
+		c.BookmarkInterval = d.BookmarkInterval
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = d.ProgressInterval
+	}
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = d.RetryInterval
+	}
+}
+
+func (c *Config) validate() error {
+	if c.Client == nil {
+		return errors.New("cache: Config.Client is required")
+	}
+	if !c.Disabled && c.MemoryBytes <= 0 {
+		return fmt.Errorf("cache: --watch-cache-memory must be > 0 when the watch cache is enabled, got %d", c.MemoryBytes)
+	}
+	for k, v := range c.Sizes {
+		if v < 0 {
+			return fmt.Errorf("cache: --watch-cache-sizes: size of %q must be >= 0, got %d", k, v)
+		}
+	}
+	return nil
+}
+
+// DefaultMemoryBytes is the default --watch-cache-memory for a process
+// limited to memoryLimit bytes (--memory-limit): a quarter of it.
+func DefaultMemoryBytes(memoryLimit int64) int64 { return memoryLimit / 4 }
+
+// ParseWatchCacheSizes parses kube-apiserver's --watch-cache-sizes values,
+// each "resource[.group]#size" (e.g. "configmaps#1000",
+// "deployments.apps#0"; 0 disables caching of that resource). The result
+// goes to Config.Sizes.
+func ParseWatchCacheSizes(values []string) (map[string]int, error) {
+	out := make(map[string]int, len(values))
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		name, size, ok := strings.Cut(v, "#")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("cannot parse --watch-cache-sizes %q: want resource[.group]#size", v)
+		}
+		n, err := strconv.Atoi(size)
+		if err != nil {
+			return nil, fmt.Errorf("cannot parse --watch-cache-sizes %q: size: %w", v, err)
+		}
+		if n < 0 {
+			return nil, fmt.Errorf("cannot parse --watch-cache-sizes %q: size must be >= 0", v)
+		}
+		out[strings.ToLower(name)] = n
+	}
+	return out, nil
+}

@@ -1,0 +1,261 @@
+package cache
+
+import (
+	"encoding/binary"
+	"strings"
+
+	"github.com/lazyapi/lazyapi/codec"
+)
+
+// entry is one stored object: key, value as stored in etcd and the derived
+// data selectors read, in one allocation. An entry is immutable once built
+// and shared by the tree, its snapshots, the history and watchers.
+type entry struct {
+	buf    []byte // key | value | attrs
+	keyLen uint32
+	valLen uint32
+	rev    int64 // mod_revision
+	// nameOff is where the name starts in the key (after prefix[ns/]).
+	nameOff uint16
+	nsOff   uint16 // where the namespace starts; == nameOff when cluster-scoped
+	valid   bool   // attrs were derived (the value could be peeked)
+}
+
+// entryOverhead approximates the bytes an entry costs besides buf: the entry
+// struct and its slot in a leaf plus a share of the tree's nodes.
+const entryOverhead = 64 + 8 + 8
+
+func (e *entry) key() string   { return b2s(e.buf[:e.keyLen]) }
+func (e *entry) value() []byte { return e.buf[e.keyLen : e.keyLen+e.valLen : e.keyLen+e.valLen] }
+func (e *entry) attrs() []byte { return e.buf[e.keyLen+e.valLen:] }
+func (e *entry) cost() int64   { return int64(cap(e.buf)) + entryOverhead }
+
+// deriver computes entries for one resource. It is owned by the resource's
+// goroutine (it reuses m).
+type deriver struct {
+	schema *codec.Schema
+	prefix string
+	ns     bool
+	fields []string
+	m      codec.Meta
+	scr    []byte
+}
+
+// newEntry copies key and value into a new entry and derives its attributes
+// (labels, then the resource's fields) with the codec's peek.
+func (d *deriver) newEntry(key, value []byte, rev int64) *entry {
+	d.scr = d.scr[:0]
+	valid := d.derive(value)
+	n := len(key) + len(value) + len(d.scr)
+	buf := make([]byte, n)
+	copy(buf, key)
+	copy(buf[len(key):], value)
+	copy(buf[len(key)+len(value):], d.scr)
+	e := &entry{buf: buf, keyLen: uint32(len(key)), valLen: uint32(len(value)), rev: rev, valid: valid}
+	rest := string(key)
+	if strings.HasPrefix(rest, d.prefix) {
+		e.nsOff = uint16(min(len(d.prefix), 0xffff))
+		rest = rest[len(d.prefix):]
+	}
+	e.nameOff = e.nsOff
+	if d.ns {
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			e.nameOff = uint16(min(int(e.nsOff)+i+1, 0xffff))
+		}
+	}
+	return e
+}
+
+// derive appends the encoded attributes of value to d.scr:
+// uvarint(#labels) {uvarint(len k) k uvarint(len v) v}... then per field
+// uvarint(len v + 1) v, or 0 when absent.
+func (d *deriver) derive(value []byte) bool {
+	if d.schema == nil {
+		return false
+	}
+	obj, err := codec.Unwrap(value)
+	if err != nil {
+		return false
+	}
+	d.m.Reset()
+	if err := d.schema.PeekMeta(obj, &d.m); err != nil {
+		return false
+	}
+	d.scr = binary.AppendUvarint(d.scr, uint64(len(d.m.Labels)))
+	for _, kv := range d.m.Labels {
+		d.scr = binary.AppendUvarint(d.scr, uint64(len(kv.Key)))
+		d.scr = append(d.scr, kv.Key...)
+		d.scr = binary.AppendUvarint(d.scr, uint64(len(kv.Value)))
+		d.scr = append(d.scr, kv.Value...)
+	}
+	for _, f := range d.fields {
+		v, ok, err := d.schema.PeekField(obj, f)
+		if err != nil {
+			d.scr = d.scr[:0]
+			return false
+		}
+		if !ok {
+			d.scr = append(d.scr, 0)
+			continue
+		}
+		d.scr = binary.AppendUvarint(d.scr, uint64(len(v))+1)
+		d.scr = append(d.scr, v...)
+	}
+	return true
+}
+
+// Attrs is the derived data of one object that selectors read: namespace
+// and name (from the key), labels and the resource's indexed fields (from
+// the value, peeked once when the object was stored). It borrows the cache's
+// immutable bytes and may be kept as long as needed. The zero Attrs has no
+// attributes.
+type Attrs struct {
+	e      *entry
+	fields []string
+}
+
+// Valid reports whether the labels and fields could be derived (false for
+// values the codec cannot peek, e.g. encrypted ones): the caller must then
+// peek the value itself.
+func (a Attrs) Valid() bool { return a.e != nil && a.e.valid }
+
+// Namespace returns the object's namespace ("" when cluster-scoped).
+func (a Attrs) Namespace() string {
+	if a.e == nil || a.e.nameOff == a.e.nsOff {
+		return ""
+	}
+	return a.e.key()[a.e.nsOff : a.e.nameOff-1]
+}
+
+// Name returns the object's name.
+func (a Attrs) Name() string {
+	if a.e == nil {
+		return ""
+	}
+	return a.e.key()[a.e.nameOff:]
+}
+
+// Label returns the value of label key.
+func (a Attrs) Label(key string) (string, bool) {
+	if !a.Valid() {
+		return "", false
+	}
+	b := a.e.attrs()
+	n, b := uvarint(b)
+	for range n {
+		var k, v []byte
+		k, b = lenPrefixed(b)
+		v, b = lenPrefixed(b)
+		if b2s(k) == key {
+			return b2s(v), true
+		}
+	}
+	return "", false
+}
+
+// Labels calls fn for every label in stored order.
+func (a Attrs) Labels(fn func(k, v string)) {
+	if !a.Valid() {
+		return
+	}
+	b := a.e.attrs()
+	n, b := uvarint(b)
+	for range n {
+		var k, v []byte
+		k, b = lenPrefixed(b)
+		v, b = lenPrefixed(b)
+		fn(b2s(k), b2s(v))
+	}
+}
+
+// Field returns the value of a field selector field: metadata.name,
+// metadata.namespace, or one of the resource's Spec.Fields.
+func (a Attrs) Field(path string) (string, bool) {
+	switch path {
+	case "metadata.name":
+		return a.Name(), a.e != nil
+	case "metadata.namespace":
+		return a.Namespace(), a.e != nil
+	}
+	if !a.Valid() {
+		return "", false
+	}
+	b := a.e.attrs()
+	n, b := uvarint(b)
+	for range n {
+		_, b = lenPrefixed(b)
+		_, b = lenPrefixed(b)
+	}
+	for _, f := range a.fields {
+		l, rest := uvarint(b)
+		if l == 0 {
+			if f == path {
+				return "", false
+			}
+			b = rest
+			continue
+		}
+		v := rest[:l-1]
+		if f == path {
+			return b2s(v), true
+		}
+		b = rest[l-1:]
+	}
+	return "", false
+}
+
+// LabelSet adapts Attrs to k8s.io/apimachinery/pkg/labels.Labels
+// (Has/Get), so that labels.Selector.Matches(a.LabelSet()) works.
+type LabelSet struct{ a Attrs }
+
+// LabelSet returns the labels as a labels.Labels.
+func (a Attrs) LabelSet() LabelSet { return LabelSet{a} }
+
+// Has reports whether the label exists.
+func (l LabelSet) Has(key string) bool { _, ok := l.a.Label(key); return ok }
+
+// Get returns the label's value or "".
+func (l LabelSet) Get(key string) string { v, _ := l.a.Label(key); return v }
+
+// Lookup returns the label's value and whether it exists.
+func (l LabelSet) Lookup(key string) (string, bool) { return l.a.Label(key) }
+
+// FieldSet adapts Attrs to k8s.io/apimachinery/pkg/fields.Fields (Has/Get),
+// so that fields.Selector.Matches(a.FieldSet()) works. An absent field reads
+// as "", as kube-apiserver's field sets do.
+type FieldSet struct{ a Attrs }
+
+// FieldSet returns the fields as a fields.Fields.
+func (a Attrs) FieldSet() FieldSet { return FieldSet{a} }
+
+// Has reports whether the field is known for the resource.
+func (f FieldSet) Has(path string) bool {
+	if path == "metadata.name" || path == "metadata.namespace" {
+		return true
+	}
+	for _, p := range f.a.fields {
+		if p == path {
+			return true
+		}
+	}
+	return false
+}
+
+// Get returns the field's value or "".
+func (f FieldSet) Get(path string) string { v, _ := f.a.Field(path); return v }
+
+func uvarint(b []byte) (uint64, []byte) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, nil
+	}
+	return v, b[n:]
+}
+
+func lenPrefixed(b []byte) ([]byte, []byte) {
+	l, b := uvarint(b)
+	if uint64(len(b)) < l {
+		return nil, nil
+	}
+	return b[:l], b[l:]
+}

@@ -1,0 +1,364 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// EventType is the type of a watch event.
+type EventType uint8
+
+// Event types, as in metav1.WatchEvent.
+const (
+	Added EventType = iota + 1
+	Modified
+	Deleted
+	Bookmark
+)
+
+func (t EventType) String() string {
+	switch t {
+	case Added:
+		return "ADDED"
+	case Modified:
+		return "MODIFIED"
+	case Deleted:
+		return "DELETED"
+	case Bookmark:
+		return "BOOKMARK"
+	}
+	return "UNKNOWN"
+}
+
+// Event is one watch event. Key, Value, PrevValue and Attrs borrow the
+// cache's immutable bytes.
+type Event struct {
+	Type EventType
+	Key  string
+	// Value is the object to send: the new state for ADDED and MODIFIED,
+	// the last state for DELETED (also when it left the selector).
+	Value []byte
+	// PrevValue is the state before the change (nil for a create and for
+	// initial events).
+	PrevValue []byte
+	// Rev is the resourceVersion to patch into the object: the object's
+	// mod_revision for initial events, else the revision of the change (for
+	// DELETED the deletion's). For BOOKMARK, the revision reached.
+	Rev int64
+	// InitialEventsEnd marks the BOOKMARK that ends the initial events of a
+	// sendInitialEvents watch (annotation k8s.io/initial-events-end).
+	InitialEventsEnd bool
+	// Attrs of Value.
+	Attrs Attrs
+}
+
+// WatchOptions says where a watch starts and what it delivers.
+//
+// From a Kubernetes WATCH request:
+//
+//	sendInitialEvents=true:        Initial, InitialEventsEnd, Mode from rv ("" Consistent, "0" Any, N NotOlderThan+RV)
+//	rv unset:                      Initial, Mode ReadConsistent
+//	rv=0:                          Initial, Mode ReadAny
+//	rv=N:                          RV: N (events after N; *TooOldError when N is before the history)
+type WatchOptions struct {
+	// Initial sends the state of a snapshot read with Mode and RV as ADDED
+	// events first, then the changes after it. Without Initial, the watch
+	// sends the history's events with rev > RV.
+	Initial bool
+	// InitialEventsEnd sends, after the initial events, a BOOKMARK with
+	// InitialEventsEnd set and the snapshot's revision.
+	InitialEventsEnd bool
+	Mode             ReadMode
+	RV               int64
+	// From and To limit the keys to [From, To) (a namespace: From =
+	// prefix+ns+"/", To = clientv3.GetPrefixRangeEnd(From)); "" means the
+	// resource's whole prefix.
+	From, To string
+	// Filter selects objects (label and field selectors). With a filter,
+	// an object that moves into the selection arrives as ADDED and one that
+	// moves out as DELETED (with its previous state). It runs on the
+	// caller's goroutine in Next.
+	Filter func(Attrs) bool
+	// Bookmarks sends a BOOKMARK with the current revision when the watcher
+	// is idle and the revision advanced, at most every
+	// Config.BookmarkInterval.
+	Bookmarks bool
+}
+
+// Watcher is one watch on a resource. It holds no queue of its own: it
+// reads the resource's history through a cursor, so a slow watcher costs
+// nothing; one whose next event left the history, or that is more than
+// Config.WatcherLagBytes behind, is closed with ErrLagging. Next and More
+// must be called from one goroutine; Close from any.
+type Watcher struct {
+	r        *Resource
+	o        WatchOptions
+	from, to string
+
+	// initial state, owned by the Next goroutine
+	snap        *node
+	snapRev     int64
+	next        string
+	buf         []*entry
+	bi          int
+	initialDone bool
+
+	cursor       atomic.Uint64 // next history sequence to read; read by sweepLocked
+	lastRev      int64
+	lastBookmark time.Time
+
+	once sync.Once
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// Watch starts a watch. Errors: ErrNotCached (serve the watch from etcd),
+// *TooOldError (send 410 Expired), ErrTooLarge, ErrNotCaughtUp.
+func (r *Resource) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
+	w, err := r.watch(ctx, o)
+	switch {
+	case err == nil:
+		r.hits.Inc()
+	case isNotCached(err):
+		r.misses.Inc()
+	case isFallback(err):
+		r.fallbacks.Inc()
+	}
+	return w, err
+}
+
+func (r *Resource) watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
+	if !r.Ready() {
+		return nil, r.notCached()
+	}
+	w := &Watcher{r: r, o: o, from: o.From, to: o.To, done: make(chan struct{}), lastBookmark: time.Now()}
+	if w.from == "" {
+		w.from = r.spec.Prefix
+		w.to = prefixEnd(r.spec.Prefix)
+	}
+	if o.Initial {
+		switch o.Mode {
+		case ReadConsistent:
+			if err := r.catchUp(ctx); err != nil {
+				return nil, err
+			}
+		case ReadNotOlderThan, ReadExact:
+			if err := r.waitRev(ctx, o.RV, r.c.cfg.WaitTimeout, ErrTooLarge); err != nil {
+				return nil, err
+			}
+		}
+	} else if err := r.waitRev(ctx, o.RV, r.c.cfg.WaitTimeout, ErrTooLarge); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.t == nil {
+		return nil, r.notCached()
+	}
+	if o.Initial {
+		w.snap = r.t.snapshot()
+		w.snapRev = r.rev
+		w.next = w.from
+		w.cursor.Store(r.ring.head())
+		w.lastRev = r.rev
+	} else {
+		if o.RV < r.ring.startRev {
+			return nil, &TooOldError{RV: o.RV, Oldest: r.ring.startRev}
+		}
+		w.initialDone = true
+		w.cursor.Store(r.ring.firstAfter(o.RV))
+		w.lastRev = o.RV
+	}
+	r.watchers[w] = struct{}{}
+	r.nwatch.Store(int64(len(r.watchers)))
+	return w, nil
+}
+
+// Done is closed when the watcher ends (then Next returns its error).
+func (w *Watcher) Done() <-chan struct{} { return w.done }
+
+// Close ends the watch and releases it.
+func (w *Watcher) Close() {
+	w.closeWith(fmt.Errorf("%w: closed by the caller", ErrClosed))
+	w.r.mu.Lock()
+	delete(w.r.watchers, w)
+	w.r.nwatch.Store(int64(len(w.r.watchers)))
+	w.r.mu.Unlock()
+}
+
+func (w *Watcher) closeWith(err error) {
+	w.once.Do(func() {
+		w.err = err
+		close(w.done)
+	})
+}
+
+func (w *Watcher) closed() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// More reports whether Next would return an event without waiting (use it
+// to decide when to flush the response).
+func (w *Watcher) More() bool {
+	if w.closed() {
+		return false
+	}
+	if !w.initialDone {
+		return true
+	}
+	w.r.mu.RLock()
+	defer w.r.mu.RUnlock()
+	return w.cursor.Load() < w.r.ring.head()
+}
+
+// Next returns the next event, waiting for one. It returns ctx.Err() when
+// ctx ends, and ErrLagging or ErrClosed (wrapped) when the watch ended.
+func (w *Watcher) Next(ctx context.Context) (Event, error) {
+	r := w.r
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if w.closed() {
+			return Event{}, w.err
+		}
+		if !w.initialDone {
+			if ev, ok := w.nextInitial(); ok {
+				return ev, nil
+			}
+			continue
+		}
+		seq := w.cursor.Load()
+		r.mu.RLock()
+		if w.closed() {
+			r.mu.RUnlock()
+			continue
+		}
+		ev, ok, lagged := r.ring.at(seq)
+		ch, rev := r.notify, r.rev
+		r.mu.RUnlock()
+		if lagged {
+			r.lagging.Inc()
+			w.closeWith(fmt.Errorf("%w: %s watcher's next event left the history", ErrLagging, r.name))
+			w.Close()
+			continue
+		}
+		if ok {
+			w.cursor.Store(seq + 1)
+			w.lastRev = ev.rev
+			if out, pass := w.convert(ev); pass {
+				return out, nil
+			}
+			continue
+		}
+		var wake <-chan time.Time
+		if w.o.Bookmarks && rev > w.lastRev {
+			if wait := r.c.cfg.BookmarkInterval - time.Since(w.lastBookmark); wait <= 0 {
+				w.lastRev = rev
+				w.lastBookmark = time.Now()
+				return Event{Type: Bookmark, Rev: rev}, nil
+			} else {
+				if timer == nil {
+					timer = time.NewTimer(wait)
+				} else {
+					timer.Reset(wait)
+				}
+				wake = timer.C
+			}
+		}
+		select {
+		case <-ch:
+		case <-wake:
+		case <-w.done:
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+}
+
+// nextInitial returns the next initial ADDED event, or the initial-events-end
+// bookmark; ok=false when the initial phase is over.
+func (w *Watcher) nextInitial() (Event, bool) {
+	for {
+		if w.bi < len(w.buf) {
+			e := w.buf[w.bi]
+			w.buf[w.bi] = nil
+			w.bi++
+			a := Attrs{e: e, fields: w.r.spec.Fields}
+			if w.o.Filter != nil && !w.o.Filter(a) {
+				continue
+			}
+			return Event{Type: Added, Key: e.key(), Value: e.value(), Rev: e.rev, Attrs: a}, true
+		}
+		if w.snap != nil {
+			w.buf, w.bi = w.buf[:0], 0
+			for e := range ascend(w.snap, w.next, w.to) {
+				w.buf = append(w.buf, e)
+				if len(w.buf) == 128 {
+					break
+				}
+			}
+			if len(w.buf) > 0 {
+				w.next = w.buf[len(w.buf)-1].key() + "\x00"
+				continue
+			}
+			w.snap, w.buf = nil, nil
+		}
+		w.initialDone = true
+		if w.o.InitialEventsEnd {
+			return Event{Type: Bookmark, Rev: w.snapRev, InitialEventsEnd: true}, true
+		}
+		return Event{}, false
+	}
+}
+
+// convert turns a history event into what this watcher sends.
+func (w *Watcher) convert(ev *event) (Event, bool) {
+	key := ev.key()
+	if key < w.from || (w.to != "" && key >= w.to) {
+		return Event{}, false
+	}
+	fields := w.r.spec.Fields
+	curPass, oldPass := ev.cur != nil, ev.prev != nil
+	if f := w.o.Filter; f != nil {
+		curPass = curPass && f(Attrs{e: ev.cur, fields: fields})
+		oldPass = oldPass && f(Attrs{e: ev.prev, fields: fields})
+	}
+	out := Event{Key: key, Rev: ev.rev}
+	if ev.prev != nil {
+		out.PrevValue = ev.prev.value()
+	}
+	switch {
+	case curPass && !oldPass:
+		out.Type, out.Value, out.Attrs = Added, ev.cur.value(), Attrs{e: ev.cur, fields: fields}
+	case curPass && oldPass:
+		out.Type, out.Value, out.Attrs = Modified, ev.cur.value(), Attrs{e: ev.cur, fields: fields}
+	case oldPass:
+		out.Type, out.Value, out.Attrs = Deleted, ev.prev.value(), Attrs{e: ev.prev, fields: fields}
+	default:
+		return Event{}, false
+	}
+	return out, true
+}
+
+func prefixEnd(prefix string) string {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1])
+		}
+	}
+	return ""
+}
