@@ -20,7 +20,7 @@ import (
 func (l *Limiter) queuedOf(key string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c := l.clients[key]; c != nil {
+	if c := l.queues[queueKey{key, Short}]; c != nil {
 		return len(c.queue)
 	}
 	return 0
@@ -221,10 +221,10 @@ func TestConcurrentAdmitRelease(t *testing.T) {
 				t.Fatalf("after all releases Stats() = %+v", st)
 			}
 			l.mu.Lock()
-			ring, clients := len(l.ring), len(l.clients)
+			ring, clients := len(l.ring), len(l.queues)
 			l.mu.Unlock()
-			if ring != 0 || (qps == 0 && clients != 0) {
-				t.Fatalf("leftover state: %d clients in ring, %d in map", ring, clients)
+			if ring != 0 || clients != 0 {
+				t.Fatalf("leftover state: %d queues in ring, %d in map", ring, clients)
 			}
 			checkGoroutines(t, base)
 		})

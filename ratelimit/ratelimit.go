@@ -67,13 +67,14 @@ const sweepEvery = 1024
 
 // Limiter admits requests while (a) fewer than the kind's maximum are in flight
 // and (b) the sum of admitted reservations plus the request's reservation is
-// at most Config.MaxInflightBytes. A request that does not fit waits in its
-// client's FIFO queue; clients' queue heads are served round-robin whenever a
+// at most Config.MaxInflightBytes. A request that does not fit waits in a FIFO
+// queue of its client and kind; queue heads are served round-robin whenever a
 // Release or a dequeue frees capacity, skipping a head that does not fit, so
-// one client's large queued requests never hold back another client's request
-// that fits. A new request whose client has nothing queued is admitted at once
-// when it fits, whatever others have queued; a large request can therefore be
-// passed by smaller ones until it fits or Config.MaxQueueWait ends.
+// one client's queued requests never hold back another client's request that
+// fits, and each client gets at most one admission per round while others
+// wait. A new request whose queue is empty is admitted at once when it fits,
+// whatever others have queued; a large request can therefore be passed by
+// smaller ones until it fits or Config.MaxQueueWait ends.
 //
 // Reservations: a request reserves its estimate times its class's correction
 // ratio, at most MaxInflightBytes. An estimate above MaxSingleRequestBytes is
@@ -96,22 +97,36 @@ type Limiter struct {
 	maxInflight [numKinds]int
 
 	mu       sync.Mutex
-	inflight [numKinds]int      // admitted and not yet released, per kind
-	reserved int64              // sum of admitted reservations; <= cfg.MaxInflightBytes
-	queued   int                // waiters over all clients
-	clients  map[string]*client // clients with waiters or with a rate limiter
-	ring     []*client          // clients with waiters, in round-robin order
-	next     int                // index in ring of the client served next
-	ratios   map[string]float64 // correction ratio per class
-	sweepIn  int                // rate-limited Admit calls until the next sweep
+	inflight [numKinds]int            // admitted and not yet released, per kind
+	reserved int64                    // sum of admitted reservations; <= cfg.MaxInflightBytes
+	queued   int                      // waiters over all clients
+	queues   map[queueKey]*client     // queues with waiters
+	limiters map[string]*rate.Limiter // per-client rate limiters (PerClientQPS > 0)
+	ring     []*client                // queues with waiters, in round-robin order
+	next     int                      // index in ring of the client served next
+	classes  map[string]*class        // correction per class; entries are never removed
+	sweepIn  int                      // rate-limited Admit calls until the next sweep
 }
 
-// client is the per-key state; guarded by Limiter.mu.
+// queueKey names the queue of one client's requests of one kind: a client's
+// watches waiting for a watch slot do not hold back its GETs and LISTs.
+type queueKey struct {
+	client string
+	kind   Kind
+}
+
+// client is the wait queue of one queueKey; it exists while it has waiters
+// and is then in the ring. Guarded by Limiter.mu.
 type client struct {
-	key    string
-	queue  []*waiter     // FIFO
-	lim    *rate.Limiter // nil when PerClientQPS == 0
+	key    queueKey
+	queue  []*waiter // FIFO, never empty while in the ring
 	inRing bool
+}
+
+// class holds the correction ratio of a class of requests; guarded by
+// Limiter.mu.
+type class struct {
+	ratio float64 // EWMA of used/estimate, within [minRatio, maxRatio]
 }
 
 // waiter is a queued request; its fields are guarded by Limiter.mu.
@@ -119,8 +134,9 @@ type waiter struct {
 	c        *client
 	kind     Kind
 	class    string
-	raw      int64 // caller's estimate
-	need     int64 // reservation
+	cls      *class // nil until the class is tracked
+	raw      int64  // caller's estimate
+	need     int64  // reservation
 	ready    chan struct{}
 	done     bool  // decided: admitted (err == nil) or rejected
 	err      error // rejection
@@ -133,12 +149,13 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("cannot create rate limiter: %w", err)
 	}
 	l := &Limiter{
-		cfg:     cfg,
-		clock:   cfg.Clock,
-		log:     cfg.Logger,
-		clients: make(map[string]*client),
-		ratios:  make(map[string]float64),
-		sweepIn: sweepEvery,
+		cfg:      cfg,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+		queues:   make(map[queueKey]*client),
+		limiters: make(map[string]*rate.Limiter),
+		classes:  make(map[string]*class),
+		sweepIn:  sweepEvery,
 	}
 	if l.clock == nil {
 		l.clock = realClock{}
@@ -159,6 +176,7 @@ func New(cfg Config) (*Limiter, error) {
 type Ticket struct {
 	l        *Limiter
 	class    string
+	cls      *class // nil until the class is tracked
 	raw      int64
 	reserved int64
 	used     int64
@@ -197,7 +215,7 @@ func (t *Ticket) Release(used int64) {
 		panic(fmt.Sprintf("BUG: negative in-flight state: %d %s, %d bytes", l.inflight[t.kind], t.kind, l.reserved))
 	}
 	if used > 0 && t.raw > 0 && t.class != "" {
-		l.observeLocked(t.class, float64(used)/float64(t.raw))
+		l.observeLocked(t.cls, t.class, float64(used)/float64(t.raw))
 	}
 	if l.queued > 0 {
 		l.dispatchLocked()
@@ -239,23 +257,27 @@ func (l *Limiter) Admit(ctx context.Context, req Request) (Ticket, error) {
 		l.mu.Unlock()
 		return Ticket{}, l.reject(ReasonTooLarge, req.Client, raw, 0)
 	}
-	need := l.needLocked(req.Class, raw)
-	var c *client
+	cls := l.classes[req.Class]
+	need := l.needLocked(cls, raw)
 	if l.cfg.PerClientQPS > 0 {
 		now := l.clock.Now()
 		if l.sweepIn--; l.sweepIn <= 0 {
 			l.sweepLocked(now)
 		}
-		c = l.clientLocked(req.Client)
-		if !c.lim.AllowN(now, 1) {
-			secs := int(math.Ceil((1 - c.lim.TokensAt(now)) / l.cfg.PerClientQPS))
+		lim := l.limiters[req.Client]
+		if lim == nil {
+			lim = rate.NewLimiter(rate.Limit(l.cfg.PerClientQPS), l.cfg.PerClientBurst)
+			l.limiters[req.Client] = lim
+		}
+		if !lim.AllowN(now, 1) {
+			secs := int(math.Ceil((1 - lim.TokensAt(now)) / l.cfg.PerClientQPS))
 			l.mu.Unlock()
 			return Ticket{}, l.reject(ReasonRateLimited, req.Client, need, max(secs, 1))
 		}
-	} else {
-		c = l.clients[req.Client]
 	}
-	if (c == nil || len(c.queue) == 0) && l.fitsLocked(kind, need) {
+	qk := queueKey{req.Client, kind}
+	c := l.queues[qk]
+	if c == nil && l.fitsLocked(kind, need) {
 		l.admitLocked(kind, need)
 		l.mu.Unlock()
 		l.met.admittedNow.Inc()
@@ -263,23 +285,24 @@ func (l *Limiter) Admit(ctx context.Context, req Request) (Ticket, error) {
 			ce.Write(zap.String("client", req.Client), zap.Stringer("kind", kind), zap.String("class", req.Class),
 				zap.Int64("estimate", raw), zap.Int64("reserved", need))
 		}
-		return Ticket{l: l, class: req.Class, raw: raw, reserved: need, kind: kind}, nil
+		return Ticket{l: l, class: req.Class, cls: cls, raw: raw, reserved: need, kind: kind}, nil
 	}
-	return l.waitLocked(ctx, req, c, kind, raw, need)
+	return l.waitLocked(ctx, req, qk, c, cls, kind, raw, need)
 }
 
 // waitLocked queues the request and waits for a decision. It is called with
 // l.mu held and returns with it released.
-func (l *Limiter) waitLocked(ctx context.Context, req Request, c *client, kind Kind, raw, need int64) (Ticket, error) {
+func (l *Limiter) waitLocked(ctx context.Context, req Request, qk queueKey, c *client, cls *class, kind Kind, raw, need int64) (Ticket, error) {
 	if l.cfg.MaxQueued == 0 || (l.queued >= l.cfg.MaxQueued && !l.pushOutLocked(c)) {
 		ra := l.retryAfterLocked()
 		l.mu.Unlock()
 		return Ticket{}, l.reject(ReasonQueueFull, req.Client, need, ra)
 	}
 	if c == nil {
-		c = l.clientLocked(req.Client)
+		c = &client{key: qk}
+		l.queues[qk] = c
 	}
-	w := &waiter{c: c, kind: kind, class: req.Class, raw: raw, need: need,
+	w := &waiter{c: c, kind: kind, class: req.Class, cls: cls, raw: raw, need: need,
 		ready: make(chan struct{}), enqueued: l.clock.Now()}
 	c.queue = append(c.queue, w)
 	if !c.inRing {
@@ -321,7 +344,7 @@ func (l *Limiter) waitLocked(ctx context.Context, req Request, c *client, kind K
 		return Ticket{}, w.err
 	}
 	l.met.admittedQueued.Inc()
-	return Ticket{l: l, class: req.Class, raw: raw, reserved: need, kind: kind}, nil
+	return Ticket{l: l, class: req.Class, cls: cls, raw: raw, reserved: need, kind: kind}, nil
 }
 
 // Stats is a snapshot of a Limiter's state.
@@ -350,8 +373,10 @@ func (l *Limiter) Stats() Stats {
 func (l *Limiter) Ratio(class string) (float64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r, ok := l.ratios[class]
-	return r, ok
+	if c := l.classes[class]; c != nil {
+		return c.ratio, true
+	}
+	return 0, false
 }
 
 // reject counts and logs a rejection and returns its error.
@@ -364,12 +389,13 @@ func (l *Limiter) reject(reason Reason, clientKey string, need int64, retryAfter
 	return &RejectError{Reason: reason, RetryAfter: retryAfter, Client: clientKey, Bytes: need}
 }
 
-// needLocked returns the reservation for an estimate of raw bytes in class.
-func (l *Limiter) needLocked(class string, raw int64) int64 {
+// needLocked returns the reservation for an estimate of raw bytes in class
+// cls (nil: uncorrected).
+func (l *Limiter) needLocked(cls *class, raw int64) int64 {
 	budget := l.cfg.MaxInflightBytes
 	f := float64(raw)
-	if r, ok := l.ratios[class]; ok {
-		f *= r
+	if cls != nil {
+		f *= cls.ratio
 	}
 	if f >= float64(budget) {
 		return budget
@@ -461,9 +487,7 @@ func (l *Limiter) dropFromRingLocked(i int) {
 	if i < l.next {
 		l.next--
 	}
-	if c.lim == nil {
-		delete(l.clients, c.key)
-	}
+	delete(l.queues, c.key)
 }
 
 // pushOutLocked makes room in a full queue for a request of client c by
@@ -486,7 +510,7 @@ func (l *Limiter) pushOutLocked(c *client) bool {
 	w := longest.queue[len(longest.queue)-1]
 	l.removeLocked(w) // longest keeps >= 1 waiter, so stays in the ring
 	w.done = true
-	w.err = l.reject(ReasonQueueFull, longest.key, w.need, l.retryAfterLocked())
+	w.err = l.reject(ReasonQueueFull, longest.key.client, w.need, l.retryAfterLocked())
 	close(w.ready)
 	return true
 }
@@ -497,39 +521,29 @@ func (l *Limiter) retryAfterLocked() int {
 	return min(1+l.queued/l.cfg.MaxRequestsInflight, maxRetryAfter)
 }
 
-// clientLocked returns the state of key, creating it.
-func (l *Limiter) clientLocked(key string) *client {
-	c := l.clients[key]
-	if c == nil {
-		c = &client{key: key}
-		if l.cfg.PerClientQPS > 0 {
-			c.lim = rate.NewLimiter(rate.Limit(l.cfg.PerClientQPS), l.cfg.PerClientBurst)
-		}
-		l.clients[key] = c
-	}
-	return c
-}
-
-// sweepLocked forgets clients with nothing queued whose token bucket is full,
-// which a fresh limiter would equal.
+// sweepLocked forgets rate limiters whose token bucket is full, which a fresh
+// limiter would equal, so idle clients cost no memory.
 func (l *Limiter) sweepLocked(now time.Time) {
 	l.sweepIn = sweepEvery
-	for k, c := range l.clients {
-		if len(c.queue) == 0 && (c.lim == nil || c.lim.TokensAt(now) >= float64(l.cfg.PerClientBurst)) {
-			delete(l.clients, k)
+	for k, lim := range l.limiters {
+		if lim.TokensAt(now) >= float64(l.cfg.PerClientBurst) {
+			delete(l.limiters, k)
 		}
 	}
 }
 
-// observeLocked moves class's correction ratio toward the sample used/estimate.
-func (l *Limiter) observeLocked(class string, sample float64) {
+// observeLocked moves the correction ratio of the class named name toward the
+// sample used/estimate; cls is its state if the caller has it.
+func (l *Limiter) observeLocked(cls *class, name string, sample float64) {
 	sample = min(max(sample, minRatio), maxRatio)
-	r, ok := l.ratios[class]
-	if !ok {
-		if len(l.ratios) >= l.cfg.MaxClasses {
-			return
+	if cls == nil {
+		if cls = l.classes[name]; cls == nil {
+			if len(l.classes) >= l.cfg.MaxClasses {
+				return
+			}
+			cls = &class{ratio: 1}
+			l.classes[name] = cls
 		}
-		r = 1
 	}
-	l.ratios[class] = r + ewmaAlpha*(sample-r)
+	cls.ratio += ewmaAlpha * (sample - cls.ratio)
 }

@@ -359,7 +359,7 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 	l.mu.Lock()
-	_, aKept := l.clients["a"]
+	_, aKept := l.limiters["a"]
 	l.mu.Unlock()
 	if aKept {
 		t.Fatalf("idle client a not swept")
@@ -490,4 +490,34 @@ func TestRejectErrorMessage(t *testing.T) {
 	if secs, ok := RetryAfter(fmtWrap(err)); !ok || secs != 2 {
 		t.Fatalf("RetryAfter(wrapped) = %d, %v", secs, ok)
 	}
+}
+
+// TestWatchQueueApart: a client's watch waiting for a watch slot does not hold
+// back its GETs, which have their own queue.
+func TestWatchQueueApart(t *testing.T) {
+	cfg, _ := testConfig(100)
+	cfg.MaxWatchesInflight = 1
+	l := mustNew(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	w1, err := l.Admit(ctx, Request{Client: "a", Kind: Watch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2 := make(chan error, 1)
+	go func() {
+		tk, err := l.Admit(ctx, Request{Client: "a", Kind: Watch})
+		tk.Release(0)
+		w2 <- err
+	}()
+	waitFor(t, "second watch queued", func() bool { return l.Stats().Queued == 1 })
+	get, err := l.Admit(ctx, Request{Client: "a", Bytes: 10})
+	if err != nil {
+		t.Fatalf("GET behind a queued watch = %v, want admitted", err)
+	}
+	get.Release(0)
+	cancel()
+	if err := <-w2; !errors.Is(err, context.Canceled) {
+		t.Fatalf("queued watch = %v, want context.Canceled", err)
+	}
+	w1.Release(0)
 }
