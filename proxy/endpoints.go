@@ -1,0 +1,211 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+)
+
+var (
+	errNotReady     = errors.New("resource table not loaded")
+	errShuttingDown = errors.New("shutting down")
+)
+
+// Buffers: one request holds one of these while it encodes.
+const (
+	flushSize  = 64 << 10
+	bufPoolCap = 4 * flushSize // larger buffers are not pooled
+)
+
+var bufPool sync.Pool
+
+func getBuf() *[]byte {
+	if v := bufPool.Get(); v != nil {
+		return v.(*[]byte)
+	}
+	b := make([]byte, 0, flushSize+flushSize/4)
+	return &b
+}
+
+func putBuf(b *[]byte) {
+	if cap(*b) > bufPoolCap {
+		return
+	}
+	*b = (*b)[:0]
+	bufPool.Put(b)
+}
+
+// serveMetrics writes the metrics set and process metrics (RSS, Go heap).
+func (s *Server) serveMetrics(rc *fasthttp.RequestCtx) {
+	rc.SetContentType("text/plain; version=0.0.4; charset=utf-8")
+	var b bytes.Buffer
+	s.ms.WritePrometheus(&b)
+	metrics.WriteProcessMetrics(&b)
+	rc.SetBody(b.Bytes())
+}
+
+// healthTTL is how long an etcd readiness answer is reused.
+const healthTTL = time.Second
+
+// etcdHealthy checks etcd with a cheap linearizable read, cached for
+// healthTTL so that probes never load etcd.
+func (s *Server) etcdHealthy() error {
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	if time.Since(s.healthAt) < healthTTL {
+		return s.healthErr
+	}
+	ctx, cancel := context.WithTimeout(s.baseCtx, 2*time.Second)
+	defer cancel()
+	_, err := s.store.Revision(ctx)
+	s.healthAt, s.healthErr = time.Now(), err
+	return err
+}
+
+// serveHealth answers /healthz, /livez, /readyz (and /<x>/<check>) as
+// kube-apiserver: "ok", or with ?verbose one "[+]check ok" line per check.
+// /readyz checks etcd and that the resource table is loaded; /livez and
+// /healthz check only that the process serves (and, for /healthz, etcd).
+func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
+	kind, only, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	type check struct {
+		name string
+		err  error
+	}
+	checks := []check{{name: "ping"}}
+	if kind != "livez" {
+		checks = append(checks, check{name: "etcd", err: s.etcdHealthy()})
+	}
+	if kind == "readyz" {
+		var err error
+		if !s.cfg.Resources.Ready() {
+			err = errNotReady
+		}
+		checks = append(checks, check{name: "resources", err: err})
+		if s.baseCtx.Err() != nil {
+			checks = append(checks, check{name: "shutdown", err: errShuttingDown})
+		}
+	}
+	if only != "" {
+		for _, c := range checks {
+			if c.name == only {
+				checks = []check{c}
+				goto found
+			}
+		}
+		rc.SetStatusCode(404)
+		rc.SetContentType("text/plain; charset=utf-8")
+		rc.SetBodyString("404 page not found\n")
+		return
+	found:
+	}
+	failed := false
+	for _, c := range checks {
+		if c.err != nil {
+			failed = true
+		}
+	}
+	rc.SetContentType("text/plain; charset=utf-8")
+	rc.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	verbose := rc.QueryArgs().Has("verbose")
+	if !failed && !verbose {
+		rc.SetBodyString("ok")
+		return
+	}
+	var b strings.Builder
+	for _, c := range checks {
+		if c.err != nil {
+			b.WriteString("[-]" + c.name + " failed: reason withheld\n")
+		} else {
+			b.WriteString("[+]" + c.name + " ok\n")
+		}
+	}
+	if failed {
+		for _, c := range checks {
+			if c.err != nil {
+				s.log.Info("health check failed", zap.String("check", c.name), zap.Error(c.err))
+			}
+		}
+		b.WriteString(kind + " check failed\n")
+		rc.SetStatusCode(500)
+	} else {
+		b.WriteString(kind + " check passed\n")
+	}
+	rc.SetBodyString(b.String())
+}
+
+// serveDiscovery answers /version, /api, /api/v1, /apis, /apis/g, /apis/g/v
+// from the resource table's documents; anything else is 404.
+func (s *Server) serveDiscovery(rc *fasthttp.RequestCtx, path string) {
+	accept := string(rc.Request.Header.Peek("Accept"))
+	if !rc.IsGet() && !rc.IsHead() {
+		s.writeStatus(rc, errorFormat(accept), methodNotAllowed(string(rc.Method())))
+		return
+	}
+	t := s.cfg.Resources
+	path = strings.TrimSuffix(path, "/")
+	var (
+		body []byte
+		ok   = true
+	)
+	switch {
+	case path == "/version":
+		body = t.DiscoveryVersion()
+	case path == "/api" || path == "/apis":
+		if wantsAggregated(accept) {
+			rc.SetContentType("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+			rc.Response.Header.Set("Vary", "Accept")
+			rc.SetBody(t.DiscoveryAggregated(path == "/api"))
+			return
+		}
+		if path == "/api" {
+			body = t.DiscoveryAPIVersions()
+		} else {
+			body = t.DiscoveryGroups()
+		}
+	case path == "/api/v1":
+		body = t.DiscoveryCore()
+	case strings.HasPrefix(path, "/apis/"):
+		g, v, hasV := strings.Cut(strings.TrimPrefix(path, "/apis/"), "/")
+		if hasV {
+			body, ok = t.DiscoveryGroupVersion(g, v)
+		} else {
+			body, ok = t.DiscoveryGroup(g)
+		}
+	default:
+		ok = false
+	}
+	if !ok {
+		s.writeStatus(rc, errorFormat(accept), notFoundPath())
+		return
+	}
+	rc.SetContentType(mediaJSON)
+	rc.Response.Header.Set("Vary", "Accept")
+	rc.SetBody(body)
+}
+
+// wantsAggregated reports whether the Accept header prefers the
+// apidiscovery.k8s.io/v2 APIGroupDiscoveryList to the legacy documents.
+func wantsAggregated(accept string) bool {
+	var arr [8]acceptClause
+	for _, c := range parseAccept(accept, arr[:0]) {
+		if c.q <= 0 {
+			continue
+		}
+		if c.as == "APIGroupDiscoveryList" && c.g == "apidiscovery.k8s.io" && c.v == "v2" &&
+			c.typ == "application" && c.sub == "json" {
+			return true
+		}
+		if !c.hasParams && (c.typ == "*" || c.typ == "application" && (c.sub == "json" || c.sub == "*")) {
+			return false
+		}
+	}
+	return false
+}

@@ -1,0 +1,409 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.uber.org/zap"
+
+	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/store"
+)
+
+// LIST, streamed.
+//
+// A list is read from etcd page by page at one revision (the first page's,
+// or the continue token's) and written item by item; a request holds at most
+// one etcd page and one write buffer, whatever the collection's size.
+//
+// The list's metadata (continue, remainingItemCount) and, for protobuf, the
+// total size of the items must be known before the first byte. When the
+// first page holds the whole answer (the end of the range, or limit
+// matches), they are computed from that page. Otherwise, for protobuf and
+// for JSON/Table/partial with limit, a first pass reads the range at the
+// pinned revision holding one page at a time and computes the sizes, the
+// last key and the remaining count; then a second pass streams the items
+// (reading the range again up to that last key). JSON and Table without
+// limit and YAML (whose list metadata comes last) stream in one pass.
+
+var errJSONAsProtobuf = errors.New("object is stored as JSON and cannot be served as protobuf")
+
+// lister is one LIST request's state.
+type lister struct {
+	s      *Server
+	st     *reqState
+	f      filter
+	prefix string // the collection's key prefix, ending in "/"
+	start  string // first key (continue token or name selector)
+	end    string // last key (name selector), "" for none
+	rev    int64  // revision to read at; 0: current
+	serial bool   // serializable reads
+	limit  int64
+	meta   codec.Meta
+	now    time.Time
+}
+
+// walkState accumulates a walk over the range.
+type walkState struct {
+	n         int64  // matches so far
+	size      int    // protobuf items size so far
+	lastKey   []byte // key of the limit-th match
+	hasMore   bool   // keys remain after lastKey
+	remaining int64  // keys after lastKey
+	partial   bool   // onePage walk stopped at the page's end with more pages
+}
+
+// item unwraps kv and evaluates the filter.
+func (l *lister) item(kv *mvccpb.KeyValue) (codec.Object, bool, error) {
+	obj, err := l.s.unwrap(l.st.r, kv)
+	if err != nil {
+		return obj, false, err
+	}
+	if l.f.empty() {
+		return obj, true, nil
+	}
+	l.meta.Reset()
+	if err := l.s.schema.PeekMeta(obj, &l.meta); err != nil {
+		l.s.decodeErrs.Inc()
+		return obj, false, &decodeError{key: string(kv.Key), err: err}
+	}
+	ok, err := l.f.matches(l.s.schema, obj, &l.meta)
+	if err != nil {
+		l.s.decodeErrs.Inc()
+		return obj, false, &decodeError{key: string(kv.Key), err: err}
+	}
+	return obj, ok, nil
+}
+
+// walk visits the matching items of page and, unless onePage, of the
+// following pages of pg, until limit matches or the end of the range.
+func (l *lister) walk(ctx context.Context, pg *store.Pager, page []*mvccpb.KeyValue, ws *walkState, onePage bool,
+	emit func(obj codec.Object, kv *mvccpb.KeyValue) error) error {
+	for {
+		for i, kv := range page {
+			obj, ok, err := l.item(kv)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if err := emit(obj, kv); err != nil {
+				return err
+			}
+			ws.n++
+			if l.limit > 0 && ws.n == l.limit {
+				ws.lastKey = append(ws.lastKey[:0], kv.Key...)
+				ws.hasMore = i+1 < len(page) || pg.More()
+				ws.remaining = pg.RemainingAfter(i)
+				return nil
+			}
+		}
+		if !pg.More() {
+			return nil
+		}
+		if onePage {
+			ws.partial = true
+			return nil
+		}
+		var err error
+		page, err = pg.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return nil
+		}
+	}
+}
+
+func (l *lister) needSizes() bool { return l.st.out.format == formatProtobuf }
+
+// itemSize is the protobuf size of one list item.
+func (l *lister) itemSize(obj codec.Object, rv int64) (int, error) {
+	if l.st.out.target == targetPartial {
+		return partialProtobufListItemSize(obj, rv)
+	}
+	if obj.Format != codec.FormatProtobuf {
+		return 0, errJSONAsProtobuf
+	}
+	return codec.ProtobufListItemSize(obj, rv), nil
+}
+
+// serveList serves a LIST. cancel ends ctx; it is called when the response
+// is complete (in the stream writer when streaming).
+func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState, ef format) {
+	streaming := false
+	defer func() {
+		if !streaming {
+			cancel()
+		}
+	}()
+	r, q := st.r, st.q
+	l := &lister{s: s, st: st, prefix: s.listPrefix(r, st.p.Namespace), limit: q.Limit, now: time.Now()}
+	var err error
+	l.f, err = parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
+	if err != nil {
+		st.fail(rc, ef, badRequestErr(err.Error()))
+		return
+	}
+	if q.Continue != "" {
+		l.start, l.rev, err = decodeContinue(q.Continue, l.prefix)
+		if err != nil {
+			st.fail(rc, ef, badRequestErr(err.Error()))
+			return
+		}
+		l.serial = q.ResourceVersion == "0"
+	} else {
+		rv, _ := parseRV(q.ResourceVersion) // validated
+		switch {
+		case q.ResourceVersion == "":
+		case rv == 0:
+			l.serial = true
+		case q.ResourceVersionMatch == matchExact, q.ResourceVersionMatch == "" && q.Limit > 0:
+			// Exact; kube-apiserver treats resourceVersion=N with limit
+			// and no match as Exact (legacy).
+			l.rev = rv
+		default: // NotOlderThan
+			if err := s.waitForRV(ctx, rv); err != nil {
+				st.fail(rc, ef, storeStatus(err, false, rv))
+				return
+			}
+		}
+	}
+	// metadata.name=x in one namespace (or of a cluster-scoped resource)
+	// names one key: read only that key.
+	if l.f.name != "" && (st.p.Namespace != "" || !r.Namespaced) {
+		key := l.prefix + l.f.name
+		l.end = key
+		if l.start < key {
+			l.start = key
+		}
+	}
+	want := 0
+	if l.f.empty() && l.limit > 0 {
+		want = int(l.limit)
+	}
+	opts := store.ListOptions{Prefix: l.prefix, Start: l.start, End: l.end, Rev: l.rev, Serializable: l.serial, Want: want}
+	pg := s.store.NewPager(opts)
+	page, err := pg.Next(ctx)
+	if err != nil {
+		st.fail(rc, ef, storeStatus(err, q.Continue != "", l.rev))
+		return
+	}
+	l.rev = pg.Rev()
+	opts.Rev = l.rev
+
+	// Pass over the first page: complete answer?
+	var ws walkState
+	pageBytes := 0
+	sizeEmit := func(obj codec.Object, kv *mvccpb.KeyValue) error {
+		pageBytes += len(kv.Value)
+		if l.needSizes() {
+			n, err := l.itemSize(obj, kv.ModRevision)
+			if err != nil {
+				return &decodeError{key: string(kv.Key), err: err}
+			}
+			ws.size += n
+		}
+		return nil
+	}
+	if err := l.walk(ctx, pg, page, &ws, true, sizeEmit); err != nil {
+		s.logListError(rc, err)
+		st.fail(rc, ef, statusOf(err))
+		return
+	}
+	yaml := st.out.format == formatYAML
+	firstComplete := !ws.partial
+	if ws.partial && !yaml && (l.needSizes() || l.limit > 0) {
+		// Plan pass: sizes, last key and remaining count over the rest of
+		// the range, one page at a time; then stream from the start again.
+		page = nil
+		if err := l.walk(ctx, pg, nil, &ws, false, sizeEmit); err != nil {
+			s.logListError(rc, err)
+			st.fail(rc, ef, statusOf(err))
+			return
+		}
+		ws.partial = false
+		if ws.hasMore {
+			opts.End = string(ws.lastKey)
+		}
+		pg = s.store.NewPager(opts)
+	}
+	planned := ws // the metadata known before the first byte
+	lm := codec.ListMeta{ResourceVersion: l.rev}
+	if !yaml && !planned.partial {
+		if err := l.setContinue(&lm, &planned); err != nil {
+			st.fail(rc, ef, internalErr(err.Error()))
+			return
+		}
+	}
+
+	rc.SetStatusCode(200)
+	rc.SetContentType(st.out.contentType(true))
+	if firstComplete && pageBytes <= inlineBytes {
+		// Everything is in the first page and small: encode it here.
+		buf := getBuf()
+		sw := streamWriter{buf: (*buf)[:0]}
+		err := l.write(ctx, &sw, pg, page, lm, planned, true)
+		*buf = sw.buf
+		if err != nil {
+			s.logListError(rc, err)
+			st.fail(rc, ef, statusOf(err))
+			putBuf(buf)
+			return
+		}
+		rc.SetBody(sw.buf)
+		st.finish(200, len(sw.buf))
+		putBuf(buf)
+		return
+	}
+	streaming = true
+	rc.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer cancel()
+		buf := getBuf()
+		sw := streamWriter{w: w, buf: (*buf)[:0]}
+		err := l.write(ctx, &sw, pg, page, lm, planned, false)
+		if err == nil {
+			err = sw.flush()
+		}
+		*buf = sw.buf
+		putBuf(buf)
+		if err != nil {
+			// Headers are out: end the stream; the client sees a
+			// truncated body.
+			s.logListError(rc, err)
+		}
+		st.finish(200, sw.n)
+	})
+}
+
+// setContinue fills lm's continue and remainingItemCount from a walk.
+func (l *lister) setContinue(lm *codec.ListMeta, ws *walkState) error {
+	if !ws.hasMore {
+		return nil
+	}
+	tok, err := encodeContinue(ws.lastKey, l.prefix, l.rev)
+	if err != nil {
+		return err
+	}
+	lm.Continue = tok
+	if l.f.empty() {
+		rem := ws.remaining
+		lm.RemainingItemCount = &rem
+	}
+	return nil
+}
+
+func (s *Server) logListError(rc *fasthttp.RequestCtx, err error) {
+	s.log.Error("list failed", zap.ByteString("uri", rc.RequestURI()), zap.Error(err))
+}
+
+// write writes the list: head, the items of page and of the following
+// pages of pg, tail. page is the already-read first page (nil: read from
+// pg). planned holds the metadata known before the first byte (for YAML it
+// is completed by this walk).
+func (l *lister) write(ctx context.Context, sw *streamWriter, pg *store.Pager, page []*mvccpb.KeyValue,
+	lm codec.ListMeta, planned walkState, inline bool) error {
+	st := l.st
+	r := st.r
+	sc := l.s.schema
+	out := st.out
+	apiVersion := r.APIVersion()
+	switch {
+	case out.target == targetTable:
+		sw.buf = appendTableHead(sc, sw.buf, r.Group, r.Resource, lm)
+	case out.target == targetPartial && out.format == formatProtobuf:
+		sw.buf = appendPartialProtobufListHead(sw.buf, lm, planned.size)
+	case out.target == targetPartial:
+		sw.buf = appendPartialListHeadJSON(sw.buf, lm)
+	case out.format == formatProtobuf:
+		sw.buf = codec.AppendProtobufListHead(sw.buf, apiVersion, r.ListKind, lm, planned.size)
+	case out.format == formatYAML:
+		sw.buf = appendYAMLListHead(sw.buf, apiVersion)
+	default:
+		sw.buf = codec.AppendJSONListHead(sw.buf, apiVersion, r.ListKind, lm)
+	}
+	omit := codec.JSONOptions{OmitTypeMeta: !r.Custom}
+	inc := includeObject(st.q.IncludeObject)
+	var (
+		ws      walkState
+		first   = true
+		lastObj codec.Object
+		err     error
+	)
+	emit := func(obj codec.Object, kv *mvccpb.KeyValue) error {
+		rv := kv.ModRevision
+		switch {
+		case out.target == targetTable:
+			if !first {
+				sw.buf = appendTableSep(sw.buf)
+			}
+			sw.buf, err = appendTableRow(sc, sw.buf, r.Group, r.Resource, obj, rv, inc, l.now)
+		case out.target == targetPartial && out.format == formatProtobuf:
+			sw.buf, err = appendPartialProtobufListItem(sw.buf, obj, rv)
+		case out.target == targetPartial:
+			if !first {
+				sw.buf = codec.AppendJSONListSep(sw.buf)
+			}
+			sw.buf, err = appendPartialJSON(sc, sw.buf, obj, rv)
+		case out.format == formatProtobuf:
+			if obj.Format != codec.FormatProtobuf {
+				err = errJSONAsProtobuf
+				break
+			}
+			sw.buf = codec.AppendProtobufListItem(sw.buf, obj, rv)
+		case out.format == formatYAML:
+			sw.buf, err = appendYAMLListItem(sc, sw.buf, obj, rv, omit.OmitTypeMeta)
+		default:
+			if !first {
+				sw.buf = codec.AppendJSONListSep(sw.buf)
+			}
+			sw.buf, err = sc.AppendJSON(sw.buf, obj, rv, omit)
+		}
+		if err != nil {
+			l.s.decodeErrs.Inc()
+			return &decodeError{key: string(kv.Key), err: err}
+		}
+		first = false
+		lastObj = obj
+		if inline {
+			return nil
+		}
+		return sw.maybeFlush()
+	}
+	if page == nil {
+		page, err = pg.Next(ctx)
+		if err != nil {
+			return err
+		}
+	}
+	if len(page) > 0 {
+		if err := l.walk(ctx, pg, page, &ws, false, emit); err != nil {
+			return err
+		}
+	}
+	l.s.countServed(lastObj, out, int(ws.n))
+	switch {
+	case out.target == targetTable:
+		sw.buf = appendTableTail(sw.buf)
+	case out.target == targetPartial && out.format == formatProtobuf:
+		sw.buf = codec.AppendProtobufListTail(sw.buf)
+	case out.target == targetPartial:
+		sw.buf = codec.AppendJSONListTail(sw.buf)
+	case out.format == formatProtobuf:
+		sw.buf = codec.AppendProtobufListTail(sw.buf)
+	case out.format == formatYAML:
+		if err := l.setContinue(&lm, &ws); err != nil {
+			return err
+		}
+		sw.buf = appendYAMLListTail(sw.buf, r.ListKind, lm)
+	default:
+		sw.buf = codec.AppendJSONListTail(sw.buf)
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// route is what a request path names.
+type route uint8
+
+const (
+	routeNone route = iota
+	routeResource
+	routeDiscovery
+)
+
+// apiPath is a parsed /api or /apis resource path.
+type apiPath struct {
+	Group, Version, Resource, Namespace, Name, Subresource string
+	// Watch is true for the legacy /watch/ paths.
+	Watch bool
+}
+
+// parsePath parses a resource path:
+//
+//	/api/v1/[watch/][namespaces/{ns}/]{resource}[/{name}[/{subresource}]]
+//	/apis/{group}/{version}/[watch/][namespaces/{ns}/]{resource}[/{name}[/{subresource}]]
+//
+// /api/v1/namespaces/{name}[/status|/finalize] names the namespace itself,
+// as in kube-apiserver's RequestInfoFactory. ok=false means the path is not a
+// resource path (discovery or unknown).
+func parsePath(path string) (p apiPath, ok bool) {
+	rest, found := strings.CutPrefix(path, "/api/")
+	if found {
+		p.Version, rest, _ = strings.Cut(rest, "/")
+	} else if rest, found = strings.CutPrefix(path, "/apis/"); found {
+		p.Group, rest, _ = strings.Cut(rest, "/")
+		p.Version, rest, _ = strings.Cut(rest, "/")
+		if p.Group == "" {
+			return p, false
+		}
+	} else {
+		return p, false
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	if p.Version == "" || rest == "" {
+		return p, false
+	}
+	parts := strings.Split(rest, "/")
+	for _, s := range parts {
+		if s == "" || s == "." || s == ".." {
+			return p, false
+		}
+	}
+	if parts[0] == "watch" {
+		p.Watch = true
+		parts = parts[1:]
+	}
+	if len(parts) == 0 {
+		return p, false
+	}
+	if parts[0] == "namespaces" && len(parts) > 1 {
+		if len(parts) == 2 || parts[2] == "status" || parts[2] == "finalize" {
+			// The namespace object itself.
+			p.Resource, p.Name = "namespaces", parts[1]
+			if len(parts) > 2 {
+				p.Subresource = parts[2]
+			}
+			return p, len(parts) <= 3
+		}
+		p.Namespace = parts[1]
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 3:
+		p.Subresource = parts[2]
+		fallthrough
+	case 2:
+		p.Name = parts[1]
+		fallthrough
+	case 1:
+		p.Resource = parts[0]
+	default:
+		return p, false
+	}
+	return p, true
+}
+
+// listParams are the query parameters of a GET or LIST.
+type listParams struct {
+	Limit                int64
+	Continue             string
+	ResourceVersion      string
+	ResourceVersionMatch string
+	LabelSelector        string
+	FieldSelector        string
+	Watch                bool
+	IncludeObject        string
+	TimeoutSeconds       int64
+	AllowWatchBookmarks  bool
+	SendInitialEvents    *bool
+}
+
+const (
+	matchNotOlderThan = "NotOlderThan"
+	matchExact        = "Exact"
+)
+
+// badRequest is a request error answered with 400 BadRequest.
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(format, args...)} }
+
+// parseQuery reads the list/get parameters from a raw query string
+// ("a=b&c=d", percent-encoded) and validates them as kube-apiserver's
+// ValidateListOptions does. visit walks the query's pairs (decoded).
+func parseParams(visit func(func(key, value []byte))) (listParams, error) {
+	var (
+		p   listParams
+		err error
+	)
+	visit(func(key, value []byte) {
+		if err != nil {
+			return
+		}
+		switch string(key) {
+		case "limit":
+			if len(value) == 0 {
+				return
+			}
+			p.Limit, err = strconv.ParseInt(string(value), 10, 64)
+			if err != nil {
+				err = badf("invalid limit %q: must be an integer", value)
+			} else if p.Limit < 0 {
+				p.Limit = 0 // kube-apiserver treats a negative limit as no limit
+			}
+		case "continue":
+			p.Continue = string(value)
+		case "resourceVersion":
+			p.ResourceVersion = string(value)
+		case "resourceVersionMatch":
+			p.ResourceVersionMatch = string(value)
+		case "labelSelector":
+			p.LabelSelector = string(value)
+		case "fieldSelector":
+			p.FieldSelector = string(value)
+		case "watch":
+			p.Watch, err = parseBool(value, "watch")
+		case "allowWatchBookmarks":
+			p.AllowWatchBookmarks, err = parseBool(value, "allowWatchBookmarks")
+		case "sendInitialEvents":
+			var b bool
+			b, err = parseBool(value, "sendInitialEvents")
+			p.SendInitialEvents = &b
+		case "timeoutSeconds":
+			if len(value) == 0 {
+				return
+			}
+			p.TimeoutSeconds, err = strconv.ParseInt(string(value), 10, 64)
+			if err != nil {
+				err = badf("invalid timeoutSeconds %q: must be an integer", value)
+			}
+		case "includeObject":
+			switch string(value) {
+			case "", "None", "Object", "Metadata":
+				p.IncludeObject = string(value)
+			default:
+				err = badf("includeObject: Unsupported value: %q: supported values: \"None\", \"Object\", \"Metadata\"", value)
+			}
+		}
+	})
+	if err != nil {
+		return p, err
+	}
+	return p, p.validate()
+}
+
+func parseBool(v []byte, name string) (bool, error) {
+	switch string(v) {
+	case "", "true", "1", "True", "TRUE", "t", "T":
+		return true, nil
+	case "false", "0", "False", "FALSE", "f", "F":
+		return false, nil
+	}
+	return false, badf("invalid %s %q: must be a boolean", name, v)
+}
+
+// validate applies kube-apiserver's ValidateListOptions rules that do not
+// depend on the storage.
+func (p *listParams) validate() error {
+	switch p.ResourceVersionMatch {
+	case "":
+	case matchNotOlderThan, matchExact:
+		if p.ResourceVersion == "" {
+			return badf("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")
+		}
+		if p.Continue != "" {
+			return badf("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided")
+		}
+		if p.ResourceVersionMatch == matchExact && p.ResourceVersion == "0" {
+			return badf("resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
+		}
+	default:
+		return badf("resourceVersionMatch: Unsupported value: %q: supported values: \"Exact\", \"NotOlderThan\"", p.ResourceVersionMatch)
+	}
+	if p.ResourceVersion != "" {
+		if _, err := parseRV(p.ResourceVersion); err != nil {
+			return err
+		}
+	}
+	if p.Continue != "" && p.ResourceVersion != "" && p.ResourceVersion != "0" {
+		return badf("specifying resource version is not allowed when using continue")
+	}
+	return nil
+}
+
+// parseRV parses a resourceVersion as kube-apiserver's APIObjectVersioner.
+func parseRV(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v > 1<<63-1 {
+		return 0, badf("invalid resource version: %q", s)
+	}
+	return int64(v), nil
+}
+
+// isBadRequest reports whether err is a request error (400).
+func isBadRequest(err error) bool {
+	var b *badRequest
+	return errors.As(err, &b)
+}

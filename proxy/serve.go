@@ -1,0 +1,352 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.uber.org/zap"
+
+	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/resource"
+	"github.com/lazyapi/lazyapi/store"
+)
+
+// notOlderThanWait is how long a request for a future resourceVersion waits
+// before 504 ResourceVersionTooLarge, as kube-apiserver's watch cache.
+const notOlderThanWait = 3 * time.Second
+
+// inlineBytes: a list whose first page holds everything and whose values
+// total at most this many bytes is encoded in the handler and sent with a
+// Content-Length instead of streamed.
+const inlineBytes = 256 << 10
+
+// decodeError is a stored value that cannot be decoded.
+type decodeError struct {
+	key string
+	err error
+}
+
+func (e *decodeError) Error() string {
+	return fmt.Sprintf("cannot decode object stored at %q: %v", e.key, e.err)
+}
+
+func (e *decodeError) Unwrap() error { return e.err }
+
+// reqState is one resource request's routing result, shared by get and
+// list.
+type reqState struct {
+	s       *Server
+	r       *resource.Resource
+	p       apiPath
+	q       listParams
+	out     output
+	verb    string
+	start   time.Time
+	release func()
+}
+
+// finish records the request's metrics and releases its admission.
+func (st *reqState) finish(code int, bytes int) {
+	if st.release != nil {
+		st.release()
+		st.release = nil
+	}
+	res := ""
+	if st.r != nil {
+		res = st.r.GroupResource()
+	}
+	labels := `{verb="` + st.verb + `",resource="` + res + `"`
+	ms := st.s.ms
+	ms.GetOrCreateCounter(`lazyapi_apiserver_request_total` + labels + `,code="` + strconv.Itoa(code) + `",format="` + st.out.String() + `"}`).Inc()
+	ms.GetOrCreatePrometheusHistogram(`lazyapi_apiserver_request_duration_seconds` + labels + `}`).UpdateDuration(st.start)
+	ms.GetOrCreateCounter(`lazyapi_apiserver_response_bytes_total` + labels + `}`).Add(bytes)
+}
+
+// fail writes a Status error and records the request.
+func (st *reqState) fail(rc *fasthttp.RequestCtx, ef format, e *StatusError) {
+	st.s.writeStatus(rc, ef, e)
+	st.finish(int(e.Status.Code), len(rc.Response.Body()))
+}
+
+// serveResource serves GET, LIST and WATCH of a resource path.
+func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
+	accept := string(rc.Request.Header.Peek("Accept"))
+	ef := errorFormat(accept)
+	st := &reqState{s: s, p: p, start: time.Now(), verb: "get"}
+	if p.Name == "" {
+		st.verb = "list"
+	}
+	if !rc.IsGet() && !rc.IsHead() {
+		st.verb = string(rc.Method())
+		st.fail(rc, ef, methodNotAllowed(string(rc.Method())))
+		return
+	}
+	r, ok := s.cfg.Resources.Lookup(p.Group, p.Version, p.Resource)
+	if !ok || (p.Subresource != "" && p.Subresource != "status") ||
+		(p.Namespace != "" && !r.Namespaced) || (p.Name != "" && r.Namespaced && p.Namespace == "") {
+		st.fail(rc, ef, notFoundPath())
+		return
+	}
+	st.r = r
+	if !r.Servable() {
+		// lazyapi serves bytes as stored and does not convert between
+		// versions. 404 is what generic clients (discovery walkers,
+		// backup tools, informers) handle best: they treat the version as
+		// absent and carry on; the message says why.
+		st.fail(rc, ef, &StatusError{Status: codec.Status{Code: 404, Reason: "NotFound",
+			Message: fmt.Sprintf("%s/%s %s is stored as version %s and lazyapi does not convert between versions: request %s/%s instead",
+				r.Group, r.Version, r.Resource, r.StorageVersion, r.Group, r.StorageVersion),
+			Details: &codec.StatusDetails{Group: r.Group, Kind: r.Resource}}})
+		return
+	}
+	q, err := parseParams(func(fn func(k, v []byte)) { rc.QueryArgs().VisitAll(fn) })
+	if err != nil {
+		st.fail(rc, ef, badRequestErr(err.Error()))
+		return
+	}
+	st.q = q
+	if p.Watch || q.Watch {
+		st.verb = "watch"
+		s.serveWatch(rc, st, accept, ef)
+		return
+	}
+	out, ok := negotiate(accept, p.Name == "", r.JSONStorage)
+	if !ok {
+		st.fail(rc, ef, notAcceptable())
+		return
+	}
+	st.out = out
+	if s.cfg.Admit != nil {
+		release, err := s.cfg.Admit(rc, &RequestInfo{Verb: st.verb, Resource: r, Namespace: p.Namespace,
+			Name: p.Name, Limit: q.Limit, ResourceVersion: q.ResourceVersion})
+		if err != nil {
+			var se *StatusError
+			if !errors.As(err, &se) {
+				se = &StatusError{Status: codec.Status{Code: 429, Reason: "TooManyRequests",
+					Message: err.Error(), Details: &codec.StatusDetails{RetryAfterSeconds: 1}}, RetryAfter: 1}
+			}
+			st.fail(rc, ef, se)
+			return
+		}
+		st.release = release
+	}
+	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
+	if p.Name != "" {
+		defer cancel()
+		s.serveGet(ctx, rc, st, ef)
+		return
+	}
+	s.serveList(ctx, cancel, rc, st, ef)
+}
+
+// serveWatch hands a watch to Config.Watch, or answers 501.
+func (s *Server) serveWatch(rc *fasthttp.RequestCtx, st *reqState, accept string, ef format) {
+	if s.cfg.Watch == nil {
+		st.fail(rc, ef, statusErr(501, "NotImplemented", "watch is not served by this lazyapi yet"))
+		return
+	}
+	if _, err := parseFilter(st.q.LabelSelector, st.q.FieldSelector, st.r.ConvertFieldLabel); err != nil {
+		st.fail(rc, ef, badRequestErr(err.Error()))
+		return
+	}
+	req := &WatchRequest{
+		RequestInfo: RequestInfo{Verb: "watch", Resource: st.r, Namespace: st.p.Namespace, Name: st.p.Name,
+			ResourceVersion: st.q.ResourceVersion},
+		KeyPrefix: s.listPrefix(st.r, st.p.Namespace),
+		Params:    st.q,
+		Protobuf:  ef == formatProtobuf,
+	}
+	s.cfg.Watch(rc, req)
+	st.finish(rc.Response.StatusCode(), 0)
+}
+
+// listPrefix returns the etcd prefix of a collection, ending in "/".
+func (s *Server) listPrefix(r *resource.Resource, ns string) string {
+	if ns == "" {
+		return s.prefix + "/" + r.KeyPrefix + "/"
+	}
+	return s.prefix + "/" + r.KeyPrefix + "/" + ns + "/"
+}
+
+// waitForRV waits until etcd's revision reaches want, at most
+// notOlderThanWait, then answers 504 ResourceVersionTooLarge.
+func (s *Server) waitForRV(ctx context.Context, want int64) error {
+	deadline := time.Now().Add(notOlderThanWait)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		cur, err := s.store.Revision(ctx)
+		if err != nil {
+			return err
+		}
+		if cur >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return tooLargeRV(want, cur)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// unwrap removes the storage envelope of kv's value; JSON objects get the
+// resource's apiVersion and kind.
+func (s *Server) unwrap(r *resource.Resource, kv *mvccpb.KeyValue) (codec.Object, error) {
+	obj, err := codec.Unwrap(kv.Value)
+	if err != nil {
+		s.decodeErrs.Inc()
+		return obj, &decodeError{key: string(kv.Key), err: err}
+	}
+	if obj.Kind == "" {
+		obj.APIVersion, obj.Kind = r.APIVersion(), r.Kind
+	}
+	return obj, nil
+}
+
+// serveGet serves one object.
+func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState, ef format) {
+	r, q := st.r, st.q
+	key := s.listPrefix(r, st.p.Namespace) + st.p.Name
+	var (
+		kv    store.KV
+		found bool
+		err   error
+	)
+	switch q.ResourceVersion {
+	case "":
+		kv, _, found, err = s.store.Get(ctx, key, 0)
+	case "0":
+		kv, _, found, err = s.store.GetSerializable(ctx, key, 0)
+	default:
+		rv, _ := parseRV(q.ResourceVersion) // validated
+		if err = s.waitForRV(ctx, rv); err == nil {
+			kv, _, found, err = s.store.Get(ctx, key, 0)
+		}
+	}
+	if err != nil {
+		st.fail(rc, ef, storeStatus(err, false, 0))
+		return
+	}
+	if !found {
+		st.fail(rc, ef, notFoundObject(r, st.p.Name))
+		return
+	}
+	mkv := mvccpb.KeyValue{Key: kv.Key, Value: kv.Value, ModRevision: kv.ModRevision}
+	obj, err := s.unwrap(r, &mkv)
+	if err != nil {
+		s.log.Error("cannot decode stored object", zap.String("key", key), zap.Error(err))
+		st.fail(rc, ef, internalErr(err.Error()))
+		return
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	b, err := s.encodeObject((*buf)[:0], st, obj, kv.ModRevision)
+	*buf = b
+	if err != nil {
+		s.decodeErrs.Inc()
+		s.log.Error("cannot encode stored object", zap.String("key", key), zap.Error(err))
+		st.fail(rc, ef, internalErr((&decodeError{key: key, err: err}).Error()))
+		return
+	}
+	s.countServed(obj, st.out, 1)
+	rc.SetStatusCode(200)
+	rc.SetContentType(st.out.contentType(false))
+	rc.SetBody(b)
+	st.finish(200, len(b))
+}
+
+// countServed counts n objects as passthrough (stored bytes copied with
+// the RV patched) or transcoded.
+func (s *Server) countServed(obj codec.Object, o output, n int) {
+	if n == 0 {
+		return
+	}
+	pass := o.target == targetObject && ((o.format == formatProtobuf && obj.Format == codec.FormatProtobuf) ||
+		(o.format == formatJSON && obj.Format == codec.FormatJSON))
+	if pass {
+		s.passthru.Add(n)
+	} else {
+		s.transcoded.Add(n)
+	}
+}
+
+// encodeObject appends one object in the negotiated representation.
+func (s *Server) encodeObject(dst []byte, st *reqState, obj codec.Object, rv int64) ([]byte, error) {
+	sc := s.schema
+	switch st.out.target {
+	case targetTable:
+		dst = appendTableHead(sc, dst, st.r.Group, st.r.Resource, codec.ListMeta{ResourceVersion: rv})
+		dst, err := appendTableRow(sc, dst, st.r.Group, st.r.Resource, obj, rv, includeObject(st.q.IncludeObject), time.Now())
+		if err != nil {
+			return dst, err
+		}
+		return appendTableTail(dst), nil
+	case targetPartial:
+		if st.out.format == formatProtobuf {
+			return appendPartialProtobuf(dst, obj, rv)
+		}
+		return appendPartialJSON(sc, dst, obj, rv)
+	}
+	switch st.out.format {
+	case formatProtobuf:
+		if obj.Format != codec.FormatProtobuf {
+			return dst, errors.New("object is stored as JSON and cannot be served as protobuf")
+		}
+		return codec.AppendProtobufEnvelope(dst, obj, rv), nil
+	case formatYAML:
+		return appendYAML(sc, dst, obj, rv)
+	}
+	return sc.AppendJSON(dst, obj, rv, codec.JSONOptions{})
+}
+
+// statusOf returns the Status to answer err with.
+func statusOf(err error) *StatusError {
+	var de *decodeError
+	if errors.As(err, &de) {
+		return internalErr(de.Error())
+	}
+	return storeStatus(err, false, 0)
+}
+
+// streamWriter is the write side of a streamed response: it encodes into
+// buf and hands buf to the connection every flushSize bytes.
+type streamWriter struct {
+	w   *bufio.Writer
+	buf []byte
+	n   int
+}
+
+// maybeFlush writes buf out when it passed flushSize. A write error means
+// the client is gone.
+func (sw *streamWriter) maybeFlush() error {
+	if len(sw.buf) < flushSize {
+		return nil
+	}
+	return sw.flush()
+}
+
+func (sw *streamWriter) flush() error {
+	if len(sw.buf) == 0 {
+		return nil
+	}
+	n, err := sw.w.Write(sw.buf)
+	sw.n += n
+	sw.buf = sw.buf[:0]
+	if err != nil {
+		return fmt.Errorf("cannot write response: %w", err)
+	}
+	if err := sw.w.Flush(); err != nil {
+		return fmt.Errorf("cannot write response: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,232 @@
+// Package proxy is lazyapi's HTTP server: it routes Kubernetes API read
+// requests, negotiates the response format, and streams objects from etcd
+// (through store and codec) to the socket; it also serves discovery,
+// health and metrics.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/resource"
+	"github.com/lazyapi/lazyapi/store"
+)
+
+// Config configures a Server. Every field has a comment; zero values get
+// defaults in New.
+type Config struct {
+	// Client reads etcd. Required.
+	Client *clientv3.Client
+	// Prefix is the etcd key prefix (--etcd-prefix); "" means "/registry".
+	Prefix string
+	// PageSize is the most items per etcd range (--list-page-size); 0 means
+	// store.DefaultPageSize.
+	PageSize int
+	// PageBytes is the byte cap per etcd page; 0 means store.DefaultPageBytes.
+	PageBytes int
+	// RequestTimeout bounds non-watch requests (--request-timeout); 0 means
+	// 60s, as kube-apiserver.
+	RequestTimeout time.Duration
+	// Resources is the resource table. Required.
+	Resources *resource.Table
+	// Logger logs failures; nil discards.
+	Logger *zap.Logger
+	// Metrics receives the server's metrics and is served at /metrics with
+	// process metrics; nil creates a private set.
+	Metrics *metrics.Set
+	// Schema decodes built-in types; nil means codec.DefaultSchema().
+	Schema *codec.Schema
+	// Watch serves watch requests (watch=true or /watch/ paths) once the
+	// request was routed and validated. Nil answers them 501. The cache
+	// developer plugs the watch cache in here; see WatchRequest.
+	Watch func(rc *fasthttp.RequestCtx, req *WatchRequest)
+	// Admit, when set, is called for every resource request after routing
+	// and before any etcd read. It returns a release function called when
+	// the response is complete (after the last byte of a stream), or an
+	// error written to the client as a Status (use *StatusError for a
+	// chosen code such as 429 with Retry-After). The ratelimit developer
+	// plugs the limiter in here.
+	Admit func(rc *fasthttp.RequestCtx, req *RequestInfo) (release func(), err error)
+}
+
+// RequestInfo describes a routed resource request, for admission.
+type RequestInfo struct {
+	// Verb is "get", "list" or "watch".
+	Verb string
+	// Resource is the table entry the request names.
+	Resource *resource.Resource
+	// Namespace and Name are from the path ("" when absent).
+	Namespace, Name string
+	// Limit is the list's limit parameter (0: none).
+	Limit int64
+	// ResourceVersion is the resourceVersion parameter.
+	ResourceVersion string
+}
+
+// WatchRequest is a validated watch request handed to Config.Watch.
+type WatchRequest struct {
+	RequestInfo
+	// KeyPrefix is the etcd key prefix of the watched collection, ending
+	// in "/" (e.g. "/registry/configmaps/ns/"); for a watch with a name
+	// field selector it still names the collection.
+	KeyPrefix string
+	// Params are the query parameters (resourceVersion, labelSelector,
+	// fieldSelector, allowWatchBookmarks, sendInitialEvents,
+	// timeoutSeconds, ...), validated.
+	Params listParams
+	// Protobuf is true when the client asked for protobuf frames
+	// (application/vnd.kubernetes.protobuf[;stream=watch]), else JSON.
+	Protobuf bool
+}
+
+// StatusError is an error answered with a specific Status.
+type StatusError struct {
+	Status     codec.Status
+	RetryAfter int // seconds; 0: no Retry-After header
+}
+
+func (e *StatusError) Error() string { return e.Status.Message }
+
+// Server serves the Kubernetes read API from etcd. Create it with New; it is
+// safe for concurrent use.
+type Server struct {
+	cfg    Config
+	store  *store.Store
+	schema *codec.Schema
+	log    *zap.Logger
+	ms     *metrics.Set
+	srv    *fasthttp.Server
+	prefix string
+
+	// health caches the etcd readiness check.
+	healthMu   sync.Mutex
+	healthAt   time.Time
+	healthErr  error
+	decodeErrs *metrics.Counter
+	passthru   *metrics.Counter
+	transcoded *metrics.Counter
+
+	baseCtx    context.Context
+	baseCancel context.CancelFunc
+}
+
+// New validates cfg and returns a Server. It does not listen.
+func New(cfg Config) (*Server, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("cannot create proxy: Config.Client is nil")
+	}
+	if cfg.Resources == nil {
+		return nil, errors.New("cannot create proxy: Config.Resources is nil")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "/registry"
+	}
+	cfg.Prefix = "/" + strings.Trim(cfg.Prefix, "/")
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 60 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	if cfg.Schema == nil {
+		cfg.Schema = codec.DefaultSchema()
+	}
+	s := &Server{
+		cfg:    cfg,
+		schema: cfg.Schema,
+		log:    cfg.Logger,
+		ms:     cfg.Metrics,
+		prefix: cfg.Prefix,
+		store: store.New(cfg.Client, store.Config{
+			Prefix: cfg.Prefix, PageSize: cfg.PageSize, PageBytes: cfg.PageBytes, Metrics: cfg.Metrics,
+		}),
+	}
+	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
+	s.decodeErrs = s.ms.GetOrCreateCounter("lazyapi_decode_errors_total")
+	s.passthru = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="passthrough"}`)
+	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)
+	s.srv = &fasthttp.Server{
+		Handler:                       s.handle,
+		Name:                          "lazyapi",
+		NoDefaultServerHeader:         true,
+		NoDefaultContentType:          true,
+		DisableHeaderNamesNormalizing: false,
+		MaxRequestBodySize:            1 << 20,
+		ReadTimeout:                   cfg.RequestTimeout,
+		IdleTimeout:                   90 * time.Second,
+		Logger:                        fasthttpLogger{cfg.Logger},
+		CloseOnShutdown:               true,
+	}
+	return s, nil
+}
+
+// Serve accepts connections on ln until Shutdown. It returns nil after
+// Shutdown, else the listener's error.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.srv.Serve(ln)
+	if s.baseCtx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests to
+// finish or ctx to end; then it cancels the requests still running.
+func (s *Server) Shutdown(ctx context.Context) error {
+	// Mark shutdown first so that Serve returns nil.
+	done := make(chan error, 1)
+	go func() { done <- s.srv.ShutdownWithContext(ctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.baseCancel()
+	return err
+}
+
+// Store returns the server's etcd store (for the cache and tests).
+func (s *Server) Store() *store.Store { return s.store }
+
+type fasthttpLogger struct{ l *zap.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.l.Debug(fmt.Sprintf(format, args...))
+}
+
+// handle is the fasthttp handler: it dispatches on the path.
+func (s *Server) handle(rc *fasthttp.RequestCtx) {
+	path := string(rc.Path())
+	switch {
+	case path == "/healthz" || path == "/livez" || path == "/readyz" ||
+		strings.HasPrefix(path, "/healthz/") || strings.HasPrefix(path, "/livez/") || strings.HasPrefix(path, "/readyz/"):
+		s.serveHealth(rc, path)
+		return
+	case path == "/metrics":
+		s.serveMetrics(rc)
+		return
+	case path == "/openapi/v2" || path == "/openapi/v3" || strings.HasPrefix(path, "/openapi/"):
+		s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), notFoundPath())
+		return
+	}
+	if p, ok := parsePath(path); ok {
+		s.serveResource(rc, p)
+		return
+	}
+	s.serveDiscovery(rc, path)
+}
