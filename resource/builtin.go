@@ -248,7 +248,7 @@ var excludedKinds = map[schema.GroupVersionKind]string{
 	{Version: "v1", Kind: "ServiceProxyOptions"}:   "options of the services/proxy subresource",
 	{Version: "v1", Kind: "RangeAllocation"}:       "kube-apiserver's internal IP/port allocator state, not served",
 	{Version: "v1", Kind: "SerializedReference"}:   "legacy annotation payload, not a resource",
-	{Version: "v1", Kind: "EphemeralContainers"}:   "pods/ephemeralcontainers subresource",
+	{Version: "v1", Kind: "List"}:                  "generic v1 List used by kubectl, not a resource",
 
 	{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenReview"}:       "create-only review, not stored",
 	{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"}:      "serviceaccounts/token subresource, not stored",
