@@ -185,4 +185,3 @@ func TestParseWatchCacheSizes(t *testing.T) {
 		}
 	}
 }
-
