@@ -1,5 +1,3 @@
-// Package ratelimit admits requests against in-flight count and byte budgets,
-// queuing those that do not fit fairly per client.
 package ratelimit
 
 import (
