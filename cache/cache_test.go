@@ -582,3 +582,106 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		return nil
 	})
 }
+
+func TestWatchSelectorMovesInAndOut(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client
+	c := newTestCache(t, cli, nil)
+	r := c.Resource(cmSpec)
+	waitState(t, r, StateReady)
+	rev := r.Revision()
+	sel := func(a Attrs) bool {
+		if !a.Valid() {
+			t.Errorf("attrs of %s/%s not derived", a.Namespace(), a.Name())
+		}
+		v, ok := a.Label("app")
+		return ok && v == "web" && a.Namespace() == "ns"
+	}
+	w, err := r.Watch(context.Background(), WatchOptions{RV: rev, Filter: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	k, out1 := configMap(t, "ns", "a", map[string]string{"app": "db"}, 10, 1)
+	put(t, cli, k, out1) // not selected: nothing
+	_, in1 := configMap(t, "ns", "a", map[string]string{"app": "web", "tier": "x"}, 10, 2)
+	rIn := put(t, cli, k, in1) // moves in: ADDED
+	_, in2 := configMap(t, "ns", "a", map[string]string{"app": "web"}, 10, 3)
+	rMod := put(t, cli, k, in2) // stays in: MODIFIED
+	_, out2 := configMap(t, "ns", "a", map[string]string{"app": "db"}, 10, 4)
+	rOut := put(t, cli, k, out2) // moves out: DELETED with the previous state
+	k2, other := configMap(t, "other", "a", map[string]string{"app": "web"}, 10, 5)
+	put(t, cli, k2, other) // other namespace: nothing
+	_, in3 := configMap(t, "ns", "a", map[string]string{"app": "web"}, 10, 6)
+	rIn2 := put(t, cli, k, in3)
+	rDel := del(t, cli, k) // deleted while in: DELETED
+	evs := collect(t, w, 5)
+	type ev struct {
+		typ EventType
+		rev int64
+		val []byte
+	}
+	want := []ev{{Added, rIn, in1}, {Modified, rMod, in2}, {Deleted, rOut, in2}, {Added, rIn2, in3}, {Deleted, rDel, in3}}
+	for i, e := range evs {
+		if e.Type != want[i].typ || e.Rev != want[i].rev || !bytes.Equal(e.Value, want[i].val) {
+			t.Errorf("event %d: %v at %d, want %v at %d (value equal: %v)", i, e.Type, e.Rev, want[i].typ, want[i].rev, bytes.Equal(e.Value, want[i].val))
+		}
+	}
+	// Derived data: labels and fields read from the stored bytes.
+	s, err := r.Snapshot(context.Background(), ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, ok := s.Get(k2)
+	if !ok {
+		t.Fatalf("snapshot lacks %s", k2)
+	}
+	a := it.Attrs
+	if a.Namespace() != "other" || a.Name() != "a" || a.LabelSet().Get("app") != "web" || a.LabelSet().Has("tier") {
+		t.Fatalf("attrs of %s: ns %q name %q app %q", k2, a.Namespace(), a.Name(), a.LabelSet().Get("app"))
+	}
+	if v, ok := a.Field("metadata.name"); !ok || v != "a" {
+		t.Fatalf("Field(metadata.name) = %q, %v", v, ok)
+	}
+}
+
+func TestAttrsFieldsOfPods(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"a": "1", "b": "2"}},
+		Spec:       corev1.PodSpec{NodeName: "node-1"},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	v, err := storagefmt.Protobuf(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, cli, "/registry/pods/ns/p", v)
+	c := newTestCache(t, cli, nil)
+	r := c.Resource(Spec{Name: "pods", Prefix: "/registry/pods/", Namespaced: true, Fields: []string{"spec.nodeName", "status.phase", "spec.schedulerName"}})
+	waitState(t, r, StateReady)
+	s, err := r.Snapshot(context.Background(), ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, ok := s.Get("/registry/pods/ns/p")
+	if !ok || !it.Attrs.Valid() {
+		t.Fatalf("pod missing or attrs not derived: %v", ok)
+	}
+	fs := it.Attrs.FieldSet()
+	tests := []struct{ path, want string }{
+		{"spec.nodeName", "node-1"}, {"status.phase", "Running"}, {"spec.schedulerName", ""},
+		{"metadata.name", "p"}, {"metadata.namespace", "ns"},
+	}
+	for _, tt := range tests {
+		if got := fs.Get(tt.path); got != tt.want {
+			t.Errorf("Field(%q) = %q, want %q", tt.path, got, tt.want)
+		}
+	}
+	var labels []string
+	it.Attrs.Labels(func(k, v string) { labels = append(labels, k+"="+v) })
+	if strings.Join(labels, ",") != "a=1,b=2" {
+		t.Errorf("labels %v", labels)
+	}
+}
