@@ -1,8 +1,13 @@
 package codec
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // ErrEncrypted and ErrCorrupt are errors.Is targets for the typed errors
@@ -12,9 +17,12 @@ var (
 	ErrCorrupt   = errors.New("codec: corrupt value")
 )
 
-// EncryptedError reports a value written by an encryption provider
-// ("k8s:enc:<provider>:v1:<key>:").
-type EncryptedError struct{ Provider, Key string }
+// EncryptedError reports a value written by a kube-apiserver encryption
+// provider: "k8s:enc:<provider>:<version>:<key>:" followed by ciphertext.
+type EncryptedError struct {
+	Provider string // aescbc, aesgcm, secretbox, kms, ...
+	Key      string // the key's (or KMS provider's) name
+}
 
 func (e *EncryptedError) Error() string {
 	return fmt.Sprintf("codec: value is encrypted by provider %q with key %q", e.Provider, e.Key)
@@ -26,19 +34,136 @@ func (e *EncryptedError) Is(target error) bool { return target == ErrEncrypted }
 // CorruptError reports a value that is neither a storage envelope nor JSON,
 // or one that is truncated or malformed.
 type CorruptError struct {
-	Offset, Len int
-	Head        []byte
-	Reason      string
+	Offset int    // where the problem was found
+	Len    int    // length of the value (or message) examined
+	Head   []byte // up to 16 bytes at Offset (a copy)
+	Reason string
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("codec: corrupt value: %s at offset %d of %d bytes, head %q", e.Reason, e.Offset, e.Len, e.Head)
+	return fmt.Sprintf("codec: corrupt value: %s at offset %d of %d bytes, next bytes %q", e.Reason, e.Offset, e.Len, e.Head)
 }
 
 // Is reports whether target is ErrCorrupt.
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
+var (
+	protobufMagic  = []byte("k8s\x00")
+	encryptedMagic = []byte("k8s:enc:")
+)
+
 // Unwrap removes the storage envelope of a stored value.
+//
+// "k8s\x00" + runtime.Unknown gives FormatProtobuf with APIVersion and Kind
+// from the Unknown's typeMeta and Raw = its raw field; a value whose first
+// non-space byte is '{' gives FormatJSON with Raw = stored; a
+// "k8s:enc:" prefix gives an *EncryptedError; anything else a
+// *CorruptError. Raw points into stored. Unwrap never panics and allocates
+// at most a few small strings (kinds of the default scheme are interned).
 func Unwrap(stored []byte) (Object, error) {
-	return Object{}, fmt.Errorf("codec: not implemented")
+	if bytes.HasPrefix(stored, protobufMagic) {
+		return unwrapProtobuf(stored)
+	}
+	if bytes.HasPrefix(stored, encryptedMagic) {
+		return Object{}, encryptedError(stored)
+	}
+	for i, c := range stored {
+		if isSpace(c) {
+			continue
+		}
+		if c == '{' {
+			return Object{Format: FormatJSON, Raw: stored}, nil
+		}
+		return Object{}, corrupt(stored, i, "value is neither protobuf (k8s\\x00), JSON nor encrypted (k8s:enc:)")
+	}
+	if len(stored) == 0 {
+		return Object{}, &CorruptError{Reason: "empty value"}
+	}
+	return Object{}, corrupt(stored, 0, "value is only whitespace")
+}
+
+func unwrapProtobuf(stored []byte) (Object, error) {
+	b := stored
+	obj := Object{Format: FormatProtobuf}
+	var hasRaw bool
+	for i := len(protobufMagic); i < len(b); {
+		o, next, err := readField(b, i)
+		if err != nil {
+			return Object{}, corrupt(b, i, "runtime.Unknown: "+err.Error())
+		}
+		switch o.num {
+		case 1, 2, 3, 4:
+			if o.wt != 2 {
+				return Object{}, corrupt(b, i, fmt.Sprintf("runtime.Unknown: wrong wire type %d for field %d", o.wt, o.num))
+			}
+		}
+		switch o.num {
+		case 1:
+			for j := 0; j < len(o.p); {
+				t, jn, err := readField(o.p, j)
+				if err != nil {
+					return Object{}, corrupt(b, i, "runtime.TypeMeta: "+err.Error())
+				}
+				if (t.num == 1 || t.num == 2) && t.wt != 2 {
+					return Object{}, corrupt(b, i, "runtime.TypeMeta: wrong wire type")
+				}
+				switch t.num {
+				case 1:
+					obj.APIVersion = intern(t.p)
+				case 2:
+					obj.Kind = intern(t.p)
+				}
+				j = jn
+			}
+		case 2:
+			obj.Raw, hasRaw = o.p, true
+		}
+		i = next
+	}
+	if !hasRaw {
+		return Object{}, corrupt(b, len(b), "runtime.Unknown has no raw field")
+	}
+	return obj, nil
+}
+
+// internTable holds the apiVersion and kind strings of client-go's scheme
+// so that Unwrap does not allocate them. It is built once and read-only.
+var internTable = sync.OnceValue(func() map[string]string {
+	t := map[string]string{}
+	for k := range scheme.Scheme.AllKnownTypes() {
+		if k.Version == runtime.APIVersionInternal {
+			continue
+		}
+		av := k.GroupVersion().String()
+		t[av] = av
+		t[k.Kind] = k.Kind
+	}
+	return t
+})
+
+func intern(b []byte) string {
+	if s, ok := internTable()[string(b)]; ok {
+		return s
+	}
+	return string(b)
+}
+
+// encryptedError parses "k8s:enc:<provider>:<version>:<key>:".
+func encryptedError(stored []byte) error {
+	rest := stored[len(encryptedMagic):]
+	next := func() string {
+		i := bytes.IndexByte(rest, ':')
+		if i < 0 || i > 256 {
+			return ""
+		}
+		s := string(rest[:i])
+		rest = rest[i+1:]
+		return s
+	}
+	e := &EncryptedError{}
+	e.Provider = next()
+	if e.Provider != "" && next() != "" {
+		e.Key = next()
+	}
+	return e
 }

@@ -1,26 +1,558 @@
 package codec
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+)
+
+// JSON passthrough: the stored object is copied byte for byte except for
+// metadata.resourceVersion. Only the top-level keys up to "metadata" and
+// the keys of the metadata object are scanned; the rest is copied without
+// being looked at.
 
 // AppendJSONPassthrough copies a stored JSON object with
-// metadata.resourceVersion inserted or replaced.
+// metadata.resourceVersion set to rv (rv == 0: copied as stored). An
+// existing resourceVersion is replaced; otherwise it is inserted where
+// kube-apiserver would write it: in sorted key position when the metadata
+// keys are sorted (unstructured objects, custom resources), else after uid
+// (struct order of built-in types). On error dst is returned unchanged.
 func AppendJSONPassthrough(dst, raw []byte, rv int64) ([]byte, error) {
-	return dst, fmt.Errorf("codec: not implemented")
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return dst, corrupt(raw, i, "JSON value is not an object")
+	}
+	if rv == 0 {
+		return append(dst, raw...), nil
+	}
+	mv, ins, closing, err := findTopKey(raw, i, "metadata")
+	if err != nil {
+		return dst, err
+	}
+	if mv.start < 0 {
+		// no metadata: insert one
+		at := ins
+		if at < 0 {
+			at = closing
+		}
+		mark := len(dst)
+		dst = append(dst, raw[:at]...)
+		if ins < 0 && !emptyObjectBefore(raw, at) {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"metadata":{"resourceVersion":"`...)
+		dst = strconv.AppendInt(dst, rv, 10)
+		dst = append(dst, `"}`...)
+		if ins >= 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, raw[at:]...)
+		_ = mark
+		return dst, nil
+	}
+	mark := len(dst)
+	dst = append(dst, raw[:mv.start]...)
+	dst, err = appendMetaPatched(dst, raw[mv.start:mv.end], rv)
+	if err != nil {
+		return dst[:mark], err
+	}
+	return append(dst, raw[mv.end:]...), nil
 }
 
-// AppendProtobuf appends obj.Raw with resourceVersion set to rv.
-func AppendProtobuf(dst []byte, obj Object, rv int64) []byte { return dst }
+// appendJSONMetadataPassthrough appends the metadata object of a stored
+// JSON object with resourceVersion patched.
+func appendJSONMetadataPassthrough(dst, raw []byte, rv int64) ([]byte, error) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return dst, corrupt(raw, i, "JSON value is not an object")
+	}
+	mv, _, _, err := findTopKey(raw, i, "metadata")
+	if err != nil {
+		return dst, err
+	}
+	if mv.start < 0 {
+		if rv == 0 {
+			return append(dst, "{}"...), nil
+		}
+		dst = append(dst, `{"resourceVersion":"`...)
+		dst = strconv.AppendInt(dst, rv, 10)
+		return append(dst, `"}`...), nil
+	}
+	if rv == 0 {
+		if mv.end-mv.start == 0 || raw[mv.start] != '{' {
+			return dst, corrupt(raw, mv.start, "metadata is not an object")
+		}
+		return appendCompactRaw(dst, raw[mv.start:mv.end])
+	}
+	return appendMetaPatched(dst, raw[mv.start:mv.end], rv)
+}
+
+// appendCompactRaw copies a JSON value as is (stored JSON is already
+// compact when kube-apiserver wrote it).
+func appendCompactRaw(dst, v []byte) ([]byte, error) {
+	return append(dst, v...), nil
+}
+
+type span struct{ start, end int }
+
+// findTopKey scans the top-level object starting at raw[i] == '{' for key.
+// It returns the value's span (start -1 when absent), the offset of the
+// first key sorting after key (-1 when none; a place to insert key), and
+// the offset of the object's closing brace (when the whole object was
+// scanned).
+func findTopKey(raw []byte, i int, key string) (val span, ins, closing int, err error) {
+	val = span{-1, -1}
+	ins, closing = -1, -1
+	i++ // '{'
+	for {
+		i = skipSpace(raw, i)
+		if i >= len(raw) {
+			return val, ins, closing, corrupt(raw, i, "truncated JSON object")
+		}
+		if raw[i] == '}' {
+			return val, ins, i, nil
+		}
+		if raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+		if i >= len(raw) || raw[i] != '"' {
+			return val, ins, closing, corrupt(raw, i, "expected a JSON object key")
+		}
+		ks := i
+		ke, err := skipString(raw, i)
+		if err != nil {
+			return val, ins, closing, err
+		}
+		i = skipSpace(raw, ke)
+		if i >= len(raw) || raw[i] != ':' {
+			return val, ins, closing, corrupt(raw, i, "expected ':' after a JSON object key")
+		}
+		i = skipSpace(raw, i+1)
+		ve, err := skipValue(raw, i)
+		if err != nil {
+			return val, ins, closing, err
+		}
+		k := raw[ks+1 : ke-1]
+		if keyEquals(k, key) {
+			return span{i, ve}, ins, closing, nil
+		}
+		if ins < 0 && bytes.Compare(k, unsafeBytes(key)) > 0 {
+			ins = ks
+		}
+		i = skipSpace(raw, ve)
+		if i < len(raw) && raw[i] != ',' && raw[i] != '}' {
+			return val, ins, closing, corrupt(raw, i, "expected ',' or '}' in a JSON object")
+		}
+	}
+}
+
+// emptyObjectBefore reports whether the only non-space byte before at is
+// the object's opening brace.
+func emptyObjectBefore(raw []byte, at int) bool {
+	for j := at - 1; j >= 0; j-- {
+		if !isSpace(raw[j]) {
+			return raw[j] == '{'
+		}
+	}
+	return true
+}
+
+// metaAfterRV are the ObjectMeta JSON keys that follow resourceVersion in
+// struct order.
+var metaAfterRV = []string{"generation", "creationTimestamp", "deletionTimestamp",
+	"deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences",
+	"finalizers", "managedFields"}
+
+// appendMetaPatched appends the metadata object m with resourceVersion set.
+func appendMetaPatched(dst, m []byte, rv int64) ([]byte, error) {
+	if len(m) == 0 || m[0] != '{' {
+		return dst, corrupt(m, 0, "metadata is not an object")
+	}
+	sortedIns, structIns := -1, -1
+	sorted := true
+	var prev []byte
+	i := 1
+	closing := -1
+	for closing < 0 {
+		i = skipSpace(m, i)
+		if i >= len(m) {
+			return dst, corrupt(m, i, "truncated metadata object")
+		}
+		if m[i] == '}' {
+			closing = i
+			break
+		}
+		if m[i] == ',' {
+			i = skipSpace(m, i+1)
+		}
+		if i >= len(m) || m[i] != '"' {
+			return dst, corrupt(m, i, "expected a JSON object key in metadata")
+		}
+		ks := i
+		ke, err := skipString(m, i)
+		if err != nil {
+			return dst, err
+		}
+		i = skipSpace(m, ke)
+		if i >= len(m) || m[i] != ':' {
+			return dst, corrupt(m, i, "expected ':' in metadata")
+		}
+		i = skipSpace(m, i+1)
+		ve, err := skipValue(m, i)
+		if err != nil {
+			return dst, err
+		}
+		k := m[ks+1 : ke-1]
+		if keyEquals(k, "resourceVersion") {
+			dst = append(dst, m[:i]...)
+			dst = append(dst, '"')
+			dst = strconv.AppendInt(dst, rv, 10)
+			dst = append(dst, '"')
+			return append(dst, m[ve:]...), nil
+		}
+		if prev != nil && bytes.Compare(prev, k) > 0 {
+			sorted = false
+		}
+		prev = k
+		if sortedIns < 0 && string(k) > "resourceVersion" {
+			sortedIns = ks
+		}
+		if structIns < 0 {
+			for _, a := range metaAfterRV {
+				if string(k) == a {
+					structIns = ks
+					break
+				}
+			}
+		}
+		i = skipSpace(m, ve)
+		if i < len(m) && m[i] != ',' && m[i] != '}' {
+			return dst, corrupt(m, i, "expected ',' or '}' in metadata")
+		}
+	}
+	at := structIns
+	if sorted {
+		at = sortedIns
+	}
+	if at < 0 {
+		dst = append(dst, m[:closing]...)
+		if !emptyObjectBefore(m, closing) {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"resourceVersion":"`...)
+		dst = strconv.AppendInt(dst, rv, 10)
+		dst = append(dst, '"')
+		return append(dst, m[closing:]...), nil
+	}
+	dst = append(dst, m[:at]...)
+	dst = append(dst, `"resourceVersion":"`...)
+	dst = strconv.AppendInt(dst, rv, 10)
+	dst = append(dst, `",`...)
+	return append(dst, m[at:]...), nil
+}
+
+// keyEquals compares a raw JSON key (between the quotes, possibly with
+// escapes) with s.
+func keyEquals(k []byte, s string) bool {
+	if bytes.IndexByte(k, '\\') < 0 {
+		return string(k) == s
+	}
+	var buf [64]byte
+	u, ok := unescapeInto(buf[:0], k)
+	return ok && string(u) == s
+}
+
+// unescapeInto decodes the escapes of a JSON string body into dst. It
+// handles \uXXXX including surrogate pairs.
+func unescapeInto(dst, s []byte) ([]byte, bool) {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		if i+1 >= len(s) {
+			return dst, false
+		}
+		switch s[i+1] {
+		case '"', '\\', '/':
+			dst = append(dst, s[i+1])
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(s, i+2)
+			if !ok {
+				return dst, false
+			}
+			i += 6
+			if r >= 0xD800 && r < 0xDC00 {
+				if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+					if r2, ok := hex4(s, i+2); ok && r2 >= 0xDC00 && r2 < 0xE000 {
+						r = (r-0xD800)<<10 | (r2 - 0xDC00) + 0x10000
+						i += 6
+					} else {
+						r = 0xFFFD
+					}
+				} else {
+					r = 0xFFFD
+				}
+			} else if r >= 0xDC00 && r < 0xE000 {
+				r = 0xFFFD
+			}
+			dst = appendRune(dst, r)
+			continue
+		default:
+			return dst, false
+		}
+		i += 2
+	}
+	return dst, true
+}
+
+func hex4(s []byte, i int) (rune, bool) {
+	if i+4 > len(s) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+func appendRune(dst []byte, r rune) []byte {
+	switch {
+	case r < 0x80:
+		return append(dst, byte(r))
+	case r < 0x800:
+		return append(dst, 0xC0|byte(r>>6), 0x80|byte(r)&0x3F)
+	case r < 0x10000:
+		return append(dst, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
+	}
+	return append(dst, 0xF0|byte(r>>18), 0x80|byte(r>>12)&0x3F, 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// skipString returns the offset after the JSON string starting at b[i]=='"'.
+func skipString(b []byte, i int) (int, error) {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return i, corrupt(b, i, "unterminated JSON string")
+		}
+		j += k
+		// count the backslashes before the quote
+		n := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		j++
+		if n%2 == 0 {
+			return j, nil
+		}
+	}
+}
+
+// skipValue returns the offset after the JSON value starting at b[i]. It
+// checks string and bracket structure, not the full grammar.
+func skipValue(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return i, corrupt(b, i, "expected a JSON value")
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		var stack [64]byte
+		depth := 0
+		for j := i; j < len(b); {
+			switch c := b[j]; c {
+			case '"':
+				k, err := skipString(b, j)
+				if err != nil {
+					return i, err
+				}
+				j = k
+				continue
+			case '{', '[':
+				if depth < len(stack) {
+					stack[depth] = c
+				}
+				depth++
+			case '}', ']':
+				if depth == 0 {
+					return i, corrupt(b, j, "unbalanced JSON brackets")
+				}
+				depth--
+				if depth < len(stack) && stack[depth] != c-2 {
+					return i, corrupt(b, j, "mismatched JSON brackets")
+				}
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+			j++
+		}
+		return i, corrupt(b, i, "truncated JSON value")
+	}
+	j := i
+	for j < len(b) {
+		c := b[j]
+		if c == ',' || c == '}' || c == ']' || c == ':' || isSpace(c) {
+			break
+		}
+		if c == '"' || c == '{' || c == '[' {
+			return i, corrupt(b, j, "malformed JSON literal")
+		}
+		j++
+	}
+	if j == i {
+		return i, corrupt(b, i, "expected a JSON value")
+	}
+	return j, nil
+}
+
+// Protobuf passthrough.
+
+// rvPatchSize is the size of `field 1 { field 6: "<rv>" }`.
+func rvPatchSize(rv int64) int {
+	if rv == 0 {
+		return 0
+	}
+	d := decimalLen(rv)
+	inner := 1 + varintSize(uint64(d)) + d
+	return 1 + varintSize(uint64(inner)) + inner
+}
+
+func decimalLen(v int64) int {
+	var buf [20]byte
+	return len(strconv.AppendInt(buf[:0], v, 10))
+}
+
+func appendRVPatch(dst []byte, rv int64) []byte {
+	if rv == 0 {
+		return dst
+	}
+	d := decimalLen(rv)
+	inner := 1 + varintSize(uint64(d)) + d
+	dst = append(dst, 0x0a)
+	dst = appendVarint(dst, uint64(inner))
+	dst = append(dst, 0x32)
+	dst = appendVarint(dst, uint64(d))
+	return strconv.AppendInt(dst, rv, 10)
+}
+
+// AppendProtobuf appends obj's protobuf message with resourceVersion set
+// to rv by protobuf merge: obj.Raw followed by `field 1 { field 6: "<rv>" }`
+// (rv == 0: obj.Raw as is). obj must be FormatProtobuf; for any other
+// format dst is returned unchanged (kube-apiserver serves JSON-stored
+// objects only as JSON).
+func AppendProtobuf(dst []byte, obj Object, rv int64) []byte {
+	if obj.Format != FormatProtobuf {
+		return dst
+	}
+	dst = append(dst, obj.Raw...)
+	return appendRVPatch(dst, rv)
+}
 
 // ProtobufSize is len(AppendProtobuf(nil, obj, rv)).
-func ProtobufSize(obj Object, rv int64) int { return 0 }
+func ProtobufSize(obj Object, rv int64) int {
+	if obj.Format != FormatProtobuf {
+		return 0
+	}
+	return len(obj.Raw) + rvPatchSize(rv)
+}
 
-// AppendProtobufEnvelope appends "k8s\x00" + runtime.Unknown around AppendProtobuf.
-func AppendProtobufEnvelope(dst []byte, obj Object, rv int64) []byte { return dst }
+func typeMetaSize(obj Object) int {
+	return 1 + varintSize(uint64(len(obj.APIVersion))) + len(obj.APIVersion) +
+		1 + varintSize(uint64(len(obj.Kind))) + len(obj.Kind)
+}
+
+// AppendProtobufEnvelope appends "k8s\x00" + runtime.Unknown{typeMeta:
+// {apiVersion, kind}, raw: AppendProtobuf(obj, rv), contentEncoding: "",
+// contentType: ""}, byte for byte as apimachinery's protobuf serializer
+// writes it. obj must be FormatProtobuf (else dst is returned unchanged).
+func AppendProtobufEnvelope(dst []byte, obj Object, rv int64) []byte {
+	if obj.Format != FormatProtobuf {
+		return dst
+	}
+	dst = append(dst, protobufMagic...)
+	dst = append(dst, 0x0a)
+	dst = appendVarint(dst, uint64(typeMetaSize(obj)))
+	dst = append(dst, 0x0a)
+	dst = appendVarint(dst, uint64(len(obj.APIVersion)))
+	dst = append(dst, obj.APIVersion...)
+	dst = append(dst, 0x12)
+	dst = appendVarint(dst, uint64(len(obj.Kind)))
+	dst = append(dst, obj.Kind...)
+	dst = append(dst, 0x12)
+	dst = appendVarint(dst, uint64(ProtobufSize(obj, rv)))
+	dst = AppendProtobuf(dst, obj, rv)
+	return append(dst, 0x1a, 0x00, 0x22, 0x00)
+}
 
 // ProtobufEnvelopeSize is len(AppendProtobufEnvelope(nil, obj, rv)).
-func ProtobufEnvelopeSize(obj Object, rv int64) int { return 0 }
+func ProtobufEnvelopeSize(obj Object, rv int64) int {
+	if obj.Format != FormatProtobuf {
+		return 0
+	}
+	tm := typeMetaSize(obj)
+	n := ProtobufSize(obj, rv)
+	return len(protobufMagic) + 1 + varintSize(uint64(tm)) + tm + 1 + varintSize(uint64(n)) + n + 4
+}
 
-// AppendProtobufMetadata appends the ObjectMeta message with resourceVersion set.
+// AppendProtobufMetadata appends the ObjectMeta message of obj (field 1 of
+// its protobuf, all occurrences merged) followed by `field 6: "<rv>"`, so
+// that it decodes with resourceVersion rv. It appends the message body
+// only, without a field tag or length.
 func AppendProtobufMetadata(dst []byte, obj Object, rv int64) ([]byte, error) {
-	return dst, fmt.Errorf("codec: not implemented")
+	if obj.Format != FormatProtobuf {
+		return dst, fmt.Errorf("cannot write protobuf metadata of a %v object", obj.Format)
+	}
+	mark := len(dst)
+	for i := 0; i < len(obj.Raw); {
+		o, next, err := readField(obj.Raw, i)
+		if err != nil {
+			return dst[:mark], corrupt(obj.Raw, i, err.Error())
+		}
+		if o.num == 1 {
+			if o.wt != 2 {
+				return dst[:mark], corrupt(obj.Raw, i, "metadata has wrong wire type")
+			}
+			dst = append(dst, o.p...)
+		}
+		i = next
+	}
+	if rv != 0 {
+		dst = append(dst, 0x32)
+		dst = appendVarint(dst, uint64(decimalLen(rv)))
+		dst = strconv.AppendInt(dst, rv, 10)
+	}
+	return dst, nil
 }

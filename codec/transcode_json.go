@@ -1,0 +1,451 @@
+package codec
+
+import (
+	"encoding/base64"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// This file writes JSON scalars exactly as encoding/json does with its
+// default HTML escaping, which is what apimachinery's JSON serializer uses.
+
+const hexDigits = "0123456789abcdef"
+
+// htmlSafe[b] is true for ASCII bytes encoding/json writes unescaped when
+// escaping HTML.
+var htmlSafe = func() (t [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
+	}
+	return t
+}()
+
+// appendJSONString appends s as a JSON string: encoding/json's escaping with
+// escapeHTML, invalid UTF-8 replaced by \ufffd, U+2028/U+2029 escaped.
+func appendJSONString(dst, s []byte) []byte {
+	dst = append(dst, '"')
+	// fast path: plain ASCII with nothing to escape
+	i := 0
+	for i < len(s) && s[i] < utf8.RuneSelf && htmlSafe[s[i]] {
+		i++
+	}
+	if i == len(s) {
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	return appendJSONStringSlow(dst, s, i)
+}
+
+func appendJSONStringSlow(dst, s []byte, i int) []byte {
+	start := 0
+	for i < len(s) {
+		if b := s[i]; b < utf8.RuneSelf {
+			if htmlSafe[b] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRune(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendJSONBase64 appends b as encoding/json writes a []byte.
+func appendJSONBase64(dst, b []byte) []byte {
+	dst = append(dst, '"')
+	dst = base64.StdEncoding.AppendEncode(dst, b)
+	return append(dst, '"')
+}
+
+// appendJSONFloat appends f as encoding/json writes a float of the given
+// bit size; ok is false for NaN and infinities, which encoding/json rejects.
+func appendJSONFloat(dst []byte, f float64, bits int) ([]byte, bool) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return dst, false
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, bits)
+	if format == 'e' {
+		n := len(dst)
+		if n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst, true
+}
+
+// appendDuration appends time.Duration(d).String() without allocating.
+func appendDuration(dst []byte, d int64) []byte {
+	var buf [32]byte
+	w := len(buf)
+	u := uint64(d)
+	neg := d < 0
+	if neg {
+		u = -u
+	}
+	const (
+		microsecond = 1000
+		millisecond = 1000 * microsecond
+		second      = 1000 * millisecond
+	)
+	if u < second {
+		var prec int
+		w--
+		buf[w] = 's'
+		w--
+		switch {
+		case u == 0:
+			buf[w] = '0'
+			return append(dst, buf[w:]...)
+		case u < microsecond:
+			prec = 0
+			buf[w] = 'n'
+		case u < millisecond:
+			prec = 3
+			w--
+			copy(buf[w:], "µ")
+		default:
+			prec = 6
+			buf[w] = 'm'
+		}
+		w, u = fmtFrac(buf[:w], u, prec)
+		w = fmtInt(buf[:w], u)
+	} else {
+		w--
+		buf[w] = 's'
+		w, u = fmtFrac(buf[:w], u, 9)
+		w = fmtInt(buf[:w], u%60)
+		u /= 60
+		if u > 0 {
+			w--
+			buf[w] = 'm'
+			w = fmtInt(buf[:w], u%60)
+			u /= 60
+			if u > 0 {
+				w--
+				buf[w] = 'h'
+				w = fmtInt(buf[:w], u)
+			}
+		}
+	}
+	if neg {
+		w--
+		buf[w] = '-'
+	}
+	return append(dst, buf[w:]...)
+}
+
+func fmtFrac(buf []byte, v uint64, prec int) (nw int, nv uint64) {
+	w := len(buf)
+	print := false
+	for i := 0; i < prec; i++ {
+		digit := v % 10
+		print = print || digit != 0
+		if print {
+			w--
+			buf[w] = byte(digit) + '0'
+		}
+		v /= 10
+	}
+	if print {
+		w--
+		buf[w] = '.'
+	}
+	return w, v
+}
+
+func fmtInt(buf []byte, v uint64) int {
+	w := len(buf)
+	if v == 0 {
+		w--
+		buf[w] = '0'
+	} else {
+		for v > 0 {
+			w--
+			buf[w] = byte(v%10) + '0'
+			v /= 10
+		}
+	}
+	return w
+}
+
+// maxJSONDepth is encoding/json's scanner nesting limit.
+const maxJSONDepth = 10000
+
+// appendCompactJSON validates src as one JSON value and appends it without
+// insignificant whitespace, escaping <, >, &, U+2028 and U+2029 the way
+// encoding/json treats the output of a json.Marshaler (RawExtension,
+// FieldsV1). On invalid input it returns dst unchanged and false.
+func appendCompactJSON(dst, src []byte) ([]byte, bool) {
+	mark := len(dst)
+	c := compactor{src: src}
+	c.skipSpace()
+	dst, ok := c.value(dst, 0)
+	if !ok {
+		return dst[:mark], false
+	}
+	c.skipSpace()
+	if c.i != len(src) {
+		return dst[:mark], false
+	}
+	return dst, true
+}
+
+type compactor struct {
+	src []byte
+	i   int
+}
+
+func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
+
+func (c *compactor) skipSpace() {
+	for c.i < len(c.src) && isSpace(c.src[c.i]) {
+		c.i++
+	}
+}
+
+func (c *compactor) value(dst []byte, depth int) ([]byte, bool) {
+	if c.i >= len(c.src) {
+		return dst, false
+	}
+	switch b := c.src[c.i]; {
+	case b == '{':
+		if depth >= maxJSONDepth {
+			return dst, false
+		}
+		c.i++
+		dst = append(dst, '{')
+		c.skipSpace()
+		if c.i < len(c.src) && c.src[c.i] == '}' {
+			c.i++
+			return append(dst, '}'), true
+		}
+		for {
+			c.skipSpace()
+			if c.i >= len(c.src) || c.src[c.i] != '"' {
+				return dst, false
+			}
+			var ok bool
+			if dst, ok = c.str(dst); !ok {
+				return dst, false
+			}
+			c.skipSpace()
+			if c.i >= len(c.src) || c.src[c.i] != ':' {
+				return dst, false
+			}
+			c.i++
+			dst = append(dst, ':')
+			c.skipSpace()
+			if dst, ok = c.value(dst, depth+1); !ok {
+				return dst, false
+			}
+			c.skipSpace()
+			if c.i >= len(c.src) {
+				return dst, false
+			}
+			switch c.src[c.i] {
+			case ',':
+				c.i++
+				dst = append(dst, ',')
+			case '}':
+				c.i++
+				return append(dst, '}'), true
+			default:
+				return dst, false
+			}
+		}
+	case b == '[':
+		if depth >= maxJSONDepth {
+			return dst, false
+		}
+		c.i++
+		dst = append(dst, '[')
+		c.skipSpace()
+		if c.i < len(c.src) && c.src[c.i] == ']' {
+			c.i++
+			return append(dst, ']'), true
+		}
+		for {
+			c.skipSpace()
+			var ok bool
+			if dst, ok = c.value(dst, depth+1); !ok {
+				return dst, false
+			}
+			c.skipSpace()
+			if c.i >= len(c.src) {
+				return dst, false
+			}
+			switch c.src[c.i] {
+			case ',':
+				c.i++
+				dst = append(dst, ',')
+			case ']':
+				c.i++
+				return append(dst, ']'), true
+			default:
+				return dst, false
+			}
+		}
+	case b == '"':
+		return c.str(dst)
+	case b == 't':
+		return c.lit(dst, "true")
+	case b == 'f':
+		return c.lit(dst, "false")
+	case b == 'n':
+		return c.lit(dst, "null")
+	case b == '-' || (b >= '0' && b <= '9'):
+		return c.num(dst)
+	}
+	return dst, false
+}
+
+func (c *compactor) lit(dst []byte, s string) ([]byte, bool) {
+	if len(c.src)-c.i < len(s) || string(c.src[c.i:c.i+len(s)]) != s {
+		return dst, false
+	}
+	c.i += len(s)
+	return append(dst, s...), true
+}
+
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
+
+func (c *compactor) num(dst []byte) ([]byte, bool) {
+	s, i := c.src, c.i
+	start := i
+	if s[i] == '-' {
+		i++
+	}
+	if i >= len(s) {
+		return dst, false
+	}
+	if s[i] == '0' {
+		i++
+	} else if s[i] >= '1' && s[i] <= '9' {
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	} else {
+		return dst, false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if i >= len(s) || !isDigit(s[i]) {
+			return dst, false
+		}
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= len(s) || !isDigit(s[i]) {
+			return dst, false
+		}
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	}
+	c.i = i
+	return append(dst, s[start:i]...), true
+}
+
+func isHex(b byte) bool {
+	return isDigit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F')
+}
+
+// str copies a JSON string, validating escapes and control characters and
+// escaping <, >, &, U+2028, U+2029. Invalid UTF-8 is copied as is, as
+// encoding/json's compact does.
+func (c *compactor) str(dst []byte) ([]byte, bool) {
+	s := c.src
+	i := c.i + 1
+	dst = append(dst, '"')
+	start := i
+	for i < len(s) {
+		b := s[i]
+		switch {
+		case b == '"':
+			dst = append(dst, s[start:i]...)
+			c.i = i + 1
+			return append(dst, '"'), true
+		case b == '\\':
+			if i+1 >= len(s) {
+				return dst, false
+			}
+			switch s[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(s) || !isHex(s[i+2]) || !isHex(s[i+3]) || !isHex(s[i+4]) || !isHex(s[i+5]) {
+					return dst, false
+				}
+				i += 6
+			default:
+				return dst, false
+			}
+		case b < 0x20:
+			return dst, false
+		case b == '<' || b == '>' || b == '&':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			i++
+			start = i
+		case b == 0xE2 && i+2 < len(s) && s[i+1] == 0x80 && s[i+2]&^1 == 0xA8:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[s[i+2]&0xF])
+			i += 3
+			start = i
+		default:
+			i++
+		}
+	}
+	return dst, false
+}
