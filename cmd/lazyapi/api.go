@@ -2,15 +2,96 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
+	"net"
+	"strconv"
 
+	"github.com/VictoriaMetrics/metrics"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/lazyapi/lazyapi/proxy"
+	"github.com/lazyapi/lazyapi/resource"
 )
 
-// serveAPI will start the resource table and the HTTP server once the
-// resource and proxy packages exist.
+// serveAPI starts the resource table (built-ins, then CRDs from etcd) and the
+// HTTP server, serves until ctx ends, drains, and stops them in reverse
+// order.
 func serveAPI(ctx context.Context, c *config, cli *clientv3.Client, lg *zap.Logger, stdout io.Writer) error {
-	return errors.New("cannot serve: the proxy and resource packages are not in this build yet")
+	// 4. Resource table. The CRD watch runs until the server has drained.
+	res := resource.NewBuiltin()
+	res.SetLogger(lg.Named("resource"))
+	syncCtx, stopSync := context.WithCancel(context.Background())
+	defer stopSync()
+	if err := res.StartCRDSync(syncCtx, cli, c.etcdPrefix); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("cannot load CustomResourceDefinitions from etcd: %w", err)
+	}
+
+	// 5. HTTP server.
+	srv, err := proxy.New(proxy.Config{
+		Client:         cli,
+		Prefix:         c.etcdPrefix,
+		PageSize:       c.listPageSize,
+		PageBytes:      c.listPageBytes,
+		RequestTimeout: c.requestTimeout,
+		Resources:      res,
+		Logger:         lg.Named("proxy"),
+		Metrics:        metrics.NewSet(),
+	})
+	if err != nil {
+		return fmt.Errorf("cannot create the HTTP server: %w", err)
+	}
+	addr := net.JoinHostPort(c.bindAddress.String(), strconv.Itoa(c.port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s (--bind-address, --port): %w", addr, err)
+	}
+	bound := ln.Addr().String()
+	res.SetServerAddress(bound)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	url := "http://" + clientAddress(ln.Addr().(*net.TCPAddr))
+	lg.Info("serving", zap.String("address", bound), zap.String("url", url))
+	fmt.Fprintf(stdout, "lazyapi: serving the Kubernetes read API on %s\n", url)
+	fmt.Fprintf(stdout, "try: kubectl --server %s get configmaps -A\n", url)
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		// Serve ends on its own only when the listener fails.
+		return fmt.Errorf("cannot serve on %s: %w", bound, err)
+	}
+
+	// Stop: stop accepting, drain in-flight requests for at most
+	// --request-timeout, then let the deferred stops run (CRD watch, etcd
+	// client, embedded etcd).
+	lg.Info("shutting down: draining in-flight requests", zap.Duration("timeout", c.requestTimeout))
+	dctx, cancel := context.WithTimeout(context.Background(), c.requestTimeout)
+	defer cancel()
+	if err := srv.Shutdown(dctx); err != nil {
+		lg.Warn("drain incomplete: cut the requests still running", zap.Error(err))
+	}
+	if err := <-served; err != nil {
+		lg.Warn("server stopped with an error", zap.Error(err))
+	}
+	lg.Info("stopped serving")
+	return nil
+}
+
+// clientAddress returns the host:port a local client uses to reach a listener
+// bound to a: loopback for the unspecified address.
+func clientAddress(a *net.TCPAddr) string {
+	ip := a.IP
+	switch {
+	case ip.IsUnspecified() && ip.To4() != nil:
+		ip = net.IPv4(127, 0, 0, 1)
+	case ip.IsUnspecified():
+		ip = net.IPv6loopback
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(a.Port))
 }

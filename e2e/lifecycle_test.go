@@ -1,0 +1,231 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/lazyapi/lazyapi/internal/demo"
+	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/storagefmt"
+)
+
+// exitCode returns the process's exit status, or -1 if it did not exit
+// normally.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// oneLine checks that stderr is exactly one "lazyapi: ..." line mentioning
+// want.
+func oneLine(t *testing.T, stderr, want string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "lazyapi: ") || !strings.Contains(lines[0], want) {
+		t.Errorf("stderr = %q, want one line \"lazyapi: ...\" naming %q", stderr, want)
+	}
+}
+
+func TestBadFlagsExit(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--no-such-flag"}, "--no-such-flag"},
+		{[]string{"--port=70000"}, "--port"},
+		{[]string{"--port=http"}, "--port"},
+		{[]string{"--list-page-size=0"}, "--list-page-size"},
+		{[]string{"--log-level=verbose"}, "--log-level"},
+		{[]string{"--request-timeout=-1s"}, "--request-timeout"},
+		{[]string{"--etcd-servers=https://127.0.0.1:2379", "--etcd-cafile=" + missing}, "--etcd-cafile"},
+		{[]string{"--etcd-servers=https://127.0.0.1:2379", "--etcd-certfile=" + missing, "--etcd-keyfile=" + missing}, "--etcd-certfile"},
+		{[]string{"--demo", "--etcd-servers=http://127.0.0.1:2379"}, "--demo"},
+	}
+	for _, tt := range tests {
+		p := run(t, tt.args...)
+		err := p.waitExit(30 * time.Second)
+		if code := exitCode(err); code != 2 {
+			t.Errorf("lazyapi %s: exit %d (%v), want 2", strings.Join(tt.args, " "), code, err)
+		}
+		oneLine(t, p.stderr.String(), tt.want)
+	}
+}
+
+func TestUnreachableEtcdExit(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	p := run(t, "--etcd-servers=http://"+addr)
+	err = p.waitExit(30 * time.Second)
+	if code := exitCode(err); code != 1 {
+		t.Errorf("exit %d (%v), want 1", code, err)
+	}
+	oneLine(t, p.stderr.String(), "--etcd-servers")
+	if !strings.Contains(p.stderr.String(), addr) {
+		t.Errorf("stderr %q does not name the endpoint %s", p.stderr.String(), addr)
+	}
+}
+
+// TestSIGTERMDrains starts a large LIST, reads only its beginning, sends
+// SIGTERM, and checks that lazyapi stops accepting connections, still
+// completes the LIST, and exits 0.
+func TestSIGTERMDrains(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	const n, size = 300, 64 << 10 // ~19 MiB of ConfigMaps: more than socket buffers hold
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range n {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-%03d", i), Namespace: "drain", UID: "u"},
+			Data:       map[string]string{"blob": strings.Repeat(string(rune('a'+i%26)), size)},
+		}
+		val, err := storagefmt.Protobuf(cm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := etcd.Client.Put(ctx, storagefmt.Key("/registry", "configmaps", "drain", cm.Name), string(val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := start(t, "--etcd-servers="+etcd.Endpoint, "--list-page-size=20", "--request-timeout=30s")
+
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	req, _ := http.NewRequestWithContext(ctx, "GET", p.URL+"/api/v1/namespaces/drain/configmaps", nil)
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		t.Fatalf("list: %s: %s", resp.Status, b)
+	}
+	head := make([]byte, 64<<10)
+	if _, err := io.ReadFull(resp.Body, head); err != nil {
+		t.Fatalf("cannot read the start of the list: %v", err)
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// New connections are refused once the listener is closed, while the
+	// LIST is still in flight.
+	host := strings.TrimPrefix(p.URL, "http://")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", host, time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("lazyapi still accepts connections 20s after SIGTERM")
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("lazyapi exited before the in-flight LIST was read: %v\nstderr:\n%s", p.err, p.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	select {
+	case <-p.exited:
+		t.Fatalf("lazyapi exited before the in-flight LIST was read: %v\nstderr:\n%s", p.err, p.stderr)
+	default:
+	}
+
+	tail, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("in-flight LIST cut during shutdown after %d bytes: %v", len(head)+len(tail), err)
+	}
+	var list corev1.ConfigMapList
+	if err := json.Unmarshal(append(head, tail...), &list); err != nil {
+		t.Fatalf("in-flight LIST is not complete JSON (%d bytes): %v", len(head)+len(tail), err)
+	}
+	if len(list.Items) != n {
+		t.Errorf("in-flight LIST has %d items, want %d", len(list.Items), n)
+	}
+	if err := p.waitExit(30 * time.Second); err != nil {
+		t.Errorf("exit after SIGTERM: %v, want status 0\nstderr:\n%s", err, p.stderr)
+	}
+	if s := p.stderr.String(); strings.Contains(s, "drain incomplete") || !strings.Contains(s, "shutting down") {
+		t.Errorf("shutdown logs:\n%s", s)
+	}
+}
+
+// TestDemo starts lazyapi with --demo on an empty embedded etcd and lists the
+// demo ConfigMaps; a second start on the same data directory does not seed
+// again.
+func TestDemo(t *testing.T) {
+	dataDir := t.TempDir()
+	objs, err := demo.Objects("/registry", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCMs := demo.Count(objs, "configmaps", "")
+
+	p := start(t, "--demo", "--data-dir="+dataDir)
+	if _, ok := p.stdout.wait(time.Now().Add(10*time.Second), func(s string) bool {
+		return strings.Contains(s, "kubectl --server "+p.URL+" get configmaps -A")
+	}); !ok {
+		t.Errorf("stdout does not show the kubectl command to try:\n%s", p.stdout)
+	}
+	if !strings.Contains(p.stdout.String(), fmt.Sprintf("demo: wrote %d objects", len(objs))) {
+		t.Errorf("stdout does not report the seeding:\n%s", p.stdout)
+	}
+	countConfigMaps(t, p.URL, wantCMs)
+	if err := p.stop(30 * time.Second); err != nil {
+		t.Fatalf("stop: %v\nstderr:\n%s", err, p.stderr)
+	}
+
+	p = start(t, "--demo", "--data-dir="+dataDir)
+	if !strings.Contains(p.stdout.String(), "not seeding") {
+		t.Errorf("second --demo start does not say it skips seeding:\n%s", p.stdout)
+	}
+	countConfigMaps(t, p.URL, wantCMs)
+}
+
+// countConfigMaps checks the number of ConfigMaps with kubectl when it is on
+// PATH, and with client-go always.
+func countConfigMaps(t *testing.T, url string, want int) {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: url})
+	list, err := cs.CoreV1().ConfigMaps("").List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(list.Items) != want {
+		t.Errorf("client-go lists %d configmaps (err %v), want %d", len(list.Items), err, want)
+	}
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Log("kubectl is not on PATH: checked with client-go only")
+		return
+	}
+	tb := parseTable(t, mustKubectl(t, url, "get", "configmaps", "-A"))
+	if len(tb.rows) != want {
+		t.Errorf("kubectl get configmaps -A: %d rows, want %d", len(tb.rows), want)
+	}
+}
