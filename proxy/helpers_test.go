@@ -1,0 +1,200 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/proxy"
+	"github.com/lazyapi/lazyapi/resource"
+)
+
+// env is a real etcd, a resource table and a proxy on a loopback port.
+type env struct {
+	etcd    *etcdtest.Server
+	cli     *clientv3.Client
+	table   *resource.Table
+	srv     *proxy.Server
+	ms      *metrics.Set
+	url     string
+	jsonCfg *rest.Config
+	protCfg *rest.Config
+	cs      kubernetes.Interface // JSON
+	pcs     kubernetes.Interface // protobuf
+}
+
+type envOption func(*proxy.Config)
+
+func startEnv(t testing.TB, opts ...envOption) *env {
+	t.Helper()
+	e := &env{etcd: etcdtest.Start(t), table: resource.NewBuiltin(), ms: metrics.NewSet()}
+	e.cli = e.etcd.Client
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := e.table.StartCRDSync(ctx, e.cli, "/registry"); err != nil {
+		t.Fatalf("StartCRDSync: %v", err)
+	}
+	cfg := proxy.Config{
+		Client:         e.cli,
+		Prefix:         "/registry",
+		PageSize:       50,
+		RequestTimeout: 20 * time.Second,
+		Resources:      e.table,
+		Metrics:        e.ms,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := proxy.New(cfg)
+	if err != nil {
+		t.Fatalf("proxy.New: %v", err)
+	}
+	e.srv = srv
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("Serve after Shutdown = %v, want nil", err)
+		}
+	})
+	e.url = "http://" + ln.Addr().String()
+	e.jsonCfg = &rest.Config{Host: e.url, QPS: -1}
+	e.protCfg = &rest.Config{Host: e.url, QPS: -1, ContentConfig: rest.ContentConfig{
+		ContentType:        "application/vnd.kubernetes.protobuf",
+		AcceptContentTypes: "application/vnd.kubernetes.protobuf",
+	}}
+	e.cs = kubernetes.NewForConfigOrDie(e.jsonCfg)
+	e.pcs = kubernetes.NewForConfigOrDie(e.protCfg)
+	return e
+}
+
+// put stores obj as kube-apiserver would (protobuf) and returns its mod
+// revision.
+func (e *env) put(t testing.TB, keyPrefix string, obj runtime.Object) int64 {
+	t.Helper()
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val, err := storagefmt.Protobuf(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.putRaw(t, storagefmt.Key("/registry", keyPrefix, acc.GetNamespace(), acc.GetName()), val)
+}
+
+func (e *env) putRaw(t testing.TB, key string, val []byte) int64 {
+	t.Helper()
+	resp, err := e.cli.Put(context.Background(), key, string(val))
+	if err != nil {
+		t.Fatalf("put %q: %v", key, err)
+	}
+	return resp.Header.Revision
+}
+
+// putMany writes values in transactions of 100.
+func (e *env) putMany(t testing.TB, kvs [][2]string) int64 {
+	t.Helper()
+	var rev int64
+	for i := 0; i < len(kvs); i += 100 {
+		ops := make([]clientv3.Op, 0, 100)
+		for _, kv := range kvs[i:min(i+100, len(kvs))] {
+			ops = append(ops, clientv3.OpPut(kv[0], kv[1]))
+		}
+		resp, err := e.cli.Txn(context.Background()).Then(ops...).Commit()
+		if err != nil {
+			t.Fatalf("txn: %v", err)
+		}
+		rev = resp.Header.Revision
+	}
+	return rev
+}
+
+// oracle decodes a stored value with apimachinery and sets its RV, as
+// kube-apiserver would serve it.
+func oracle(t testing.TB, stored []byte, rv int64) runtime.Object {
+	t.Helper()
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(stored, nil, nil)
+	if err != nil {
+		t.Fatalf("oracle decode: %v", err)
+	}
+	acc, _ := meta.Accessor(obj)
+	acc.SetResourceVersion(strconv.FormatInt(rv, 10))
+	obj.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	return obj
+}
+
+// rawGet does a plain HTTP request and returns status, content type, body.
+func (e *env) raw(t testing.TB, method, path, accept string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return resp.StatusCode, resp.Header, body
+}
+
+// waitFor polls cond until it returns nil or the deadline passes.
+func waitFor(t testing.TB, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func metricValue(ms *metrics.Set, name string) (float64, error) {
+	var b strings.Builder
+	ms.WritePrometheus(&b)
+	for line := range strings.SplitSeq(b.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, errors.New(fmt.Sprint("no metric ", name))
+}

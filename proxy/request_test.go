@@ -1,0 +1,230 @@
+package proxy
+
+import (
+	"encoding/base64"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestParsePath(t *testing.T) {
+	tests := []struct {
+		path string
+		want apiPath
+		ok   bool
+	}{
+		{"/api/v1/configmaps", apiPath{Version: "v1", Resource: "configmaps"}, true},
+		{"/api/v1/namespaces/ns/configmaps", apiPath{Version: "v1", Namespace: "ns", Resource: "configmaps"}, true},
+		{"/api/v1/namespaces/ns/configmaps/cm", apiPath{Version: "v1", Namespace: "ns", Resource: "configmaps", Name: "cm"}, true},
+		{"/api/v1/namespaces/ns/pods/p/status", apiPath{Version: "v1", Namespace: "ns", Resource: "pods", Name: "p", Subresource: "status"}, true},
+		{"/api/v1/namespaces", apiPath{Version: "v1", Resource: "namespaces"}, true},
+		{"/api/v1/namespaces/kube-system", apiPath{Version: "v1", Resource: "namespaces", Name: "kube-system"}, true},
+		{"/api/v1/namespaces/kube-system/status", apiPath{Version: "v1", Resource: "namespaces", Name: "kube-system", Subresource: "status"}, true},
+		{"/api/v1/nodes/n1", apiPath{Version: "v1", Resource: "nodes", Name: "n1"}, true},
+		{"/api/v1/watch/namespaces/ns/pods", apiPath{Version: "v1", Namespace: "ns", Resource: "pods", Watch: true}, true},
+		{"/apis/apps/v1/deployments", apiPath{Group: "apps", Version: "v1", Resource: "deployments"}, true},
+		{"/apis/apps/v1/namespaces/ns/deployments/d", apiPath{Group: "apps", Version: "v1", Namespace: "ns", Resource: "deployments", Name: "d"}, true},
+		{"/apis/example.com/v1/watch/widgets", apiPath{Group: "example.com", Version: "v1", Resource: "widgets", Watch: true}, true},
+		{"/apis/apps/v1/", apiPath{}, false},
+		{"/apis/apps/v1", apiPath{}, false},
+		{"/apis/apps", apiPath{}, false},
+		{"/api/v1", apiPath{}, false},
+		{"/api", apiPath{}, false},
+		{"/version", apiPath{}, false},
+		{"/api/v1/namespaces/ns/configmaps/cm/status/extra", apiPath{}, false},
+		{"/api/v1/namespaces//configmaps", apiPath{}, false},
+		{"/api/v1/namespaces/ns/configmaps/..", apiPath{}, false},
+		{"/api/v1/watch", apiPath{}, false},
+	}
+	for _, tt := range tests {
+		got, ok := parsePath(tt.path)
+		if ok != tt.ok || (ok && got != tt.want) {
+			t.Errorf("parsePath(%q) = %+v, %v; want %+v, %v", tt.path, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func params(t *testing.T, query string) (listParams, error) {
+	t.Helper()
+	v, err := url.ParseQuery(query)
+	if err != nil {
+		t.Fatalf("bad test query %q: %v", query, err)
+	}
+	return parseParams(func(fn func(k, v []byte)) {
+		for k, vs := range v {
+			for _, x := range vs {
+				fn([]byte(k), []byte(x))
+			}
+		}
+	})
+}
+
+func TestParseParams(t *testing.T) {
+	tests := []struct {
+		query   string
+		wantErr string // substring; "" = ok
+	}{
+		{"limit=500&resourceVersion=0", ""},
+		{"limit=abc", "invalid limit"},
+		{"resourceVersion=12&resourceVersionMatch=Exact", ""},
+		{"resourceVersion=12&resourceVersionMatch=NotOlderThan", ""},
+		{"resourceVersionMatch=Exact", "forbidden unless resourceVersion is provided"},
+		{"resourceVersion=0&resourceVersionMatch=Exact", `"exact" is forbidden for resourceVersion "0"`},
+		{"resourceVersion=1&resourceVersionMatch=Newest", "Unsupported value"},
+		{"resourceVersion=abc", "invalid resource version"},
+		{"resourceVersion=-1", "invalid resource version"},
+		{"continue=abc&resourceVersion=5", "specifying resource version is not allowed when using continue"},
+		{"continue=abc&resourceVersion=0", ""},
+		{"continue=abc&resourceVersion=1&resourceVersionMatch=Exact", "forbidden when continue is provided"},
+		{"watch=true&allowWatchBookmarks=true&sendInitialEvents=true", ""},
+		{"watch=maybe", "invalid watch"},
+		{"includeObject=Object", ""},
+		{"includeObject=All", "includeObject"},
+		{"timeoutSeconds=x", "invalid timeoutSeconds"},
+	}
+	for _, tt := range tests {
+		_, err := params(t, tt.query)
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("parseParams(%q) = %v, want no error", tt.query, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !isBadRequest(err)):
+			t.Errorf("parseParams(%q) = %v, want bad request containing %q", tt.query, err, tt.wantErr)
+		}
+	}
+	p, _ := params(t, "limit=-5")
+	if p.Limit != 0 {
+		t.Errorf("negative limit = %d, want 0 (no limit)", p.Limit)
+	}
+}
+
+func TestContinueToken(t *testing.T) {
+	prefix := "/registry/configmaps/ns/"
+	tok, err := encodeContinue([]byte("/registry/configmaps/ns/cm-1"), prefix, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		t.Fatalf("token %q is not unpadded base64url: %v", tok, err)
+	}
+	if want := `{"v":"meta.k8s.io/v1","rv":42,"start":"cm-1\u0000"}`; string(raw) != want {
+		t.Errorf("token JSON = %s, want %s", raw, want)
+	}
+	key, rev, err := decodeContinue(tok, prefix)
+	if err != nil || key != "/registry/configmaps/ns/cm-1\x00" || rev != 42 {
+		t.Errorf("decodeContinue = %q, %d, %v", key, rev, err)
+	}
+	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	// DESIGN.md's form with a leading "/" decodes to the same key.
+	if key, _, err := decodeContinue(enc(`{"v":"meta.k8s.io/v1","rv":42,"start":"/cm-1\u0000"}`), prefix); err != nil || key != "/registry/configmaps/ns/cm-1\x00" {
+		t.Errorf("decode leading slash = %q, %v", key, err)
+	}
+	bad := []struct{ token, want string }{
+		{"!!!", "continue key is not valid"},
+		{enc(`not json`), "continue key is not valid"},
+		{enc(`{"v":"meta.k8s.io/v2","rv":1,"start":"a"}`), "server does not recognize this encoded version"},
+		{enc(`{"v":"meta.k8s.io/v1","rv":0,"start":"a"}`), "incorrect encoded start resourceVersion"},
+		{enc(`{"v":"meta.k8s.io/v1","rv":1,"start":""}`), "encoded start key empty"},
+		{enc(`{"v":"meta.k8s.io/v1","rv":1,"start":"../secrets/x"}`), "continue key is not valid"},
+		{enc(`{"v":"meta.k8s.io/v1","rv":1,"start":"a/../../b"}`), "continue key is not valid"},
+		{base64.StdEncoding.EncodeToString([]byte(`{"v":"meta.k8s.io/v1","rv":1,"start":"a"}`)), "continue key is not valid"},
+	}
+	for _, b := range bad {
+		_, _, err := decodeContinue(b.token, prefix)
+		if err == nil || !isBadRequest(err) || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("decodeContinue(%q) = %v, want bad request with %q", b.token, err, b.want)
+		}
+	}
+}
+
+func TestNegotiate(t *testing.T) {
+	tests := []struct {
+		accept       string
+		list, custom bool
+		want         output
+		ok           bool
+	}{
+		{"", true, false, output{format: formatJSON}, true},
+		{"*/*", true, false, output{format: formatJSON}, true},
+		{"application/json", false, false, output{format: formatJSON}, true},
+		{"application/vnd.kubernetes.protobuf, */*", true, false, output{format: formatProtobuf}, true},
+		{"application/vnd.kubernetes.protobuf,application/json", true, true, output{format: formatJSON}, true},
+		{"application/vnd.kubernetes.protobuf", true, true, output{}, false},
+		{"text/html", true, false, output{}, false},
+		{"application/json;q=0.5, application/vnd.kubernetes.protobuf;q=0.9", true, false, output{format: formatProtobuf}, true},
+		{"*/*;q=0.1, application/vnd.kubernetes.protobuf", true, false, output{format: formatProtobuf}, true},
+		{"application/json;q=0", true, false, output{}, false},
+		{"application/json;as=Table;v=v1beta1;g=meta.k8s.io, application/xml", true, false, output{}, false},
+	}
+	if framingReady {
+		tests = append(tests, []struct {
+			accept       string
+			list, custom bool
+			want         output
+			ok           bool
+		}{
+			{"application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json", true, false, output{formatJSON, targetTable}, true},
+			{"application/json;as=Table;v=v1;g=meta.k8s.io", false, false, output{formatJSON, targetTable}, true},
+			{"application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json", true, false, output{formatProtobuf, targetPartial}, true},
+			{"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", false, false, output{}, false},
+			{"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", false, false, output{formatJSON, targetPartial}, true},
+			{"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", true, false, output{}, false},
+			{"application/yaml", true, false, output{format: formatYAML}, true},
+		}...)
+	}
+	for _, tt := range tests {
+		got, ok := negotiate(tt.accept, tt.list, tt.custom)
+		if ok != tt.ok || (ok && got != tt.want) {
+			t.Errorf("negotiate(%q, list=%v, custom=%v) = %v, %v; want %v, %v", tt.accept, tt.list, tt.custom, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestWantsAggregated(t *testing.T) {
+	tests := []struct {
+		accept string
+		want   bool
+	}{
+		{"application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json", true},
+		{"application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json", true},
+		{"application/json, */*", false},
+		{"", false},
+		{"application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json", false},
+	}
+	for _, tt := range tests {
+		if got := wantsAggregated(tt.accept); got != tt.want {
+			t.Errorf("wantsAggregated(%q) = %v, want %v", tt.accept, got, tt.want)
+		}
+	}
+}
+
+func TestParseFilter(t *testing.T) {
+	convert := func(l string) (string, error) {
+		switch l {
+		case "metadata.name", "metadata.namespace", "status.phase":
+			return l, nil
+		case "spec.host":
+			return "spec.nodeName", nil
+		}
+		return "", badf("field label not supported: %s", l)
+	}
+	f, err := parseFilter("app in (a,b),!old,tier", "metadata.name=x,spec.host!=n1", convert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.labels == nil || len(f.fields) != 2 || f.name != "x" || f.fields[1].field != "spec.nodeName" || !f.fields[1].not {
+		t.Errorf("parseFilter = %+v", f)
+	}
+	for _, tt := range []struct{ l, f, want string }{
+		{"app in (a", "", "unable to parse requirement"},
+		{"", "spec.foo=1", "field label not supported: spec.foo"},
+		{"", "metadata.name", "invalid selector"},
+	} {
+		if _, err := parseFilter(tt.l, tt.f, convert); err == nil || !isBadRequest(err) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("parseFilter(%q, %q) = %v, want bad request with %q", tt.l, tt.f, err, tt.want)
+		}
+	}
+	if f, err := parseFilter("", "", convert); err != nil || !f.empty() {
+		t.Errorf("empty selectors: %+v %v", f, err)
+	}
+}
