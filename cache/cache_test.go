@@ -685,3 +685,54 @@ func TestAttrsFieldsOfPods(t *testing.T) {
 		t.Errorf("labels %v", labels)
 	}
 }
+
+func TestConsistentReadCatchesUpAndExactFallback(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client
+	k, v := configMap(t, "ns", "a", nil, 10, 1)
+	put(t, cli, k, v)
+	c := newTestCache(t, cli, func(c *Config) { c.Sizes = map[string]int{"configmaps": 3} })
+	r := c.Resource(cmSpec)
+	waitState(t, r, StateReady)
+	fillRev := r.Revision()
+	// Writes elsewhere move etcd's revision, not the configmaps' events: a
+	// consistent read learns it through a progress notification.
+	var etcdRev int64
+	for i := range 5 {
+		etcdRev = put(t, cli, fmt.Sprintf("/registry/secrets/ns/s%d", i), []byte("x"))
+	}
+	s, err := r.Snapshot(context.Background(), ReadOptions{Mode: ReadConsistent})
+	if err != nil {
+		t.Fatalf("consistent read: %v", err)
+	}
+	if s.Rev() < etcdRev || s.Len() != 1 {
+		t.Fatalf("consistent read at %d with %d items, etcd at %d", s.Rev(), s.Len(), etcdRev)
+	}
+	// Exact at a revision the history no longer covers: fall back.
+	for i := range 5 {
+		_, v := configMap(t, "ns", "a", nil, 10, uint64(i+2))
+		put(t, cli, k, v)
+	}
+	if _, err := r.Snapshot(context.Background(), ReadOptions{Mode: ReadConsistent}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Snapshot(context.Background(), ReadOptions{Mode: ReadExact, RV: fillRev}); !errors.Is(err, ErrSnapshotUnavailable) {
+		t.Fatalf("Exact %d after the history moved on: %v, want ErrSnapshotUnavailable", fillRev, err)
+	}
+	if r.fallbacks.Get() != 1 {
+		t.Fatalf("fallbacks metric = %d, want 1", r.fallbacks.Get())
+	}
+	// A watch without a revision and without initial events starts now.
+	w, err := r.Watch(context.Background(), WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.More() {
+		t.Fatal("a watch from now has events before any change")
+	}
+	rev := del(t, cli, k)
+	if evs := collect(t, w, 1); evs[0].Type != Deleted || evs[0].Rev != rev {
+		t.Fatalf("got %v at %d, want DELETED at %d", evs[0].Type, evs[0].Rev, rev)
+	}
+}

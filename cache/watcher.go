@@ -63,6 +63,8 @@ type Event struct {
 //	rv unset:                      Initial, Mode ReadConsistent
 //	rv=0:                          Initial, Mode ReadAny
 //	rv=N:                          RV: N (events after N; *TooOldError when N is before the history)
+//
+// Without Initial and with RV 0 the watch sends the changes from now on.
 type WatchOptions struct {
 	// Initial sends the state of a snapshot read with Mode and RV as ADDED
 	// events first, then the changes after it. Without Initial, the watch
@@ -162,6 +164,11 @@ func (r *Resource) watch(ctx context.Context, o WatchOptions) (*Watcher, error) 
 		w.snap = r.t.snapshot()
 		w.snapRev = r.rev
 		w.next = w.from
+		w.cursor.Store(r.ring.head())
+		w.lastRev = r.rev
+	} else if o.RV == 0 {
+		// No initial state asked for and no revision: changes from now.
+		w.initialDone = true
 		w.cursor.Store(r.ring.head())
 		w.lastRev = r.rev
 	} else {
