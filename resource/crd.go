@@ -286,10 +286,7 @@ func (t *Table) loadCRDs(ctx context.Context, cli *clientv3.Client, keyPrefix st
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	t.mu.Lock()
-	t.crds = crds
-	t.rebuildLocked()
-	t.mu.Unlock()
+	t.publishCRDs(crds)
 	return rev, nil
 }
 
@@ -335,40 +332,76 @@ func (t *Table) syncCRDs(ctx context.Context, cli *clientv3.Client, keyPrefix st
 }
 
 // watchCRDs applies watch events until the watch fails; it never returns nil
-// unless ctx is done.
+// unless ctx is done. Events already waiting are applied together, so that a
+// burst of CRD changes (an operator installing fifty CRDs) rebuilds the table
+// once rather than fifty times.
 func (t *Table) watchCRDs(ctx context.Context, cli *clientv3.Client, keyPrefix string, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range cli.Watch(wctx, keyPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
-		if resp.CompactRevision != 0 {
-			return fmt.Errorf("watch from revision %d compacted at %d", rev+1, resp.CompactRevision)
-		}
-		if err := resp.Err(); err != nil {
-			return fmt.Errorf("cannot watch CRDs: %w", err)
-		}
-		if len(resp.Events) == 0 {
-			continue
-		}
-		t.mu.Lock()
-		crds := make(map[string]*crd, len(t.crds)+len(resp.Events))
-		for k, c := range t.crds {
-			crds[k] = c
-		}
-		for _, ev := range resp.Events {
-			key := string(ev.Kv.Key)
-			if ev.Type == clientv3.EventTypeDelete {
-				delete(crds, key)
-				continue
+	wch := cli.Watch(wctx, keyPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	for {
+		resp, ok := <-wch
+		var crds map[string]*crd
+		for {
+			if !ok {
+				t.publishCRDs(crds)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return errors.New("watch channel closed")
 			}
-			t.putCRD(crds, key, ev.Kv.Value)
+			if resp.CompactRevision != 0 {
+				t.publishCRDs(crds)
+				return fmt.Errorf("watch from revision %d compacted at %d", rev+1, resp.CompactRevision)
+			}
+			if err := resp.Err(); err != nil {
+				t.publishCRDs(crds)
+				return fmt.Errorf("cannot watch CRDs: %w", err)
+			}
+			if len(resp.Events) > 0 {
+				if crds == nil {
+					crds = t.copyCRDs()
+				}
+				for _, ev := range resp.Events {
+					key := string(ev.Kv.Key)
+					if ev.Type == clientv3.EventTypeDelete {
+						delete(crds, key)
+						continue
+					}
+					t.putCRD(crds, key, ev.Kv.Value)
+				}
+				rev = resp.Header.Revision
+			}
+			select {
+			case resp, ok = <-wch:
+				continue
+			default:
+			}
+			break
 		}
-		t.crds = crds
-		t.rebuildLocked()
-		t.mu.Unlock()
-		rev = resp.Header.Revision
+		t.publishCRDs(crds)
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+}
+
+// copyCRDs returns a copy of the table's CRDs for a writer to change.
+func (t *Table) copyCRDs() map[string]*crd {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	crds := make(map[string]*crd, len(t.crds)+1)
+	for k, c := range t.crds {
+		crds[k] = c
 	}
-	return errors.New("watch channel closed")
+	return crds
+}
+
+// publishCRDs replaces the table's CRDs and rebuilds it; nil is no change.
+// Only the sync goroutine changes the CRDs, so the copy it changed is current.
+func (t *Table) publishCRDs(crds map[string]*crd) {
+	if crds == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.crds = crds
+	t.rebuildLocked()
 }

@@ -262,7 +262,16 @@ func TestDiscoveryKubectl(t *testing.T) {
 		t.Skip("kubectl is not on PATH")
 	}
 	for _, aggregated := range []bool{true, false} {
-		_, srv := startDiscovery(t, NewBuiltin(), aggregated)
+		tb := NewBuiltin()
+		c, err := parseCRD(widgets.stored(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb.mu.Lock()
+		tb.crds[widgets.key()] = c
+		tb.rebuildLocked()
+		tb.mu.Unlock()
+		_, srv := startDiscovery(t, tb, aggregated)
 		dir := t.TempDir()
 		kubeconfig := filepath.Join(dir, "config")
 		if err := os.WriteFile(kubeconfig, nil, 0o600); err != nil {
@@ -285,6 +294,7 @@ func TestDiscoveryKubectl(t *testing.T) {
 			`(?m)^deployments\s+deploy\s+apps/v1\s+true\s+Deployment$`,
 			`(?m)^horizontalpodautoscalers\s+hpa\s+autoscaling/v2\s+true\s+HorizontalPodAutoscaler$`,
 			`(?m)^customresourcedefinitions\s+crd,crds\s+apiextensions.k8s.io/v1beta1\s+false\s+CustomResourceDefinition$`,
+			`(?m)^widgets\s+wd\s+example.com/v1\s+true\s+Widget$`,
 		} {
 			if !regexp.MustCompile(re).MatchString(out) {
 				t.Errorf("aggregated=%v: kubectl api-resources does not match %s:\n%s", aggregated, re, out)
