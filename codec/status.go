@@ -1,0 +1,232 @@
+package codec
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// Status is a metav1.Status error as kube-apiserver writes it. The zero value
+// is not useful; Code is the HTTP status code.
+type Status struct {
+	Code    int32
+	Reason  string // metav1.StatusReason, e.g. "NotFound", "Expired"
+	Message string
+	Details *StatusDetails
+}
+
+// StatusDetails is metav1.StatusDetails.
+type StatusDetails struct {
+	Name, Group, Kind string
+	Causes            []StatusCause
+	RetryAfterSeconds int32
+}
+
+// StatusCause is metav1.StatusCause; Type is written as "reason".
+type StatusCause struct{ Type, Message, Field string }
+
+// statusValue is metav1.Status.status: "Success" for 2xx codes, else "Failure".
+func (st *Status) statusValue() string {
+	if st.Code >= 200 && st.Code < 300 {
+		return "Success"
+	}
+	return "Failure"
+}
+
+// AppendStatusJSON appends st as kube-apiserver's JSON:
+// {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+// "message":...,"reason":...,"details":{...},"code":N}, empty fields omitted
+// as encoding/json omits them.
+func AppendStatusJSON(dst []byte, st *Status) []byte {
+	dst = append(dst, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":`...)
+	dst = appendJSONQuote(dst, st.statusValue())
+	if st.Message != "" {
+		dst = append(dst, `,"message":`...)
+		dst = appendJSONQuote(dst, st.Message)
+	}
+	if st.Reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = appendJSONQuote(dst, st.Reason)
+	}
+	if d := st.Details; d != nil {
+		dst = append(dst, `,"details":{`...)
+		first := true
+		field := func(name string) {
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(dst, '"')
+			dst = append(dst, name...)
+			dst = append(dst, `":`...)
+		}
+		if d.Name != "" {
+			field("name")
+			dst = appendJSONQuote(dst, d.Name)
+		}
+		if d.Group != "" {
+			field("group")
+			dst = appendJSONQuote(dst, d.Group)
+		}
+		if d.Kind != "" {
+			field("kind")
+			dst = appendJSONQuote(dst, d.Kind)
+		}
+		if len(d.Causes) > 0 {
+			field("causes")
+			dst = append(dst, '[')
+			for i, c := range d.Causes {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendStatusCauseJSON(dst, c)
+			}
+			dst = append(dst, ']')
+		}
+		if d.RetryAfterSeconds != 0 {
+			field("retryAfterSeconds")
+			dst = strconv.AppendInt(dst, int64(d.RetryAfterSeconds), 10)
+		}
+		dst = append(dst, '}')
+	}
+	if st.Code != 0 {
+		dst = append(dst, `,"code":`...)
+		dst = strconv.AppendInt(dst, int64(st.Code), 10)
+	}
+	return append(dst, '}')
+}
+
+func appendStatusCauseJSON(dst []byte, c StatusCause) []byte {
+	dst = append(dst, '{')
+	sep := false
+	kv := func(k, v string) {
+		if v == "" {
+			return
+		}
+		if sep {
+			dst = append(dst, ',')
+		}
+		sep = true
+		dst = append(dst, '"')
+		dst = append(dst, k...)
+		dst = append(dst, `":`...)
+		dst = appendJSONQuote(dst, v)
+	}
+	kv("reason", c.Type)
+	kv("message", c.Message)
+	kv("field", c.Field)
+	return append(dst, '}')
+}
+
+// AppendStatusProtobuf appends st as kube-apiserver's protobuf: "k8s\x00" +
+// runtime.Unknown{typeMeta{v1, Status}, raw=metav1.Status}.
+func AppendStatusProtobuf(dst []byte, st *Status) []byte {
+	n := statusProtoSize(st)
+	dst = pbAppendEnvelopeHead(dst, "v1", "Status", n)
+	dst = appendStatusProto(dst, st)
+	return append(dst, pbEnvelopeTail...)
+}
+
+// statusProtoSize is len(appendStatusProto(nil, st)).
+func statusProtoSize(st *Status) int {
+	n := pbSizeBytesField(listMetaProtoSize(ListMeta{})) +
+		pbSizeBytesField(len(st.statusValue())) +
+		pbSizeBytesField(len(st.Message)) +
+		pbSizeBytesField(len(st.Reason))
+	if st.Details != nil {
+		n += pbSizeBytesField(statusDetailsProtoSize(st.Details))
+	}
+	return n + pbSizeVarintField(uint64(int64(st.Code)))
+}
+
+func statusDetailsProtoSize(d *StatusDetails) int {
+	n := pbSizeBytesField(len(d.Name)) + pbSizeBytesField(len(d.Group)) + pbSizeBytesField(len(d.Kind))
+	for _, c := range d.Causes {
+		n += pbSizeBytesField(statusCauseProtoSize(c))
+	}
+	// retryAfterSeconds (5) and uid (6, empty) are always written.
+	return n + pbSizeVarintField(uint64(int64(d.RetryAfterSeconds))) + pbSizeBytesField(0)
+}
+
+func statusCauseProtoSize(c StatusCause) int {
+	return pbSizeBytesField(len(c.Type)) + pbSizeBytesField(len(c.Message)) + pbSizeBytesField(len(c.Field))
+}
+
+// appendStatusProto appends the metav1.Status message in the field order and
+// with the always-written fields of its gogo-generated Marshal.
+func appendStatusProto(dst []byte, st *Status) []byte {
+	dst = pbAppendBytesHeader(dst, 1, listMetaProtoSize(ListMeta{}))
+	dst = appendListMetaProto(dst, ListMeta{})
+	dst = pbAppendString(dst, 2, st.statusValue())
+	dst = pbAppendString(dst, 3, st.Message)
+	dst = pbAppendString(dst, 4, st.Reason)
+	if d := st.Details; d != nil {
+		dst = pbAppendBytesHeader(dst, 5, statusDetailsProtoSize(d))
+		dst = pbAppendString(dst, 1, d.Name)
+		dst = pbAppendString(dst, 2, d.Group)
+		dst = pbAppendString(dst, 3, d.Kind)
+		for _, c := range d.Causes {
+			dst = pbAppendBytesHeader(dst, 4, statusCauseProtoSize(c))
+			dst = pbAppendString(dst, 1, c.Type)
+			dst = pbAppendString(dst, 2, c.Message)
+			dst = pbAppendString(dst, 3, c.Field)
+		}
+		dst = pbAppendVarintField(dst, 5, uint64(int64(d.RetryAfterSeconds)))
+		dst = pbAppendString(dst, 6, "")
+	}
+	return pbAppendVarintField(dst, 6, uint64(int64(st.Code)))
+}
+
+// appendJSONQuote appends s as a JSON string exactly as encoding/json writes
+// it (HTML-safe: <, > and & escaped; U+2028/U+2029 escaped; invalid UTF-8
+// replaced by U+FFFD), which is what kube-apiserver's JSON serializer does.
+func appendJSONQuote(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
