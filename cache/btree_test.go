@@ -185,3 +185,11 @@ func TestParseWatchCacheSizes(t *testing.T) {
 		}
 	}
 }
+
+func TestMallocSize(t *testing.T) {
+	for _, tt := range []struct{ n, want int }{{0, 0}, {1, 8}, {8, 8}, {9, 16}, {10280, 10880}, {32768, 32768}, {32769, 40960}} {
+		if got := mallocSize(tt.n); got != tt.want {
+			t.Errorf("mallocSize(%d) = %d, want %d", tt.n, got, tt.want)
+		}
+	}
+}

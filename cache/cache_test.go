@@ -264,31 +264,26 @@ func TestPaginationAtSnapshotWhileWriting(t *testing.T) {
 	// Exact snapshot at R, as a continue token would ask.
 	from, to := cmPrefix+"ns1/", prefixEnd(cmPrefix+"ns1/")
 	var got []string
-	for page := 0; ; page++ {
+	for page := 0; from != ""; page++ {
 		s, err := r.Snapshot(context.Background(), ReadOptions{Mode: ReadExact, RV: R})
 		if err != nil {
 			t.Fatalf("page %d: %v", page, err)
 		}
-		var last string
-		n := 0
-		for it := range s.Range(from, to) {
+		next, rem, err := s.Page(from, to, 40, nil, func(it Item) error {
 			w, ok := want[it.Key]
 			if !ok || w.value != string(it.Value) || w.rev != it.Rev {
-				t.Fatalf("page %d: %q at rev %d is not etcd's state at %d", page, it.Key, it.Rev, R)
+				return fmt.Errorf("page %d: %q at rev %d is not etcd's state at %d", page, it.Key, it.Rev, R)
 			}
 			got = append(got, it.Key)
-			last = it.Key
-			if n++; n == 40 {
-				break
-			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if n < 40 {
-			break
+		if w := len(want) - len(got); rem != w || (next == "") != (w == 0) {
+			t.Fatalf("page %d: next %q remaining %d, want %d", page, next, rem, w)
 		}
-		from = last + "\x00"
-		if rem, want := s.Count(from, to), len(want)-len(got); rem != want {
-			t.Fatalf("page %d: remaining %d, want %d", page, rem, want)
-		}
+		from = next
 	}
 	if len(got) != len(want) {
 		t.Fatalf("paged %d items, etcd had %d at %d", len(got), len(want), R)

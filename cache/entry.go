@@ -28,7 +28,7 @@ const entryOverhead = 64 + 8 + 8
 func (e *entry) key() string   { return b2s(e.buf[:e.keyLen]) }
 func (e *entry) value() []byte { return e.buf[e.keyLen : e.keyLen+e.valLen : e.keyLen+e.valLen] }
 func (e *entry) attrs() []byte { return e.buf[e.keyLen+e.valLen:] }
-func (e *entry) cost() int64   { return int64(cap(e.buf)) + entryOverhead }
+func (e *entry) cost() int64   { return int64(mallocSize(cap(e.buf))) + entryOverhead }
 
 // deriver computes entries for one resource. It is owned by the resource's
 // goroutine (it reuses m).
