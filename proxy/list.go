@@ -188,9 +188,16 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	if l.f.empty() && l.limit > 0 {
 		want = int(l.limit)
 	}
+	hintKey := s.prefix + "/" + r.KeyPrefix + "/"
 	opts := store.ListOptions{Prefix: l.prefix, Start: l.start, End: l.end, Rev: l.rev, Serializable: l.serial, Want: want}
+	if h, ok := s.sizeHints.Load(hintKey); ok {
+		opts.SizeHint = h.(int)
+	}
 	pg := s.store.NewPager(opts)
 	page, err := pg.Next(ctx)
+	if avg := pg.AvgSize(); avg > 0 && avg != opts.SizeHint {
+		s.sizeHints.Store(hintKey, avg)
+	}
 	if err != nil {
 		st.fail(rc, ef, storeStatus(err, q.Continue != "", l.rev))
 		return
@@ -223,7 +230,20 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		// Plan pass: sizes, last key and remaining count over the rest of
 		// the range, one page at a time; then stream from the start again.
 		page = nil
-		if err := l.walk(ctx, pg, nil, &ws, false, sizeEmit); err != nil {
+		if l.f.empty() && !l.needSizes() {
+			// Only the limit-th key is needed: read keys only.
+			var n int64
+			res, err := s.store.List(ctx, store.ListOptions{Prefix: l.prefix, Start: l.start, End: l.end, Rev: l.rev,
+				Serializable: l.serial, Want: int(l.limit), KeysOnly: true}, func(store.KV) (bool, error) {
+				n++
+				return n == l.limit, nil
+			})
+			if err != nil {
+				st.fail(rc, ef, storeStatus(err, q.Continue != "", l.rev))
+				return
+			}
+			ws = walkState{n: n, lastKey: res.LastKey, hasMore: n == l.limit && res.More, remaining: res.Remaining}
+		} else if err := l.walk(ctx, pg, nil, &ws, false, sizeEmit); err != nil {
 			s.logListError(rc, err)
 			st.fail(rc, ef, statusOf(err))
 			return

@@ -117,6 +117,10 @@ type Server struct {
 	passthru   *metrics.Counter
 	transcoded *metrics.Counter
 
+	// sizeHints remembers the average stored size per collection prefix
+	// (string -> int) to size first pages.
+	sizeHints sync.Map
+
 	baseCtx    context.Context
 	baseCancel context.CancelFunc
 }

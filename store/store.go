@@ -158,6 +158,10 @@ type ListOptions struct {
 	Want int
 	// KeysOnly reads keys without values (Value is nil).
 	KeysOnly bool
+	// SizeHint is the expected average value size in bytes (e.g. from an
+	// earlier list of the same resource, see Pager.AvgSize); it sizes the
+	// first page. 0 means unknown: the first page is a small probe.
+	SizeHint int
 }
 
 // ListResult describes a finished List.
@@ -220,6 +224,7 @@ type Pager struct {
 	done    bool
 	more    bool
 	count   int64 // keys in [page start, end) at rev, from etcd
+	avg     int   // average key+value size of the last page
 	got     int   // keys consumed so far (for Want)
 	page    []*mvccpb.KeyValue
 }
@@ -236,6 +241,9 @@ func (s *Store) NewPager(opts ListOptions) *Pager {
 		end = opts.End + "\x00"
 	}
 	limit := int64(min(firstPageProbe, s.cfg.PageSize))
+	if opts.SizeHint > 0 {
+		limit = int64(max(min(s.cfg.PageBytes/opts.SizeHint, s.cfg.PageSize), 1))
+	}
 	if opts.KeysOnly {
 		limit = int64(s.cfg.PageSize)
 	}
@@ -248,6 +256,10 @@ func (p *Pager) Rev() int64 { return p.rev }
 
 // More reports whether keys remain after the last page returned.
 func (p *Pager) More() bool { return p.more }
+
+// AvgSize returns the average key+value size of the last page read, 0 before
+// the first page; pass it as SizeHint to later lists of the same range.
+func (p *Pager) AvgSize() int { return p.avg }
 
 // RemainingAfter returns the exact number of keys in the range after the
 // i-th key of the last page.
@@ -310,6 +322,7 @@ func (p *Pager) nextLimit(kvs []*mvccpb.KeyValue) int64 {
 		total += len(kv.Value) + len(kv.Key)
 	}
 	avg := max(total/len(kvs), 1)
+	p.avg = avg
 	n := int64(max(p.s.cfg.PageBytes/avg, 1))
 	return min(n, int64(p.s.cfg.PageSize), max(p.limit*4, 1))
 }
