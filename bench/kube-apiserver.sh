@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# kube-apiserver.sh builds kube-apiserver from its Go module and starts it on
+# loopback against a given etcd, as the real peer for lazybench.
+#
+#   bench/kube-apiserver.sh build
+#       builds k8s.io/kubernetes/cmd/kube-apiserver at $KUBE_VERSION in a
+#       throwaway module under $CACHE and prints the binary's path.
+#   bench/kube-apiserver.sh start --etcd-servers URL [--etcd-prefix /registry]
+#       [--port 6443] [--watch-cache true|false] [--dir DIR] [--token TOKEN]
+#       runs kube-apiserver in the foreground (exec) with a token file,
+#       AlwaysAllow, a generated service-account key, a self-signed serving
+#       cert in DIR, --endpoint-reconciler-type=none. Clients use
+#       https://127.0.0.1:PORT with "Authorization: Bearer TOKEN" and skip TLS
+#       verification (loopback only).
+set -euo pipefail
+
+KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
+STAGING_VERSION=${STAGING_VERSION:-v0.${KUBE_VERSION#v1.}}
+CACHE=${LAZYBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lazybench}
+MODDIR=$CACHE/kube-apiserver-$KUBE_VERSION
+BIN=$MODDIR/bin/kube-apiserver
+
+build() {
+	if [[ -x $BIN ]]; then
+		echo "$BIN"
+		return
+	fi
+	mkdir -p "$MODDIR/bin"
+	cd "$MODDIR"
+	local gomod
+	gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+	{
+		echo "module lazybench/kubeapiserver"
+		echo
+		echo "go 1.26"
+		echo
+		echo "replace ("
+		# Every k8s.io/* staging module that kubernetes replaces with
+		# ./staging/src/... is taken from the module proxy at the matching
+		# v0.X.Y instead.
+		sed -n 's#^\s*\(k8s.io/[^ ]*\) => ./staging/src/.*#\t\1 => \1 '"$STAGING_VERSION"'#p' "$gomod"
+		echo ")"
+	} >go.mod
+	cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+GO
+	echo "building kube-apiserver $KUBE_VERSION in $MODDIR (several minutes)" >&2
+	local start=$SECONDS
+	GOFLAGS=-mod=mod go get "k8s.io/kubernetes@$KUBE_VERSION" >&2
+	GOFLAGS=-mod=mod nice go build -o "$BIN.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
+	mv "$BIN.tmp" "$BIN"
+	echo "built $BIN in $((SECONDS - start))s" >&2
+	echo "$BIN"
+}
+
+start() {
+	local etcd="" prefix=/registry port=6443 watchcache=true dir="" token=lazybench-token
+	while [[ $# -gt 0 ]]; do
+		case $1 in
+		--etcd-servers) etcd=$2; shift 2 ;;
+		--etcd-prefix) prefix=$2; shift 2 ;;
+		--port) port=$2; shift 2 ;;
+		--watch-cache) watchcache=$2; shift 2 ;;
+		--dir) dir=$2; shift 2 ;;
+		--token) token=$2; shift 2 ;;
+		*) echo "unknown flag $1" >&2; exit 2 ;;
+		esac
+	done
+	if [[ -z $etcd ]]; then
+		echo "--etcd-servers is required" >&2
+		exit 2
+	fi
+	[[ -n $dir ]] || dir=$(mktemp -d -t kube-apiserver.XXXXXX)
+	mkdir -p "$dir/certs"
+	local bin
+	bin=$(build)
+	echo "$token,lazybench,lazybench-uid,system:masters" >"$dir/tokens.csv"
+	if [[ ! -f $dir/sa.key ]]; then
+		openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
+		openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
+	fi
+	exec "$bin" \
+		--bind-address=127.0.0.1 \
+		--advertise-address=127.0.0.1 \
+		--secure-port="$port" \
+		--cert-dir="$dir/certs" \
+		--etcd-servers="$etcd" \
+		--etcd-prefix="$prefix" \
+		--watch-cache="$watchcache" \
+		--token-auth-file="$dir/tokens.csv" \
+		--authorization-mode=AlwaysAllow \
+		--service-account-issuer=https://kubernetes.default.svc \
+		--service-account-key-file="$dir/sa.pub" \
+		--service-account-signing-key-file="$dir/sa.key" \
+		--service-cluster-ip-range=10.0.0.0/24 \
+		--endpoint-reconciler-type=none \
+		--enable-priority-and-fairness=false \
+		--profiling=false \
+		--v=0
+}
+
+case ${1:-} in
+build) build ;;
+start) shift; start "$@" ;;
+path) echo "$BIN"; [[ -x $BIN ]] ;;
+*) echo "usage: $0 build | path | start --etcd-servers URL [--etcd-prefix P] [--port N] [--watch-cache true|false] [--dir D] [--token T]" >&2; exit 2 ;;
+esac
