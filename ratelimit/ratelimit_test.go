@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestNewValidation(t *testing.T) {
@@ -520,4 +524,34 @@ func TestWatchQueueApart(t *testing.T) {
 		t.Fatalf("queued watch = %v, want context.Canceled", err)
 	}
 	w1.Release(0)
+}
+
+func TestDebugLogs(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	cfg, _ := testConfig(100)
+	cfg.MaxQueued = 0
+	cfg.Logger = zap.New(core)
+	l := mustNew(t, cfg)
+	ctx := context.Background()
+	tk, err := l.Admit(ctx, Request{Client: "u1", Class: "list/pods", Bytes: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Admit(ctx, Request{Client: "u2", Bytes: 80}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("Admit = %v, want ErrQueueFull", err)
+	}
+	tk.Release(40)
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, fmt.Sprintf("%s client=%v reason=%v used=%v", e.Message,
+			e.ContextMap()["client"], e.ContextMap()["reason"], e.ContextMap()["used"]))
+	}
+	want := []string{
+		"ratelimit: admit client=u1 reason=<nil> used=<nil>",
+		"ratelimit: reject client=u2 reason=queue_full used=<nil>",
+		"ratelimit: release client=<nil> reason=<nil> used=40",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("logs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
