@@ -136,7 +136,7 @@ func findTopKey(raw []byte, i int, key string) (val span, ins, closing int, err 
 		if keyEquals(k, key) {
 			return span{i, ve}, ins, closing, nil
 		}
-		if ins < 0 && bytes.Compare(k, unsafeBytes(key)) > 0 {
+		if ins < 0 && compareKeys(k, unsafeBytes(key)) > 0 {
 			ins = ks
 		}
 		i = skipSpace(raw, ve)
@@ -210,11 +210,11 @@ func appendMetaPatched(dst, m []byte, rv int64) ([]byte, error) {
 			dst = append(dst, '"')
 			return append(dst, m[ve:]...), nil
 		}
-		if prev != nil && bytes.Compare(prev, k) > 0 {
+		if prev != nil && compareKeys(prev, k) > 0 {
 			sorted = false
 		}
 		prev = k
-		if sortedIns < 0 && string(k) > "resourceVersion" {
+		if sortedIns < 0 && compareKeys(k, unsafeBytes("resourceVersion")) > 0 {
 			sortedIns = ks
 		}
 		if structIns < 0 {
@@ -260,6 +260,21 @@ func keyEquals(k []byte, s string) bool {
 	var buf [64]byte
 	u, ok := unescapeInto(buf[:0], k)
 	return ok && string(u) == s
+}
+
+// compareKeys compares two raw JSON keys by their decoded bytes, the order
+// encoding/json sorts map keys in.
+func compareKeys(a, b []byte) int {
+	if bytes.IndexByte(a, '\\') < 0 && bytes.IndexByte(b, '\\') < 0 {
+		return bytes.Compare(a, b)
+	}
+	var ba, bb [128]byte
+	ua, oka := unescapeInto(ba[:0], a)
+	ub, okb := unescapeInto(bb[:0], b)
+	if !oka || !okb {
+		return bytes.Compare(a, b)
+	}
+	return bytes.Compare(ua, ub)
 }
 
 // unescapeInto decodes the escapes of a JSON string body into dst. It
