@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"github.com/VictoriaMetrics/metrics"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"io"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -141,6 +144,9 @@ func TestConcurrentAdmitRelease(t *testing.T) {
 			cfg.PerClientQPS = qps
 			cfg.PerClientBurst = 20
 			cfg.Metrics = metrics.NewSet()
+			// Debug logging on, so the race detector sees the log paths too.
+			cfg.Logger = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
+				zapcore.AddSync(io.Discard), zap.DebugLevel))
 			l := mustNew(t, cfg)
 
 			var held, admitted, released, rejected, cancelled atomic.Int64

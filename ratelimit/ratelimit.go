@@ -308,10 +308,11 @@ func (l *Limiter) waitLocked(ctx context.Context, req Request, qk queueKey, c *c
 		l.ring = append(l.ring, c)
 	}
 	l.queued++
+	position := len(c.queue)
 	l.mu.Unlock()
 	if ce := l.log.Check(zap.DebugLevel, "ratelimit: queue"); ce != nil {
 		ce.Write(zap.String("client", req.Client), zap.Stringer("kind", kind), zap.String("class", req.Class),
-			zap.Int64("estimate", raw), zap.Int64("reserved", need), zap.Int("clientQueued", len(c.queue)))
+			zap.Int64("estimate", raw), zap.Int64("reserved", need), zap.Int("position", position))
 	}
 
 	timer, stop := l.clock.NewTimer(l.cfg.MaxQueueWait)
