@@ -82,8 +82,7 @@ func rvLen(rv int64) int {
 	if rv == 0 {
 		return 0
 	}
-	var b [20]byte
-	return len(strconv.AppendInt(b[:0], rv, 10))
+	return decimalLen(rv)
 }
 
 // appendRV appends rv in decimal, nothing for rv == 0.

@@ -1,7 +1,5 @@
 package codec
 
-import "math/bits"
-
 // Protobuf wire helpers for the framing writers. Every field written here has
 // a number below 16, so its tag is one byte. Names start with pb to keep them
 // apart from the transcoder's readers in the same package.
@@ -14,17 +12,9 @@ const (
 // pbTag returns the one-byte key of field (1..15) with wire type wt.
 func pbTag(field, wt int) byte { return byte(field<<3 | wt) }
 
-// pbSizeVarint is the encoded length of v as a varint.
-func pbSizeVarint(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
-
-// pbAppendVarint appends v as a varint.
-func pbAppendVarint(dst []byte, v uint64) []byte {
-	for v >= 0x80 {
-		dst = append(dst, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(dst, byte(v))
-}
+// pbSizeVarint and pbAppendVarint are the transcoder's varint helpers.
+func pbSizeVarint(v uint64) int                  { return varintSize(v) }
+func pbAppendVarint(dst []byte, v uint64) []byte { return appendVarint(dst, v) }
 
 // pbSizeBytesField is the size of a length-delimited field of n bytes.
 func pbSizeBytesField(n int) int { return 1 + pbSizeVarint(uint64(n)) + n }

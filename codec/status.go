@@ -1,9 +1,6 @@
 package codec
 
-import (
-	"strconv"
-	"unicode/utf8"
-)
+import "strconv"
 
 // Status is a metav1.Status error as kube-apiserver writes it. The zero value
 // is not useful; Code is the HTTP status code.
@@ -176,57 +173,8 @@ func appendStatusProto(dst []byte, st *Status) []byte {
 	return pbAppendVarintField(dst, 6, uint64(int64(st.Code)))
 }
 
-// appendJSONQuote appends s as a JSON string exactly as encoding/json writes
-// it (HTML-safe: <, > and & escaped; U+2028/U+2029 escaped; invalid UTF-8
-// replaced by U+FFFD), which is what kube-apiserver's JSON serializer does.
+// appendJSONQuote appends s as a JSON string exactly as encoding/json
+// writes it (appendJSONString of the transcoder).
 func appendJSONQuote(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return appendJSONString(dst, unsafeBytes(s))
 }

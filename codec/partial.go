@@ -1,0 +1,111 @@
+package codec
+
+import (
+	"fmt"
+	"sync"
+)
+
+// PartialObjectMetadata(List) of meta.k8s.io/v1, as the metadata informer
+// (k8s.io/client-go/metadata) asks for with
+// Accept: application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1
+// (or application/json;as=...).
+
+const (
+	partialAPIVersion = "meta.k8s.io/v1"
+	partialKind       = "PartialObjectMetadata"
+	partialListKind   = "PartialObjectMetadataList"
+)
+
+// AppendPartialJSON appends obj as a meta.k8s.io/v1 PartialObjectMetadata:
+// {"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{...}}.
+// Items of a PartialObjectMetadataList are written the same way.
+// On error dst is returned unchanged.
+func (s *Schema) AppendPartialJSON(dst []byte, obj Object, rv int64) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, `{"kind":"`+partialKind+`","apiVersion":"`+partialAPIVersion+`","metadata":`...)
+	dst, err := s.AppendMetadataJSON(dst, obj, rv)
+	if err != nil {
+		return dst[:start], err
+	}
+	return append(dst, '}'), nil
+}
+
+// AppendPartialListHeadJSON appends the head of a JSON
+// PartialObjectMetadataList; then come AppendPartialJSON items separated by
+// AppendJSONListSep, then AppendJSONListTail.
+func AppendPartialListHeadJSON(dst []byte, m ListMeta) []byte {
+	return AppendJSONListHead(dst, partialAPIVersion, partialListKind, m)
+}
+
+// metaScratch holds the ObjectMeta message while its size is measured.
+var metaScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// partialMetaSize is the size of obj's ObjectMeta message with rv set.
+func partialMetaSize(obj Object, rv int64) (int, error) {
+	bp := metaScratch.Get().(*[]byte)
+	defer metaScratch.Put(bp)
+	b, err := AppendProtobufMetadata((*bp)[:0], obj, rv)
+	*bp = b[:0]
+	if err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// appendPartialMessage appends the PartialObjectMetadata message
+// {1: ObjectMeta} preceded by header(metaLen) bytes the caller wants in front
+// (a field key and length, or an envelope). The ObjectMeta is written first
+// and moved once its size is known.
+func appendPartialMessage(dst []byte, obj Object, rv int64, header func(dst []byte, metaLen int) []byte) ([]byte, error) {
+	start := len(dst)
+	dst, err := AppendProtobufMetadata(dst, obj, rv)
+	if err != nil {
+		return dst[:start], fmt.Errorf("cannot write metadata of %s %s: %w", obj.APIVersion, obj.Kind, err)
+	}
+	n := len(dst) - start
+	var hdr [64]byte
+	h := header(hdr[:0], n)
+	h = pbAppendBytesHeader(h, 1, n)
+	dst = pbAppendShifted(dst, start, len(h))
+	copy(dst[start:], h)
+	return dst, nil
+}
+
+// AppendPartialProtobuf appends obj as a protobuf PartialObjectMetadata:
+// "k8s\x00" + runtime.Unknown{typeMeta{meta.k8s.io/v1, PartialObjectMetadata},
+// raw={1: ObjectMeta}}. On error dst is returned unchanged.
+func AppendPartialProtobuf(dst []byte, obj Object, rv int64) ([]byte, error) {
+	dst, err := appendPartialMessage(dst, obj, rv, func(h []byte, metaLen int) []byte {
+		return pbAppendEnvelopeHead(h, partialAPIVersion, partialKind, pbSizeBytesField(metaLen))
+	})
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, pbEnvelopeTail...), nil
+}
+
+// PartialProtobufListItemSize is the number of bytes
+// AppendPartialProtobufListItem writes for obj.
+func PartialProtobufListItemSize(obj Object, rv int64) (int, error) {
+	n, err := partialMetaSize(obj, rv)
+	if err != nil {
+		return 0, err
+	}
+	return pbSizeBytesField(pbSizeBytesField(n)), nil
+}
+
+// AppendPartialProtobufListHead appends the head of a protobuf
+// PartialObjectMetadataList whose items take itemsSize bytes (the sum of
+// PartialProtobufListItemSize); then come AppendPartialProtobufListItem
+// items, then AppendProtobufListTail.
+func AppendPartialProtobufListHead(dst []byte, m ListMeta, itemsSize int) []byte {
+	return AppendProtobufListHead(dst, partialAPIVersion, partialListKind, m, itemsSize)
+}
+
+// AppendPartialProtobufListItem appends obj as one item (field 2) of a
+// protobuf PartialObjectMetadataList. On error dst is returned unchanged.
+func AppendPartialProtobufListItem(dst []byte, obj Object, rv int64) ([]byte, error) {
+	return appendPartialMessage(dst, obj, rv, func(h []byte, metaLen int) []byte {
+		return pbAppendBytesHeader(h, 2, pbSizeBytesField(metaLen))
+	})
+}

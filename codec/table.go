@@ -1,0 +1,821 @@
+package codec
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	gojson "github.com/goccy/go-json"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	extensionsv1beta1 "k8s.io/api/extensions/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/duration"
+)
+
+// Tables (meta.k8s.io/v1 Table), as kube-apiserver returns them for
+// Accept: application/json;as=Table;v=v1;g=meta.k8s.io. Column definitions
+// and cells follow kube-apiserver's printers (pkg/printers/internalversion)
+// with Wide output, as its TableConvertor uses them, for configmaps, secrets,
+// namespaces, pods, nodes, services and apps/deployments. Other built-in
+// resources get kube-apiserver's default table convertor (Name, Created At);
+// custom resources get the CRD default (Name, Age), without
+// additionalPrinterColumns.
+//
+// Cells are computed from the object's JSON (Schema.AppendJSON) decoded into
+// small structs: tables are for humans, so clarity wins over speed here.
+
+// IncludeObjectPolicy says what a table row carries in its "object" field
+// (the includeObject parameter of TableOptions). The zero value is
+// IncludeMetadata, kube-apiserver's default.
+type IncludeObjectPolicy uint8
+
+const (
+	// IncludeMetadata: the object's metadata as a PartialObjectMetadata.
+	IncludeMetadata IncludeObjectPolicy = iota
+	// IncludeNone: "object":null.
+	IncludeNone
+	// IncludeObject: the whole object.
+	IncludeObject
+)
+
+// ParseIncludeObject parses the includeObject query parameter ("", "None",
+// "Metadata", "Object"); ok is false for anything else.
+func ParseIncludeObject(s string) (p IncludeObjectPolicy, ok bool) {
+	switch s {
+	case "", "Metadata":
+		return IncludeMetadata, true
+	case "None":
+		return IncludeNone, true
+	case "Object":
+		return IncludeObject, true
+	}
+	return 0, false
+}
+
+// tableRowCondition is metav1.TableRowCondition.
+type tableRowCondition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// tablePrinter prints the rows of one resource.
+type tablePrinter struct {
+	// columns is the JSON array of the column definitions.
+	columns []byte
+	// cells returns the cells of a row (strings, int64s or nil) and its
+	// conditions from the object's JSON.
+	cells func(js []byte, now time.Time) ([]any, []tableRowCondition, error)
+}
+
+type tableKey struct{ group, resource string }
+
+var (
+	tablePrintersOnce sync.Once
+	tablePrinters     map[tableKey]*tablePrinter
+	defaultPrinter    *tablePrinter // built-in resources without a printer
+	customPrinter     *tablePrinter // custom resources
+)
+
+func mustColumnsJSON(cols []metav1.TableColumnDefinition) []byte {
+	b, err := json.Marshal(cols)
+	if err != nil {
+		panic(fmt.Sprintf("BUG: cannot marshal column definitions: %v", err))
+	}
+	return b
+}
+
+// initTablePrinters builds the immutable printer table once.
+func initTablePrinters() {
+	metaDoc := metav1.ObjectMeta{}.SwaggerDoc()
+	name := metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: metaDoc["name"]}
+	age := metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: metaDoc["creationTimestamp"]}
+	p := func(cells func([]byte, time.Time) ([]any, []tableRowCondition, error), cols ...metav1.TableColumnDefinition) *tablePrinter {
+		return &tablePrinter{columns: mustColumnsJSON(cols), cells: cells}
+	}
+	tablePrinters = map[tableKey]*tablePrinter{
+		{"", "pods"}: p(podCells, name,
+			metav1.TableColumnDefinition{Name: "Ready", Type: "string", Description: "The aggregate readiness state of this pod for accepting traffic."},
+			metav1.TableColumnDefinition{Name: "Status", Type: "string", Description: "The aggregate status of the containers in this pod."},
+			metav1.TableColumnDefinition{Name: "Restarts", Type: "string", Description: "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."},
+			age,
+			metav1.TableColumnDefinition{Name: "IP", Type: "string", Priority: 1, Description: corev1.PodStatus{}.SwaggerDoc()["podIP"]},
+			metav1.TableColumnDefinition{Name: "Node", Type: "string", Priority: 1, Description: corev1.PodSpec{}.SwaggerDoc()["nodeName"]},
+			metav1.TableColumnDefinition{Name: "Nominated Node", Type: "string", Priority: 1, Description: corev1.PodStatus{}.SwaggerDoc()["nominatedNodeName"]},
+			metav1.TableColumnDefinition{Name: "Readiness Gates", Type: "string", Priority: 1, Description: corev1.PodSpec{}.SwaggerDoc()["readinessGates"]},
+		),
+		{"", "configmaps"}: p(configMapCells, name,
+			metav1.TableColumnDefinition{Name: "Data", Type: "string", Description: corev1.ConfigMap{}.SwaggerDoc()["data"]},
+			age,
+		),
+		{"", "secrets"}: p(secretCells, name,
+			metav1.TableColumnDefinition{Name: "Type", Type: "string", Description: corev1.Secret{}.SwaggerDoc()["type"]},
+			metav1.TableColumnDefinition{Name: "Data", Type: "string", Description: corev1.Secret{}.SwaggerDoc()["data"]},
+			age,
+		),
+		{"", "namespaces"}: p(namespaceCells, name,
+			metav1.TableColumnDefinition{Name: "Status", Type: "string", Description: "The status of the namespace"},
+			age,
+		),
+		{"", "nodes"}: p(nodeCells, name,
+			metav1.TableColumnDefinition{Name: "Status", Type: "string", Description: "The status of the node"},
+			metav1.TableColumnDefinition{Name: "Roles", Type: "string", Description: "The roles of the node"},
+			age,
+			metav1.TableColumnDefinition{Name: "Version", Type: "string", Description: corev1.NodeSystemInfo{}.SwaggerDoc()["kubeletVersion"]},
+			metav1.TableColumnDefinition{Name: "Internal-IP", Type: "string", Priority: 1, Description: corev1.NodeStatus{}.SwaggerDoc()["addresses"]},
+			metav1.TableColumnDefinition{Name: "External-IP", Type: "string", Priority: 1, Description: corev1.NodeStatus{}.SwaggerDoc()["addresses"]},
+			metav1.TableColumnDefinition{Name: "OS-Image", Type: "string", Priority: 1, Description: corev1.NodeSystemInfo{}.SwaggerDoc()["osImage"]},
+			metav1.TableColumnDefinition{Name: "Kernel-Version", Type: "string", Priority: 1, Description: corev1.NodeSystemInfo{}.SwaggerDoc()["kernelVersion"]},
+			metav1.TableColumnDefinition{Name: "Container-Runtime", Type: "string", Priority: 1, Description: corev1.NodeSystemInfo{}.SwaggerDoc()["containerRuntimeVersion"]},
+		),
+		{"", "services"}: p(serviceCells, name,
+			metav1.TableColumnDefinition{Name: "Type", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["type"]},
+			metav1.TableColumnDefinition{Name: "Cluster-IP", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["clusterIP"]},
+			metav1.TableColumnDefinition{Name: "External-IP", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["externalIPs"]},
+			metav1.TableColumnDefinition{Name: "Port(s)", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["ports"]},
+			age,
+			metav1.TableColumnDefinition{Name: "Selector", Type: "string", Priority: 1, Description: corev1.ServiceSpec{}.SwaggerDoc()["selector"]},
+		),
+		{"apps", "deployments"}: p(deploymentCells, name,
+			metav1.TableColumnDefinition{Name: "Ready", Type: "string", Description: "Number of the pod with ready state"},
+			metav1.TableColumnDefinition{Name: "Up-to-date", Type: "string", Description: extensionsv1beta1.DeploymentStatus{}.SwaggerDoc()["updatedReplicas"]},
+			metav1.TableColumnDefinition{Name: "Available", Type: "string", Description: extensionsv1beta1.DeploymentStatus{}.SwaggerDoc()["availableReplicas"]},
+			age,
+			metav1.TableColumnDefinition{Name: "Containers", Type: "string", Priority: 1, Description: "Names of each container in the template."},
+			metav1.TableColumnDefinition{Name: "Images", Type: "string", Priority: 1, Description: "Images referenced by each container in the template."},
+			metav1.TableColumnDefinition{Name: "Selector", Type: "string", Priority: 1, Description: extensionsv1beta1.DeploymentSpec{}.SwaggerDoc()["selector"]},
+		),
+	}
+	defaultPrinter = p(defaultCells, name,
+		metav1.TableColumnDefinition{Name: "Created At", Type: "date", Description: metaDoc["creationTimestamp"]})
+	customPrinter = p(customCells, name,
+		metav1.TableColumnDefinition{Name: "Age", Type: "date", Description: metaDoc["creationTimestamp"]})
+}
+
+// isBuiltinGroup reports whether group is served by kube-apiserver itself
+// rather than by a CustomResourceDefinition.
+func isBuiltinGroup(group string) bool {
+	return group == "" || !strings.Contains(group, ".") || strings.HasSuffix(group, ".k8s.io")
+}
+
+func printerFor(group, resource string) *tablePrinter {
+	tablePrintersOnce.Do(initTablePrinters)
+	if p := tablePrinters[tableKey{group, resource}]; p != nil {
+		return p
+	}
+	if isBuiltinGroup(group) {
+		return defaultPrinter
+	}
+	return customPrinter
+}
+
+// AppendTableHead appends the start of a Table of resource.group up to the
+// '[' of its rows: {"kind":"Table","apiVersion":"meta.k8s.io/v1",
+// "metadata":{...},"columnDefinitions":[...],"rows":[
+// Then come rows (AppendTableRow) separated by AppendTableSep, then
+// AppendTableTail. For a single object pass its resourceVersion in m.
+func (s *Schema) AppendTableHead(dst []byte, group, resource string, m ListMeta) []byte {
+	p := printerFor(group, resource)
+	dst = append(dst, `{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":`...)
+	dst = appendListMetaJSON(dst, m)
+	dst = append(dst, `,"columnDefinitions":`...)
+	dst = append(dst, p.columns...)
+	return append(dst, `,"rows":[`...)
+}
+
+// AppendTableSep appends the separator written between two rows.
+func AppendTableSep(dst []byte) []byte { return append(dst, ',') }
+
+// AppendTableTail appends the end of a Table.
+func AppendTableTail(dst []byte) []byte { return append(dst, "]}"...) }
+
+var tableScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// AppendTableRow appends one row {"cells":[...],"object":...} for obj with
+// resourceVersion rv; now is the time Age cells are computed against. On
+// error dst is returned unchanged.
+func (s *Schema) AppendTableRow(dst []byte, group, resource string, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time) ([]byte, error) {
+	p := printerFor(group, resource)
+	bp := tableScratch.Get().(*[]byte)
+	defer tableScratch.Put(bp)
+	js, err := s.AppendJSON((*bp)[:0], obj, rv, JSONOptions{})
+	*bp = js[:0]
+	if err != nil {
+		return dst, err
+	}
+	cells, conds, err := p.cells(js, now)
+	if err != nil {
+		return dst, fmt.Errorf("cannot compute table cells of %s %s: %w", obj.APIVersion, obj.Kind, err)
+	}
+	start := len(dst)
+	dst = append(dst, `{"cells":[`...)
+	for i, c := range cells {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		switch v := c.(type) {
+		case nil:
+			dst = append(dst, "null"...)
+		case string:
+			dst = appendJSONQuote(dst, v)
+		case int64:
+			dst = strconv.AppendInt(dst, v, 10)
+		default:
+			panic(fmt.Sprintf("BUG: table cell of type %T", c))
+		}
+	}
+	dst = append(dst, ']')
+	if len(conds) > 0 {
+		b, err := json.Marshal(conds)
+		if err != nil {
+			return dst[:start], fmt.Errorf("cannot write row conditions: %w", err)
+		}
+		dst = append(dst, `,"conditions":`...)
+		dst = append(dst, b...)
+	}
+	dst = append(dst, `,"object":`...)
+	switch inc {
+	case IncludeNone:
+		dst = append(dst, "null"...)
+	case IncludeObject:
+		dst = append(dst, js...)
+	default:
+		if dst, err = s.AppendPartialJSON(dst, obj, rv); err != nil {
+			return dst[:start], err
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+// translateTimestampSince is the printers' Age: the time since t in
+// human-readable approximation, "<unknown>" for a zero time.
+func translateTimestampSince(t metav1.Time, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t.Time))
+}
+
+// objMeta is the part of ObjectMeta the printers read.
+type objMeta struct {
+	Name              string            `json:"name"`
+	CreationTimestamp metav1.Time       `json:"creationTimestamp"`
+	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
+	Labels            map[string]string `json:"labels"`
+}
+
+func defaultCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	return []any{o.Metadata.Name, o.Metadata.CreationTimestamp.Time.UTC().Format(time.RFC3339)}, nil, nil
+}
+
+func customCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata struct {
+			Name              string  `json:"name"`
+			CreationTimestamp *string `json:"creationTimestamp"`
+		} `json:"metadata"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	var created any
+	if o.Metadata.CreationTimestamp != nil {
+		created = *o.Metadata.CreationTimestamp
+	}
+	return []any{o.Metadata.Name, created}, nil, nil
+}
+
+func configMapCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata   objMeta                      `json:"metadata"`
+		Data       map[string]gojson.RawMessage `json:"data"`
+		BinaryData map[string]gojson.RawMessage `json:"binaryData"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	return []any{o.Metadata.Name, int64(len(o.Data) + len(o.BinaryData)), translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
+}
+
+func secretCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta                      `json:"metadata"`
+		Type     string                       `json:"type"`
+		Data     map[string]gojson.RawMessage `json:"data"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	return []any{o.Metadata.Name, o.Type, int64(len(o.Data)), translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
+}
+
+func namespaceCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		Status   struct {
+			Phase string `json:"phase"`
+		} `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	return []any{o.Metadata.Name, o.Status.Phase, translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
+}
+
+// Pods.
+
+type podContainerState struct {
+	Waiting *struct {
+		Reason string `json:"reason"`
+	} `json:"waiting"`
+	Running *struct{} `json:"running"`
+	// Terminated carries what printPod reads of ContainerStateTerminated.
+	Terminated *struct {
+		ExitCode   int32       `json:"exitCode"`
+		Signal     int32       `json:"signal"`
+		Reason     string      `json:"reason"`
+		FinishedAt metav1.Time `json:"finishedAt"`
+	} `json:"terminated"`
+}
+
+type podContainerStatus struct {
+	Name                 string            `json:"name"`
+	Ready                bool              `json:"ready"`
+	RestartCount         int32             `json:"restartCount"`
+	Started              *bool             `json:"started"`
+	State                podContainerState `json:"state"`
+	LastTerminationState podContainerState `json:"lastState"`
+}
+
+type podCondition struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	Reason string `json:"reason"`
+}
+
+type podForTable struct {
+	Metadata objMeta `json:"metadata"`
+	Spec     struct {
+		NodeName       string `json:"nodeName"`
+		InitContainers []struct {
+			Name          string  `json:"name"`
+			RestartPolicy *string `json:"restartPolicy"`
+		} `json:"initContainers"`
+		Containers     []struct{} `json:"containers"`
+		ReadinessGates []struct {
+			ConditionType string `json:"conditionType"`
+		} `json:"readinessGates"`
+	} `json:"spec"`
+	Status struct {
+		Phase             string `json:"phase"`
+		Reason            string `json:"reason"`
+		NominatedNodeName string `json:"nominatedNodeName"`
+		PodIPs            []struct {
+			IP string `json:"ip"`
+		} `json:"podIPs"`
+		Conditions            []podCondition       `json:"conditions"`
+		InitContainerStatuses []podContainerStatus `json:"initContainerStatuses"`
+		ContainerStatuses     []podContainerStatus `json:"containerStatuses"`
+	} `json:"status"`
+}
+
+var (
+	podSucceededConditions = []tableRowCondition{{Type: string(metav1.RowCompleted), Status: string(metav1.ConditionTrue), Reason: string(corev1.PodSucceeded), Message: "The pod has completed successfully."}}
+	podFailedConditions    = []tableRowCondition{{Type: string(metav1.RowCompleted), Status: string(metav1.ConditionTrue), Reason: string(corev1.PodFailed), Message: "The pod failed."}}
+)
+
+// podCells follows printPod of kube-apiserver's printers: READY counts ready
+// containers (and started restartable init containers), STATUS is the
+// phase refined by the pod reason, init container progress, container
+// waiting/terminated reasons and deletion, RESTARTS adds the time since the
+// last restart.
+func podCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var pod podForTable
+	if err := gojson.Unmarshal(js, &pod); err != nil {
+		return nil, nil, err
+	}
+	restarts, restartableInitRestarts := 0, 0
+	totalContainers := len(pod.Spec.Containers)
+	readyContainers := 0
+	var lastRestartDate, lastRestartableInitRestartDate metav1.Time
+
+	phase := pod.Status.Phase
+	reason := phase
+	if pod.Status.Reason != "" {
+		reason = pod.Status.Reason
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == string(corev1.PodScheduled) && c.Reason == corev1.PodReasonSchedulingGated {
+			reason = corev1.PodReasonSchedulingGated
+		}
+	}
+
+	var conds []tableRowCondition
+	switch corev1.PodPhase(phase) {
+	case corev1.PodSucceeded:
+		conds = podSucceededConditions
+	case corev1.PodFailed:
+		conds = podFailedConditions
+	}
+
+	restartable := make(map[string]bool, len(pod.Spec.InitContainers))
+	for _, c := range pod.Spec.InitContainers {
+		r := c.RestartPolicy != nil && *c.RestartPolicy == string(corev1.ContainerRestartPolicyAlways)
+		restartable[c.Name] = r
+		if r {
+			totalContainers++
+		}
+	}
+
+	initializing := false
+	for i, c := range pod.Status.InitContainerStatuses {
+		restarts += int(c.RestartCount)
+		if t := c.LastTerminationState.Terminated; t != nil && lastRestartDate.Before(&t.FinishedAt) {
+			lastRestartDate = t.FinishedAt
+		}
+		if restartable[c.Name] {
+			restartableInitRestarts += int(c.RestartCount)
+			if t := c.LastTerminationState.Terminated; t != nil && lastRestartableInitRestartDate.Before(&t.FinishedAt) {
+				lastRestartableInitRestartDate = t.FinishedAt
+			}
+		}
+		switch {
+		case c.State.Terminated != nil && c.State.Terminated.ExitCode == 0:
+			continue
+		case restartable[c.Name] && c.Started != nil && *c.Started:
+			if c.Ready {
+				readyContainers++
+			}
+			continue
+		case c.State.Terminated != nil:
+			switch {
+			case c.State.Terminated.Reason != "":
+				reason = "Init:" + c.State.Terminated.Reason
+			case c.State.Terminated.Signal != 0:
+				reason = fmt.Sprintf("Init:Signal:%d", c.State.Terminated.Signal)
+			default:
+				reason = fmt.Sprintf("Init:ExitCode:%d", c.State.Terminated.ExitCode)
+			}
+			initializing = true
+		case c.State.Waiting != nil && c.State.Waiting.Reason != "" && c.State.Waiting.Reason != "PodInitializing":
+			reason = "Init:" + c.State.Waiting.Reason
+			initializing = true
+		default:
+			reason = fmt.Sprintf("Init:%d/%d", i, len(pod.Spec.InitContainers))
+			initializing = true
+		}
+		break
+	}
+
+	if !initializing || podConditionTrue(pod.Status.Conditions, string(corev1.PodInitialized)) {
+		restarts = restartableInitRestarts
+		lastRestartDate = lastRestartableInitRestartDate
+		hasRunning := false
+		for i := len(pod.Status.ContainerStatuses) - 1; i >= 0; i-- {
+			c := pod.Status.ContainerStatuses[i]
+			restarts += int(c.RestartCount)
+			if t := c.LastTerminationState.Terminated; t != nil && lastRestartDate.Before(&t.FinishedAt) {
+				lastRestartDate = t.FinishedAt
+			}
+			switch {
+			case c.State.Waiting != nil && c.State.Waiting.Reason != "":
+				reason = c.State.Waiting.Reason
+			case c.State.Terminated != nil && c.State.Terminated.Reason != "":
+				reason = c.State.Terminated.Reason
+			case c.State.Terminated != nil && c.State.Terminated.Signal != 0:
+				reason = fmt.Sprintf("Signal:%d", c.State.Terminated.Signal)
+			case c.State.Terminated != nil:
+				reason = fmt.Sprintf("ExitCode:%d", c.State.Terminated.ExitCode)
+			case c.Ready && c.State.Running != nil:
+				hasRunning = true
+				readyContainers++
+			}
+		}
+		// A pod whose containers completed but one still runs is Running
+		// (or NotReady without the Ready condition).
+		if reason == "Completed" && hasRunning {
+			if podConditionTrue(pod.Status.Conditions, string(corev1.PodReady)) {
+				reason = "Running"
+			} else {
+				reason = "NotReady"
+			}
+		}
+	}
+
+	terminal := phase == string(corev1.PodSucceeded) || phase == string(corev1.PodFailed)
+	if pod.Metadata.DeletionTimestamp != nil && pod.Status.Reason == "NodeLost" {
+		reason = "Unknown"
+	} else if pod.Metadata.DeletionTimestamp != nil && !terminal {
+		reason = "Terminating"
+	}
+
+	restartsStr := strconv.Itoa(restarts)
+	if restarts != 0 && !lastRestartDate.IsZero() {
+		restartsStr = fmt.Sprintf("%d (%s ago)", restarts, translateTimestampSince(lastRestartDate, now))
+	}
+
+	podIP := ""
+	if len(pod.Status.PodIPs) > 0 {
+		podIP = pod.Status.PodIPs[0].IP
+	}
+	readinessGates := "<none>"
+	if len(pod.Spec.ReadinessGates) > 0 {
+		trueConditions := 0
+		for _, g := range pod.Spec.ReadinessGates {
+			for _, c := range pod.Status.Conditions {
+				if c.Type == g.ConditionType {
+					if c.Status == string(corev1.ConditionTrue) {
+						trueConditions++
+					}
+					break
+				}
+			}
+		}
+		readinessGates = fmt.Sprintf("%d/%d", trueConditions, len(pod.Spec.ReadinessGates))
+	}
+	return []any{
+		pod.Metadata.Name,
+		fmt.Sprintf("%d/%d", readyContainers, totalContainers),
+		reason,
+		restartsStr,
+		translateTimestampSince(pod.Metadata.CreationTimestamp, now),
+		orNone(podIP), orNone(pod.Spec.NodeName), orNone(pod.Status.NominatedNodeName), readinessGates,
+	}, conds, nil
+}
+
+// podConditionTrue reports whether the first condition of type typ is True.
+func podConditionTrue(conds []podCondition, typ string) bool {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c.Status == string(corev1.ConditionTrue)
+		}
+	}
+	return false
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "<unknown>"
+	}
+	return s
+}
+
+// Deployments.
+
+type containerNameImage struct {
+	Name  string `json:"name"`
+	Image string `json:"image"`
+}
+
+// layoutContainerCells joins the container names and images with ",".
+func layoutContainerCells(cs []containerNameImage) (names, images string) {
+	var n, i strings.Builder
+	for k, c := range cs {
+		if k > 0 {
+			n.WriteByte(',')
+			i.WriteByte(',')
+		}
+		n.WriteString(c.Name)
+		i.WriteString(c.Image)
+	}
+	return n.String(), i.String()
+}
+
+func deploymentCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var d struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			Replicas *int32                `json:"replicas"`
+			Selector *metav1.LabelSelector `json:"selector"`
+			Template struct {
+				Spec struct {
+					Containers []containerNameImage `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+		Status appsv1.DeploymentStatus `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &d); err != nil {
+		return nil, nil, err
+	}
+	desired := int32(1) // kube-apiserver defaults spec.replicas to 1
+	if d.Spec.Replicas != nil {
+		desired = *d.Spec.Replicas
+	}
+	selector := "<invalid>"
+	if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil {
+		selector = sel.String()
+	}
+	names, images := layoutContainerCells(d.Spec.Template.Spec.Containers)
+	return []any{
+		d.Metadata.Name,
+		fmt.Sprintf("%d/%d", int64(d.Status.ReadyReplicas), int64(desired)),
+		int64(d.Status.UpdatedReplicas),
+		int64(d.Status.AvailableReplicas),
+		translateTimestampSince(d.Metadata.CreationTimestamp, now),
+		names, images, selector,
+	}, nil, nil
+}
+
+// Nodes.
+
+const (
+	labelNodeRolePrefix = "node-role.kubernetes.io/"
+	nodeLabelRole       = "kubernetes.io/role"
+)
+
+func nodeCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var n struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			Unschedulable bool `json:"unschedulable"`
+		} `json:"spec"`
+		Status struct {
+			Conditions []struct {
+				Type   string `json:"type"`
+				Status string `json:"status"`
+			} `json:"conditions"`
+			Addresses []struct {
+				Type    string `json:"type"`
+				Address string `json:"address"`
+			} `json:"addresses"`
+			NodeInfo struct {
+				KubeletVersion          string `json:"kubeletVersion"`
+				OSImage                 string `json:"osImage"`
+				KernelVersion           string `json:"kernelVersion"`
+				ContainerRuntimeVersion string `json:"containerRuntimeVersion"`
+			} `json:"nodeInfo"`
+		} `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &n); err != nil {
+		return nil, nil, err
+	}
+	// The last Ready condition decides, as in the printer's condition map.
+	var status []string
+	ready := ""
+	for _, c := range n.Status.Conditions {
+		if c.Type == string(corev1.NodeReady) {
+			ready = c.Status
+			if ready == "" {
+				ready = "-" // present but empty: NotReady
+			}
+		}
+	}
+	switch ready {
+	case "":
+		status = append(status, "Unknown")
+	case string(corev1.ConditionTrue):
+		status = append(status, "Ready")
+	default:
+		status = append(status, "NotReady")
+	}
+	if n.Spec.Unschedulable {
+		status = append(status, "SchedulingDisabled")
+	}
+
+	roleSet := map[string]bool{}
+	for k, v := range n.Metadata.Labels {
+		switch {
+		case strings.HasPrefix(k, labelNodeRolePrefix):
+			if role := strings.TrimPrefix(k, labelNodeRolePrefix); role != "" {
+				roleSet[role] = true
+			}
+		case k == nodeLabelRole && v != "":
+			roleSet[v] = true
+		}
+	}
+	roles := make([]string, 0, len(roleSet))
+	for r := range roleSet {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+
+	address := func(typ string) string {
+		for _, a := range n.Status.Addresses {
+			if a.Type == typ {
+				return a.Address
+			}
+		}
+		return "<none>"
+	}
+	info := n.Status.NodeInfo
+	return []any{
+		n.Metadata.Name,
+		strings.Join(status, ","),
+		orNone(strings.Join(roles, ",")),
+		translateTimestampSince(n.Metadata.CreationTimestamp, now),
+		info.KubeletVersion,
+		address(string(corev1.NodeInternalIP)),
+		address(string(corev1.NodeExternalIP)),
+		orUnknown(info.OSImage), orUnknown(info.KernelVersion), orUnknown(info.ContainerRuntimeVersion),
+	}, nil, nil
+}
+
+// Services.
+
+func serviceCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var s struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			Type         string   `json:"type"`
+			ClusterIPs   []string `json:"clusterIPs"`
+			ExternalIPs  []string `json:"externalIPs"`
+			ExternalName string   `json:"externalName"`
+			Ports        []struct {
+				Port     int32  `json:"port"`
+				NodePort int32  `json:"nodePort"`
+				Protocol string `json:"protocol"`
+			} `json:"ports"`
+			Selector map[string]string `json:"selector"`
+		} `json:"spec"`
+		Status struct {
+			LoadBalancer struct {
+				Ingress []struct {
+					IP       string `json:"ip"`
+					Hostname string `json:"hostname"`
+				} `json:"ingress"`
+			} `json:"loadBalancer"`
+		} `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &s); err != nil {
+		return nil, nil, err
+	}
+	internalIP := "<none>"
+	if len(s.Spec.ClusterIPs) > 0 {
+		internalIP = s.Spec.ClusterIPs[0]
+	}
+
+	var externalIP string
+	switch corev1.ServiceType(s.Spec.Type) {
+	case corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort:
+		externalIP = "<none>"
+		if len(s.Spec.ExternalIPs) > 0 {
+			externalIP = strings.Join(s.Spec.ExternalIPs, ",")
+		}
+	case corev1.ServiceTypeLoadBalancer:
+		// Wide output: load balancer addresses sorted, unique, unclipped.
+		set := map[string]bool{}
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			if in.IP != "" {
+				set[in.IP] = true
+			} else if in.Hostname != "" {
+				set[in.Hostname] = true
+			}
+		}
+		lb := make([]string, 0, len(set))
+		for a := range set {
+			lb = append(lb, a)
+		}
+		sort.Strings(lb)
+		switch {
+		case len(s.Spec.ExternalIPs) > 0:
+			externalIP = strings.Join(append(lb, s.Spec.ExternalIPs...), ",")
+		case len(lb) > 0:
+			externalIP = strings.Join(lb, ",")
+		default:
+			externalIP = "<pending>"
+		}
+	case corev1.ServiceTypeExternalName:
+		externalIP = s.Spec.ExternalName
+	default:
+		externalIP = "<unknown>"
+	}
+
+	ports := make([]string, len(s.Spec.Ports))
+	for i, p := range s.Spec.Ports {
+		if p.NodePort > 0 {
+			ports[i] = fmt.Sprintf("%d:%d/%s", p.Port, p.NodePort, p.Protocol)
+		} else {
+			ports[i] = fmt.Sprintf("%d/%s", p.Port, p.Protocol)
+		}
+	}
+	return []any{
+		s.Metadata.Name,
+		s.Spec.Type,
+		internalIP,
+		externalIP,
+		orNone(strings.Join(ports, ",")),
+		translateTimestampSince(s.Metadata.CreationTimestamp, now),
+		labels.FormatLabels(s.Spec.Selector),
+	}, nil, nil
+}
