@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -55,14 +58,14 @@ func TestClientGo(t *testing.T) {
 				t.Errorf("list configmaps: %d items, want %d", len(list.Items), len(cms))
 			}
 			for i := range list.Items {
-				checkConfigMap(t, &list.Items[i], cms, revs)
+				checkConfigMap(t, &list.Items[i], cms, revs, true)
 			}
 			o := matching(objs, "configmaps", "team-b", nil)[3]
 			got, err := cs.CoreV1().ConfigMaps("team-b").Get(ctx, o.Name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("get configmap: %v", err)
 			}
-			checkConfigMap(t, got, cms, revs)
+			checkConfigMap(t, got, cms, revs, true)
 
 			dep, err := cs.AppsV1().Deployments(demo.AppNamespace).Get(ctx, demo.Deployment, metav1.GetOptions{})
 			if err != nil {
@@ -216,8 +219,34 @@ func TestClientGo(t *testing.T) {
 			}
 		}
 		one, err := mc.Resource(gvr).Namespace("team-c").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
-		if err != nil || one.Name != "kube-root-ca.crt" || one.Kind != "PartialObjectMetadata" {
+		if err != nil || one.Name != "kube-root-ca.crt" || one.UID != cms["team-c/kube-root-ca.crt"].UID {
 			t.Errorf("metadata get = %+v, %v", one, err)
+		}
+		// The metadata client accepts a full object too; check that the
+		// server answers the Accept it sends with metadata only.
+		for _, tt := range []struct{ path, as string }{
+			{"/api/v1/namespaces/team-c/configmaps/kube-root-ca.crt", "PartialObjectMetadata"},
+			{"/api/v1/namespaces/team-c/configmaps", "PartialObjectMetadataList"},
+		} {
+			body := httpGet(t, p.URL+tt.path, "application/json;as="+tt.as+";g=meta.k8s.io;v=v1")
+			var got struct {
+				Kind       string          `json:"kind"`
+				APIVersion string          `json:"apiVersion"`
+				Data       json.RawMessage `json:"data"`
+				Items      []struct {
+					Data json.RawMessage `json:"data"`
+				} `json:"items"`
+			}
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatalf("GET %s as=%s: %v\n%.300s", tt.path, tt.as, err, body)
+			}
+			hasData := got.Data != nil
+			for _, it := range got.Items {
+				hasData = hasData || it.Data != nil
+			}
+			if got.Kind != tt.as || got.APIVersion != "meta.k8s.io/v1" || hasData {
+				t.Errorf("GET %s as=%s: kind %q apiVersion %q, data present: %v; want metadata only", tt.path, tt.as, got.Kind, got.APIVersion, hasData)
+			}
 		}
 	})
 
@@ -237,4 +266,27 @@ func TestClientGo(t *testing.T) {
 			t.Errorf("informer has %d configmaps, want %d", got, want)
 		}
 	})
+}
+
+// httpGet GETs url with an Accept header and returns the body of a 200.
+func httpGet(t *testing.T, url, accept string) []byte {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s (Accept %s): %s: %.300s", url, accept, resp.Status, body)
+	}
+	return body
 }
