@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/binary"
 	"io"
 	"testing"
@@ -103,5 +104,83 @@ func TestProtobufWatchStatusFrame(t *testing.T) {
 	want = append(want, pb...)
 	if got := AppendProtobufWatchStatus(nil, st); !bytes.Equal(got, want) {
 		t.Fatalf("AppendProtobufWatchStatus =\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestWatchStreamDifferential writes ADDED/MODIFIED/DELETED events of stored
+// ConfigMaps and Pods and a closing initial-events-end BOOKMARK, and decodes
+// the stream with client-go's watch decoder in JSON and protobuf.
+func TestWatchStreamDifferential(t *testing.T) {
+	s := fxSchema(t)
+	cms := fxStore(t, testConfigMaps(4), 50)
+	pods := fxStore(t, testPods(), 90)
+	type ev struct {
+		typ EventType
+		it  fxItem
+	}
+	events := []ev{{EventAdded, cms[0]}, {EventAdded, cms[1]}, {EventModified, cms[2]}, {EventDeleted, cms[3]}, {EventAdded, pods[0]}, {EventDeleted, pods[1]}}
+	var want []watchEvent
+	for _, e := range events {
+		w := e.it.want.DeepCopyObject()
+		gvks, _, err := scheme.Scheme.ObjectKinds(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.GetObjectKind().SetGroupVersionKind(gvks[0])
+		want = append(want, watchEvent{watch.EventType(e.typ), w})
+	}
+	end := &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{ResourceVersion: "99", Annotations: map[string]string{InitialEventsEndAnnotation: "true"}}}
+	want = append(want, watchEvent{watch.Bookmark, end})
+
+	for _, mt := range []string{mediaJSON, mediaProtobuf} {
+		t.Run(mt, func(t *testing.T) {
+			var body []byte
+			for _, e := range events {
+				if mt == mediaJSON {
+					var err error
+					if body, err = s.AppendJSONWatchEvent(body, e.typ, e.it.obj, e.it.rv); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					body = AppendProtobufWatchEvent(body, e.typ, e.it.obj, e.it.rv)
+				}
+			}
+			if mt == mediaJSON {
+				body = AppendJSONBookmark(body, "v1", "Pod", 99, true)
+			} else {
+				body = AppendProtobufBookmark(body, "v1", "Pod", 99, true)
+			}
+			got := decodeWatch(t, mt, body)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("decoded events differ (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestJSONWatchEventBytes checks a JSON frame byte for byte against
+// encoding/json of metav1.WatchEvent holding apimachinery's JSON of the
+// object, as kube-apiserver writes it.
+func TestJSONWatchEventBytes(t *testing.T) {
+	s := fxSchema(t)
+	it := fxStore(t, testConfigMaps(3), 7)[2]
+	w := it.want.DeepCopyObject()
+	w.GetObjectKind().SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	raw := encodeOracle(t, fxJSON, w)
+	frame, err := json.Marshal(&metav1.WatchEvent{Type: "MODIFIED", Object: runtime.RawExtension{Raw: raw}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame = append(frame, '\n')
+	got, err := s.AppendJSONWatchEvent([]byte("x"), EventModified, it.obj, it.rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[1:], frame) {
+		t.Fatalf("JSON watch frame:\ngot  %s\nwant %s", got[1:], frame)
+	}
+	if _, err := s.AppendJSONWatchEvent(got[:1], EventAdded, Object{Format: FormatProtobuf, APIVersion: "v1", Kind: "ConfigMap", Raw: []byte{0xff}}, 1); err == nil {
+		t.Fatal("AppendJSONWatchEvent of corrupt object: want error")
 	}
 }

@@ -79,7 +79,7 @@ func AppendYAMLListTail(dst []byte, listKind string, m ListMeta) []byte {
 	}
 	dst = appendYAMLScalarKey(dst, "kind", listKind)
 	var js [128]byte
-	y, err := yaml.JSONToYAML(appendListMetaJSON(append(js[:0], `{"metadata":`...), m))
+	y, err := yaml.JSONToYAML(append(appendListMetaJSON(append(js[:0], `{"metadata":`...), m), '}'))
 	if err != nil {
 		panic(fmt.Sprintf("BUG: cannot convert list metadata to YAML: %v", err))
 	}
