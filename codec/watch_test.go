@@ -2,8 +2,8 @@ package codec
 
 import (
 	"bytes"
-	"encoding/json"
 	"encoding/binary"
+	"encoding/json"
 	"io"
 	"testing"
 
