@@ -408,6 +408,9 @@ func (s *RefServer) watch(w http.ResponseWriter, r *http.Request, req refRequest
 	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
+	if fl != nil {
+		fl.Flush() // the client sees the headers before the first event
+	}
 	send := func(typ string, obj runtime.Object) bool {
 		obj.GetObjectKind().SetGroupVersionKind(s.gvk(req.kind, s.kindName(req.kind)))
 		var buf bytes.Buffer
