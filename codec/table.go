@@ -671,20 +671,17 @@ func nodeCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 		return nil, nil, err
 	}
 	// The last Ready condition decides, as in the printer's condition map.
-	var status []string
-	ready := ""
-	for _, c := range n.Status.Conditions {
+	var ready *string
+	for i, c := range n.Status.Conditions {
 		if c.Type == string(corev1.NodeReady) {
-			ready = c.Status
-			if ready == "" {
-				ready = "-" // present but empty: NotReady
-			}
+			ready = &n.Status.Conditions[i].Status
 		}
 	}
-	switch ready {
-	case "":
+	var status []string
+	switch {
+	case ready == nil:
 		status = append(status, "Unknown")
-	case string(corev1.ConditionTrue):
+	case *ready == string(corev1.ConditionTrue):
 		status = append(status, "Ready")
 	default:
 		status = append(status, "NotReady")

@@ -1,0 +1,360 @@
+package codec
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+)
+
+// The expected cells below are what kube-apiserver's printers
+// (pkg/printers/internalversion/printers.go, Wide output as its
+// TableConvertor uses) produce for the same objects, worked out by hand from
+// their rules. Integers are float64 because the Table is decoded with
+// encoding/json into metav1.Table, as kubectl does.
+
+var tableNow = fxCreated.Add(26 * time.Hour)
+
+func ago(d time.Duration) metav1.Time { return metav1.NewTime(tableNow.Add(-d)) }
+
+var age = duration.HumanDuration(tableNow.Sub(fxCreated.Time)) // "26h"
+
+type columnSpec struct {
+	Name, Type, Format string
+	Priority           int32
+}
+
+type tableCase struct {
+	name            string
+	group, resource string
+	objs            []runtime.Object
+	columns         []columnSpec
+	cells           [][]any
+	conditions      map[int][]metav1.TableRowCondition
+}
+
+func podMeta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: "ns", CreationTimestamp: fxCreated}
+}
+
+func running() corev1.ContainerState {
+	return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: fxCreated}}
+}
+
+func tableCases() []tableCase {
+	always := corev1.ContainerRestartPolicyAlways
+	three := int32(3)
+	cPod := func(n int) []corev1.Container {
+		cs := make([]corev1.Container, n)
+		for i := range cs {
+			cs[i] = corev1.Container{Name: fmt.Sprint("c", i), Image: "img"}
+		}
+		return cs
+	}
+	podColumns := []columnSpec{{"Name", "string", "name", 0}, {"Ready", "string", "", 0}, {"Status", "string", "", 0}, {"Restarts", "string", "", 0}, {"Age", "string", "", 0},
+		{"IP", "string", "", 1}, {"Node", "string", "", 1}, {"Nominated Node", "string", "", 1}, {"Readiness Gates", "string", "", 1}}
+	return []tableCase{
+		{
+			name: "configmaps", resource: "configmaps",
+			objs:    testConfigMaps(3),
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Data", "string", "", 0}, {"Age", "string", "", 0}},
+			cells:   [][]any{{"cm-000", 0.0, age}, {"cm-001", 4.0, age}, {"cm-002", 3.0, age}},
+		},
+		{
+			name: "secrets", resource: "secrets",
+			objs: []runtime.Object{
+				&corev1.Secret{ObjectMeta: podMeta("s1"), Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"a": []byte("1"), "b": {}}},
+				&corev1.Secret{ObjectMeta: podMeta("tls"), Type: corev1.SecretTypeTLS},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Type", "string", "", 0}, {"Data", "string", "", 0}, {"Age", "string", "", 0}},
+			cells:   [][]any{{"s1", "Opaque", 2.0, age}, {"tls", "kubernetes.io/tls", 0.0, age}},
+		},
+		{
+			name: "namespaces", resource: "namespaces",
+			objs: []runtime.Object{
+				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default", CreationTimestamp: fxCreated}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}},
+				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "old", CreationTimestamp: fxCreated}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Status", "string", "", 0}, {"Age", "string", "", 0}},
+			cells:   [][]any{{"default", "Active", age}, {"old", "Terminating", age}},
+		},
+		{
+			name: "pods", resource: "pods", columns: podColumns,
+			objs: []runtime.Object{
+				// Running, one restart 5 minutes ago.
+				&corev1.Pod{ObjectMeta: podMeta("running"), Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(2)},
+					Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.1.1.1"}, {IP: "fd00::1"}},
+						Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+						ContainerStatuses: []corev1.ContainerStatus{
+							{Name: "c0", Ready: true, State: running()},
+							{Name: "c1", Ready: true, RestartCount: 1, State: running(), LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: ago(5 * time.Minute)}}},
+						}}},
+				// Pending, creating its container.
+				&corev1.Pod{ObjectMeta: podMeta("creating"), Spec: corev1.PodSpec{NodeName: "n2", Containers: cPod(1)},
+					Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{
+						{Name: "c0", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}}},
+				// Pending, not scheduled, nominated.
+				&corev1.Pod{ObjectMeta: podMeta("pending"), Spec: corev1.PodSpec{Containers: cPod(1)},
+					Status: corev1.PodStatus{Phase: corev1.PodPending, NominatedNodeName: "n3"}},
+				// CrashLoopBackOff.
+				&corev1.Pod{ObjectMeta: podMeta("crash"), Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(1)},
+					Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+						{Name: "c0", RestartCount: 5, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+							LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", FinishedAt: ago(90 * time.Second)}}}}}},
+				// Completed (Succeeded).
+				&corev1.Pod{ObjectMeta: podMeta("done"), Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(1)},
+					Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{
+						{Name: "c0", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}}},
+				// Terminating.
+				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bye", Namespace: "ns", CreationTimestamp: fxCreated, DeletionTimestamp: ptr(ago(time.Minute)), DeletionGracePeriodSeconds: ptr(int64(30))},
+					Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(1)},
+					Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "c0", Ready: true, State: running()}}}},
+				// Evicted (Failed with a reason).
+				&corev1.Pod{ObjectMeta: podMeta("evicted"), Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(1)},
+					Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted"}},
+				// Second of two init containers running; a sidecar (restartable
+				// init container) counts in READY's total.
+				&corev1.Pod{ObjectMeta: podMeta("init"), Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(1),
+					InitContainers: []corev1.Container{{Name: "i0", Image: "img"}, {Name: "i1", Image: "img"}, {Name: "side", Image: "img", RestartPolicy: &always}}},
+					Status: corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{
+						{Name: "i0", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}},
+						{Name: "i1", State: running()},
+						{Name: "side"},
+					}, ContainerStatuses: []corev1.ContainerStatus{{Name: "c0", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}}},
+				// Init container failed.
+				&corev1.Pod{ObjectMeta: podMeta("initfail"), Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(1), InitContainers: []corev1.Container{{Name: "i0", Image: "img"}}},
+					Status: corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{
+						{Name: "i0", RestartCount: 2, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3}}}}}},
+				// Readiness gates: one of two True.
+				&corev1.Pod{ObjectMeta: podMeta("gated"), Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(1),
+					ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "example.com/a"}, {ConditionType: "example.com/b"}}},
+					Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.1.1.9"}},
+						Conditions: []corev1.PodCondition{{Type: "example.com/a", Status: corev1.ConditionTrue}, {Type: "example.com/b", Status: corev1.ConditionFalse}},
+						ContainerStatuses: []corev1.ContainerStatus{{Name: "c0", Ready: true, State: running()}}}},
+				// A completed container beside a running one is Running (Ready
+				// condition) .
+				&corev1.Pod{ObjectMeta: podMeta("mixed"), Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(2)},
+					Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+						ContainerStatuses: []corev1.ContainerStatus{
+							{Name: "c0", Ready: true, State: running()},
+							{Name: "c1", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}},
+						}}},
+			},
+			cells: [][]any{
+				{"running", "2/2", "Running", "1 (5m ago)", age, "10.1.1.1", "n1", "<none>", "<none>"},
+				{"creating", "0/1", "ContainerCreating", "0", age, "<none>", "n2", "<none>", "<none>"},
+				{"pending", "0/1", "Pending", "0", age, "<none>", "<none>", "n3", "<none>"},
+				{"crash", "0/1", "CrashLoopBackOff", "5 (90s ago)", age, "<none>", "n1", "<none>", "<none>"},
+				{"done", "0/1", "Completed", "0", age, "<none>", "n1", "<none>", "<none>"},
+				{"bye", "1/1", "Terminating", "0", age, "<none>", "n1", "<none>", "<none>"},
+				{"evicted", "0/1", "Evicted", "0", age, "<none>", "n1", "<none>", "<none>"},
+				{"init", "0/2", "Init:1/3", "0", age, "<none>", "n1", "<none>", "<none>"},
+				{"initfail", "0/1", "Init:ExitCode:3", "2", age, "<none>", "n1", "<none>", "<none>"},
+				{"gated", "1/1", "Running", "0", age, "10.1.1.9", "n1", "<none>", "1/2"},
+				{"mixed", "1/2", "Running", "0", age, "<none>", "n1", "<none>", "<none>"},
+			},
+			conditions: map[int][]metav1.TableRowCondition{
+				4: {{Type: metav1.RowCompleted, Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "The pod has completed successfully."}},
+				6: {{Type: metav1.RowCompleted, Status: metav1.ConditionTrue, Reason: "Failed", Message: "The pod failed."}},
+			},
+		},
+		{
+			name: "deployments", group: "apps", resource: "deployments",
+			objs: []runtime.Object{
+				&appsv1.Deployment{ObjectMeta: podMeta("web"), Spec: appsv1.DeploymentSpec{Replicas: &three,
+					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}, MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"b", "a"}}}},
+					Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:1.27"}, {Name: "sidecar", Image: "busybox"}}}}},
+					Status: appsv1.DeploymentStatus{ReadyReplicas: 2, UpdatedReplicas: 3, AvailableReplicas: 1}},
+				&appsv1.Deployment{ObjectMeta: podMeta("bad-selector"), Spec: appsv1.DeploymentSpec{
+					Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: "Bogus"}}}}},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Ready", "string", "", 0}, {"Up-to-date", "string", "", 0}, {"Available", "string", "", 0}, {"Age", "string", "", 0},
+				{"Containers", "string", "", 1}, {"Images", "string", "", 1}, {"Selector", "string", "", 1}},
+			cells: [][]any{
+				{"web", "2/3", 3.0, 1.0, age, "nginx,sidecar", "nginx:1.27,busybox", "app=web,tier in (a,b)"},
+				{"bad-selector", "0/1", 0.0, 0.0, age, "", "", "<invalid>"},
+			},
+		},
+		{
+			name: "nodes", resource: "nodes",
+			objs: []runtime.Object{
+				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp", CreationTimestamp: fxCreated, Labels: map[string]string{
+					"node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/": "x", "kubernetes.io/role": "worker", "other": "y"}},
+					Spec: corev1.NodeSpec{Unschedulable: true},
+					Status: corev1.NodeStatus{
+						Conditions: []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+						Addresses:  []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "cp"}, {Type: corev1.NodeInternalIP, Address: "192.168.0.2"}, {Type: corev1.NodeExternalIP, Address: "203.0.113.5"}},
+						NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.37.0", OSImage: "Debian GNU/Linux 13", KernelVersion: "6.12.0", ContainerRuntimeVersion: "containerd://2.1.0"}}},
+				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new", CreationTimestamp: fxCreated}},
+				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "sick", CreationTimestamp: fxCreated},
+					Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Status", "string", "", 0}, {"Roles", "string", "", 0}, {"Age", "string", "", 0}, {"Version", "string", "", 0},
+				{"Internal-IP", "string", "", 1}, {"External-IP", "string", "", 1}, {"OS-Image", "string", "", 1}, {"Kernel-Version", "string", "", 1}, {"Container-Runtime", "string", "", 1}},
+			cells: [][]any{
+				{"cp", "Ready,SchedulingDisabled", "control-plane,worker", age, "v1.37.0", "192.168.0.2", "203.0.113.5", "Debian GNU/Linux 13", "6.12.0", "containerd://2.1.0"},
+				{"new", "Unknown", "<none>", age, "", "<none>", "<none>", "<unknown>", "<unknown>", "<unknown>"},
+				{"sick", "NotReady", "<none>", age, "", "<none>", "<none>", "<unknown>", "<unknown>", "<unknown>"},
+			},
+		},
+		{
+			name: "services", resource: "services",
+			objs: []runtime.Object{
+				&corev1.Service{ObjectMeta: podMeta("web"), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
+					Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}, {Port: 53, Protocol: corev1.ProtocolUDP}}, Selector: map[string]string{"app": "web", "a": "b"}}},
+				&corev1.Service{ObjectMeta: podMeta("np"), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIPs: []string{"10.96.0.11"}, ExternalIPs: []string{"198.51.100.1"},
+					Ports: []corev1.ServicePort{{Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP}}}},
+				&corev1.Service{ObjectMeta: podMeta("lb"), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIPs: []string{"10.96.0.12"},
+					Ports: []corev1.ServicePort{{Port: 443, NodePort: 31443, Protocol: corev1.ProtocolTCP}}},
+					Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{Hostname: "lb.example.com"}, {IP: "5.6.7.8"}, {IP: "5.6.7.8"}}}}},
+				&corev1.Service{ObjectMeta: podMeta("lb-pending"), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIPs: []string{"10.96.0.13"}}},
+				&corev1.Service{ObjectMeta: podMeta("ext"), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com"}},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Type", "string", "", 0}, {"Cluster-IP", "string", "", 0}, {"External-IP", "string", "", 0}, {"Port(s)", "string", "", 0}, {"Age", "string", "", 0}, {"Selector", "string", "", 1}},
+			cells: [][]any{
+				{"web", "ClusterIP", "10.96.0.10", "<none>", "80/TCP,53/UDP", age, "a=b,app=web"},
+				{"np", "NodePort", "10.96.0.11", "198.51.100.1", "80:30080/TCP", age, "<none>"},
+				{"lb", "LoadBalancer", "10.96.0.12", "5.6.7.8,lb.example.com", "443:31443/TCP", age, "<none>"},
+				{"lb-pending", "LoadBalancer", "10.96.0.13", "<pending>", "<none>", age, "<none>"},
+				{"ext", "ExternalName", "<none>", "db.example.com", "<none>", age, "<none>"},
+			},
+		},
+		{
+			// kube-apiserver's default table convertor.
+			name: "roles (default convertor)", group: "rbac.authorization.k8s.io", resource: "roles",
+			objs:    []runtime.Object{&rbacv1.Role{ObjectMeta: podMeta("reader")}},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Created At", "date", "", 0}},
+			cells:   [][]any{{"reader", "2026-11-30T10:00:00Z"}},
+		},
+	}
+}
+
+// writeTable writes a Table of items as the proxy streams one.
+func writeTable(t testing.TB, s *Schema, group, resource string, m ListMeta, items []fxItem, inc IncludeObjectPolicy) []byte {
+	t.Helper()
+	b := s.AppendTableHead(nil, group, resource, m)
+	for i, it := range items {
+		if i > 0 {
+			b = AppendTableSep(b)
+		}
+		var err error
+		if b, err = s.AppendTableRow(b, group, resource, it.obj, it.rv, inc, tableNow); err != nil {
+			t.Fatalf("AppendTableRow(%d): %v", i, err)
+		}
+	}
+	return AppendTableTail(b)
+}
+
+func checkTable(t *testing.T, got []byte, tc tableCase, m ListMeta) *metav1.Table {
+	t.Helper()
+	var tbl metav1.Table
+	if err := json.Unmarshal(got, &tbl); err != nil {
+		t.Fatalf("decode Table: %v\n%s", err, got)
+	}
+	if tbl.Kind != "Table" || tbl.APIVersion != "meta.k8s.io/v1" {
+		t.Fatalf("Table typemeta = %+v", tbl.TypeMeta)
+	}
+	if want := fmt.Sprint(m.ResourceVersion); tbl.ResourceVersion != want || tbl.Continue != m.Continue {
+		t.Fatalf("Table metadata = %+v, want rv %s continue %q", tbl.ListMeta, want, m.Continue)
+	}
+	var cols []columnSpec
+	for _, c := range tbl.ColumnDefinitions {
+		cols = append(cols, columnSpec{c.Name, c.Type, c.Format, c.Priority})
+		if c.Description == "" {
+			t.Errorf("column %q has no description", c.Name)
+		}
+	}
+	if diff := cmp.Diff(tc.columns, cols); diff != "" {
+		t.Fatalf("columns differ (-want +got):\n%s", diff)
+	}
+	if len(tbl.Rows) != len(tc.cells) {
+		t.Fatalf("got %d rows, want %d", len(tbl.Rows), len(tc.cells))
+	}
+	for i, r := range tbl.Rows {
+		if diff := cmp.Diff(tc.cells[i], r.Cells); diff != "" {
+			t.Errorf("row %d cells differ (-want +got):\n%s", i, diff)
+		}
+		if diff := cmp.Diff(tc.conditions[i], r.Conditions); diff != "" {
+			t.Errorf("row %d conditions differ (-want +got):\n%s", i, diff)
+		}
+	}
+	return &tbl
+}
+
+func TestTable(t *testing.T) {
+	s := fxSchema(t)
+	m := ListMeta{ResourceVersion: 77, Continue: "next"}
+	for _, tc := range tableCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			items := fxStore(t, tc.objs, 10)
+			tbl := checkTable(t, writeTable(t, s, tc.group, tc.resource, m, items, IncludeMetadata), tc, m)
+			dec := metadataCodecs(t).UniversalDeserializer()
+			for i, r := range tbl.Rows {
+				obj, _, err := dec.Decode(r.Object.Raw, nil, nil)
+				if err != nil {
+					t.Fatalf("row %d object: %v", i, err)
+				}
+				if diff := cmp.Diff(partialOf(t, items[i].want), obj); diff != "" {
+					t.Fatalf("row %d object differs (-want +got):\n%s", i, diff)
+				}
+			}
+
+			tbl = checkTable(t, writeTable(t, s, tc.group, tc.resource, m, items, IncludeNone), tc, m)
+			for i, r := range tbl.Rows {
+				if r.Object.Raw != nil {
+					t.Fatalf("includeObject=None: row %d object = %s, want null", i, r.Object.Raw)
+				}
+			}
+
+			tbl = checkTable(t, writeTable(t, s, tc.group, tc.resource, m, items, IncludeObject), tc, m)
+			for i, r := range tbl.Rows {
+				obj, _, err := fxJSON.Decode(r.Object.Raw, nil, nil)
+				if err != nil {
+					t.Fatalf("row %d object: %v", i, err)
+				}
+				want := items[i].want.DeepCopyObject()
+				want.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+				if obj.GetObjectKind().GroupVersionKind().Kind == "" {
+					t.Fatalf("row %d object has no kind", i)
+				}
+				if diff := cmp.Diff(want, obj); diff != "" {
+					t.Fatalf("row %d object differs (-want +got):\n%s", i, diff)
+				}
+			}
+		})
+	}
+}
+
+func TestTableCustomResource(t *testing.T) {
+	s := fxSchema(t)
+	items := fxStoreCustom(t, 2, 4)
+	tc := tableCase{
+		columns: []columnSpec{{"Name", "string", "name", 0}, {"Age", "date", "", 0}},
+		cells:   [][]any{{"w-0", "2026-11-30T10:00:00Z"}, {"w-1", "2026-11-30T10:00:00Z"}},
+	}
+	m := ListMeta{ResourceVersion: 5}
+	checkTable(t, writeTable(t, s, "example.com", "widgets", m, items, IncludeMetadata), tc, m)
+	// An empty table.
+	tc.cells = nil
+	checkTable(t, writeTable(t, s, "example.com", "widgets", m, nil, IncludeMetadata), tc, m)
+}
+
+func TestParseIncludeObject(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want IncludeObjectPolicy
+		ok   bool
+	}{{"", IncludeMetadata, true}, {"Metadata", IncludeMetadata, true}, {"None", IncludeNone, true}, {"Object", IncludeObject, true}, {"object", 0, false}} {
+		if got, ok := ParseIncludeObject(tc.in); got != tc.want || ok != tc.ok {
+			t.Errorf("ParseIncludeObject(%q) = %v, %v, want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
