@@ -115,7 +115,7 @@ func tableCases() []tableCase {
 						{Name: "c0", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}}},
 				// Terminating.
 				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bye", Namespace: "ns", CreationTimestamp: fxCreated, DeletionTimestamp: ptr(ago(time.Minute)), DeletionGracePeriodSeconds: ptr(int64(30))},
-					Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(1)},
+					Spec:   corev1.PodSpec{NodeName: "n1", Containers: cPod(1)},
 					Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "c0", Ready: true, State: running()}}}},
 				// Evicted (Failed with a reason).
 				&corev1.Pod{ObjectMeta: podMeta("evicted"), Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(1)},
@@ -137,7 +137,7 @@ func tableCases() []tableCase {
 				&corev1.Pod{ObjectMeta: podMeta("gated"), Spec: corev1.PodSpec{NodeName: "n1", Containers: cPod(1),
 					ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "example.com/a"}, {ConditionType: "example.com/b"}}},
 					Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.1.1.9"}},
-						Conditions: []corev1.PodCondition{{Type: "example.com/a", Status: corev1.ConditionTrue}, {Type: "example.com/b", Status: corev1.ConditionFalse}},
+						Conditions:        []corev1.PodCondition{{Type: "example.com/a", Status: corev1.ConditionTrue}, {Type: "example.com/b", Status: corev1.ConditionFalse}},
 						ContainerStatuses: []corev1.ContainerStatus{{Name: "c0", Ready: true, State: running()}}}},
 				// A completed container beside a running one is Running (Ready
 				// condition) .
