@@ -84,7 +84,11 @@ func startEnv(t testing.TB, opts ...envOption) *env {
 		}
 	})
 	e.url = "http://" + ln.Addr().String()
-	e.jsonCfg = &rest.Config{Host: e.url, QPS: -1}
+	// kubernetes.NewForConfig defaults to protobuf: ask for JSON explicitly.
+	e.jsonCfg = &rest.Config{Host: e.url, QPS: -1, ContentConfig: rest.ContentConfig{
+		ContentType:        "application/json",
+		AcceptContentTypes: "application/json",
+	}}
 	e.protCfg = &rest.Config{Host: e.url, QPS: -1, ContentConfig: rest.ContentConfig{
 		ContentType:        "application/vnd.kubernetes.protobuf",
 		AcceptContentTypes: "application/vnd.kubernetes.protobuf",

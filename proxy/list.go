@@ -45,6 +45,7 @@ type lister struct {
 	limit  int64
 	meta   codec.Meta
 	now    time.Time
+	uri    string // for logs from the stream writer
 }
 
 // walkState accumulates a walk over the range.
@@ -126,7 +127,7 @@ func (l *lister) needSizes() bool { return l.st.out.format == formatProtobuf }
 // itemSize is the protobuf size of one list item.
 func (l *lister) itemSize(obj codec.Object, rv int64) (int, error) {
 	if l.st.out.target == targetPartial {
-		return partialProtobufListItemSize(obj, rv)
+		return codec.PartialProtobufListItemSize(obj, rv)
 	}
 	if obj.Format != codec.FormatProtobuf {
 		return 0, errJSONAsProtobuf
@@ -144,7 +145,8 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		}
 	}()
 	r, q := st.r, st.q
-	l := &lister{s: s, st: st, prefix: s.listPrefix(r, st.p.Namespace), limit: q.Limit, now: time.Now()}
+	l := &lister{s: s, st: st, prefix: s.listPrefix(r, st.p.Namespace), limit: q.Limit, now: time.Now(),
+		uri: string(rc.RequestURI())}
 	var err error
 	l.f, err = parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
 	if err != nil {
@@ -220,7 +222,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		return nil
 	}
 	if err := l.walk(ctx, pg, page, &ws, true, sizeEmit); err != nil {
-		s.logListError(rc, err)
+		s.logListError(l.uri, err)
 		st.fail(rc, ef, statusOf(err))
 		return
 	}
@@ -244,7 +246,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 			}
 			ws = walkState{n: n, lastKey: res.LastKey, hasMore: n == l.limit && res.More, remaining: res.Remaining}
 		} else if err := l.walk(ctx, pg, nil, &ws, false, sizeEmit); err != nil {
-			s.logListError(rc, err)
+			s.logListError(l.uri, err)
 			st.fail(rc, ef, statusOf(err))
 			return
 		}
@@ -272,7 +274,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		err := l.write(ctx, &sw, pg, page, lm, planned, true)
 		*buf = sw.buf
 		if err != nil {
-			s.logListError(rc, err)
+			s.logListError(l.uri, err)
 			st.fail(rc, ef, statusOf(err))
 			putBuf(buf)
 			return
@@ -285,6 +287,12 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	streaming = true
 	rc.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer cancel()
+		defer func() {
+			if v := recover(); v != nil {
+				s.panics.Inc()
+				s.log.Error("panic streaming list", zap.String("uri", l.uri), zap.Any("panic", v), zap.Stack("stack"))
+			}
+		}()
 		buf := getBuf()
 		sw := streamWriter{w: w, buf: (*buf)[:0]}
 		err := l.write(ctx, &sw, pg, page, lm, planned, false)
@@ -296,7 +304,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		if err != nil {
 			// Headers are out: end the stream; the client sees a
 			// truncated body.
-			s.logListError(rc, err)
+			s.logListError(l.uri, err)
 		}
 		st.finish(200, sw.n)
 	})
@@ -319,8 +327,8 @@ func (l *lister) setContinue(lm *codec.ListMeta, ws *walkState) error {
 	return nil
 }
 
-func (s *Server) logListError(rc *fasthttp.RequestCtx, err error) {
-	s.log.Error("list failed", zap.ByteString("uri", rc.RequestURI()), zap.Error(err))
+func (s *Server) logListError(uri string, err error) {
+	s.log.Error("list failed", zap.String("uri", uri), zap.Error(err))
 }
 
 // write writes the list: head, the items of page and of the following
@@ -336,15 +344,15 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg *store.Pager, p
 	apiVersion := r.APIVersion()
 	switch {
 	case out.target == targetTable:
-		sw.buf = appendTableHead(sc, sw.buf, r.Group, r.Resource, lm)
+		sw.buf = sc.AppendTableHead(sw.buf, r.Group, r.Resource, lm)
 	case out.target == targetPartial && out.format == formatProtobuf:
-		sw.buf = appendPartialProtobufListHead(sw.buf, lm, planned.size)
+		sw.buf = codec.AppendPartialProtobufListHead(sw.buf, lm, planned.size)
 	case out.target == targetPartial:
-		sw.buf = appendPartialListHeadJSON(sw.buf, lm)
+		sw.buf = codec.AppendPartialListHeadJSON(sw.buf, lm)
 	case out.format == formatProtobuf:
 		sw.buf = codec.AppendProtobufListHead(sw.buf, apiVersion, r.ListKind, lm, planned.size)
 	case out.format == formatYAML:
-		sw.buf = appendYAMLListHead(sw.buf, apiVersion)
+		sw.buf = codec.AppendYAMLListHead(sw.buf, apiVersion)
 	default:
 		sw.buf = codec.AppendJSONListHead(sw.buf, apiVersion, r.ListKind, lm)
 	}
@@ -361,16 +369,16 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg *store.Pager, p
 		switch {
 		case out.target == targetTable:
 			if !first {
-				sw.buf = appendTableSep(sw.buf)
+				sw.buf = codec.AppendTableSep(sw.buf)
 			}
-			sw.buf, err = appendTableRow(sc, sw.buf, r.Group, r.Resource, obj, rv, inc, l.now)
+			sw.buf, err = sc.AppendTableRow(sw.buf, r.Group, r.Resource, obj, rv, inc, l.now)
 		case out.target == targetPartial && out.format == formatProtobuf:
-			sw.buf, err = appendPartialProtobufListItem(sw.buf, obj, rv)
+			sw.buf, err = codec.AppendPartialProtobufListItem(sw.buf, obj, rv)
 		case out.target == targetPartial:
 			if !first {
 				sw.buf = codec.AppendJSONListSep(sw.buf)
 			}
-			sw.buf, err = appendPartialJSON(sc, sw.buf, obj, rv)
+			sw.buf, err = sc.AppendPartialJSON(sw.buf, obj, rv)
 		case out.format == formatProtobuf:
 			if obj.Format != codec.FormatProtobuf {
 				err = errJSONAsProtobuf
@@ -378,7 +386,7 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg *store.Pager, p
 			}
 			sw.buf = codec.AppendProtobufListItem(sw.buf, obj, rv)
 		case out.format == formatYAML:
-			sw.buf, err = appendYAMLListItem(sc, sw.buf, obj, rv, omit.OmitTypeMeta)
+			sw.buf, err = sc.AppendYAMLListItem(sw.buf, obj, rv, omit.OmitTypeMeta)
 		default:
 			if !first {
 				sw.buf = codec.AppendJSONListSep(sw.buf)
@@ -410,7 +418,7 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg *store.Pager, p
 	l.s.countServed(lastObj, out, int(ws.n))
 	switch {
 	case out.target == targetTable:
-		sw.buf = appendTableTail(sw.buf)
+		sw.buf = codec.AppendTableTail(sw.buf)
 	case out.target == targetPartial && out.format == formatProtobuf:
 		sw.buf = codec.AppendProtobufListTail(sw.buf)
 	case out.target == targetPartial:
@@ -421,7 +429,7 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg *store.Pager, p
 		if err := l.setContinue(&lm, &ws); err != nil {
 			return err
 		}
-		sw.buf = appendYAMLListTail(sw.buf, r.ListKind, lm)
+		sw.buf = codec.AppendYAMLListTail(sw.buf, r.ListKind, lm)
 	default:
 		sw.buf = codec.AppendJSONListTail(sw.buf)
 	}

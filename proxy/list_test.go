@@ -74,6 +74,16 @@ func TestPager(t *testing.T) {
 					t.Fatalf("item %d = %s (seen %d times), want %s once", i, n, seen[n], want)
 				}
 			}
+			// The whole collection in one response (several etcd pages,
+			// streamed; protobuf computes the size in a first pass).
+			all, err := cs.CoreV1().ConfigMaps("big").List(ctx, metav1.ListOptions{})
+			if err != nil || len(all.Items) != 5000 || all.Items[4999].Name != "cm-04999" || all.Continue != "" {
+				t.Fatalf("List all = %v items, %v", len(all.Items), err)
+			}
+			odd, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: "parity=odd"})
+			if err != nil || len(odd.Items) != 2501 {
+				t.Fatalf("List odd across namespaces = %d items, %v; want 2501", len(odd.Items), err)
+			}
 			// Page by hand: RV of every page is the first page's; remaining
 			// count exact; a write between pages is not visible.
 			opts := metav1.ListOptions{Limit: 1000}

@@ -151,8 +151,9 @@ func parseAccept(header string, buf []acceptClause) []acceptClause {
 // negotiate picks the response representation for an Accept header the way
 // kube-apiserver's NegotiateMediaTypeOptions does: the first clause (in
 // preference order) that names a supported media type and a supported
-// transformation wins. list selects the list targets; custom disables
-// protobuf objects (custom resources have no protobuf encoding). ok=false
+// transformation wins. list selects the list targets; custom (a resource
+// stored as JSON) disables protobuf: custom resources have no protobuf
+// encoding, and the codec writes protobuf metadata only from protobuf. ok=false
 // means 406 NotAcceptable.
 func negotiate(header string, list, custom bool) (output, bool) {
 	if strings.TrimSpace(header) == "" {
@@ -174,15 +175,9 @@ func negotiate(header string, list, custom bool) (output, bool) {
 		default:
 			continue
 		}
-		if f == formatYAML && !framingReady {
-			continue
-		}
 		o := output{format: f}
 		if c.as != "" || c.g != "" || c.v != "" {
 			if c.g != "meta.k8s.io" || c.v != "v1" {
-				continue
-			}
-			if !framingReady {
 				continue
 			}
 			switch c.as {
@@ -205,7 +200,7 @@ func negotiate(header string, list, custom bool) (output, bool) {
 				continue
 			}
 		}
-		if f == formatProtobuf && custom && o.target == targetObject {
+		if f == formatProtobuf && custom {
 			continue
 		}
 		return o, true

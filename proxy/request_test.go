@@ -156,7 +156,7 @@ func TestNegotiate(t *testing.T) {
 		{"application/json;q=0", true, false, output{}, false},
 		{"application/json;as=Table;v=v1beta1;g=meta.k8s.io, application/xml", true, false, output{}, false},
 	}
-	if framingReady {
+	{
 		tests = append(tests, []struct {
 			accept       string
 			list, custom bool

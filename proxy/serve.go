@@ -285,17 +285,17 @@ func (s *Server) encodeObject(dst []byte, st *reqState, obj codec.Object, rv int
 	sc := s.schema
 	switch st.out.target {
 	case targetTable:
-		dst = appendTableHead(sc, dst, st.r.Group, st.r.Resource, codec.ListMeta{ResourceVersion: rv})
-		dst, err := appendTableRow(sc, dst, st.r.Group, st.r.Resource, obj, rv, includeObject(st.q.IncludeObject), time.Now())
+		dst = sc.AppendTableHead(dst, st.r.Group, st.r.Resource, codec.ListMeta{ResourceVersion: rv})
+		dst, err := sc.AppendTableRow(dst, st.r.Group, st.r.Resource, obj, rv, includeObject(st.q.IncludeObject), time.Now())
 		if err != nil {
 			return dst, err
 		}
-		return appendTableTail(dst), nil
+		return codec.AppendTableTail(dst), nil
 	case targetPartial:
 		if st.out.format == formatProtobuf {
-			return appendPartialProtobuf(dst, obj, rv)
+			return codec.AppendPartialProtobuf(dst, obj, rv)
 		}
-		return appendPartialJSON(sc, dst, obj, rv)
+		return sc.AppendPartialJSON(dst, obj, rv)
 	}
 	switch st.out.format {
 	case formatProtobuf:
@@ -304,7 +304,7 @@ func (s *Server) encodeObject(dst []byte, st *reqState, obj codec.Object, rv int
 		}
 		return codec.AppendProtobufEnvelope(dst, obj, rv), nil
 	case formatYAML:
-		return appendYAML(sc, dst, obj, rv)
+		return sc.AppendYAML(dst, obj, rv)
 	}
 	return sc.AppendJSON(dst, obj, rv, codec.JSONOptions{})
 }

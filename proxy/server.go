@@ -116,6 +116,7 @@ type Server struct {
 	decodeErrs *metrics.Counter
 	passthru   *metrics.Counter
 	transcoded *metrics.Counter
+	panics     *metrics.Counter
 
 	// sizeHints remembers the average stored size per collection prefix
 	// (string -> int) to size first pages.
@@ -163,6 +164,7 @@ func New(cfg Config) (*Server, error) {
 	s.decodeErrs = s.ms.GetOrCreateCounter("lazyapi_decode_errors_total")
 	s.passthru = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="passthrough"}`)
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)
+	s.panics = s.ms.GetOrCreateCounter("lazyapi_handler_panics_total")
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
 		Name:                          "lazyapi",
@@ -215,6 +217,7 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 
 // handle is the fasthttp handler: it dispatches on the path.
 func (s *Server) handle(rc *fasthttp.RequestCtx) {
+	defer s.recoverPanic(rc)
 	path := string(rc.Path())
 	switch {
 	case path == "/healthz" || path == "/livez" || path == "/readyz" ||
@@ -233,4 +236,14 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		return
 	}
 	s.serveDiscovery(rc, path)
+}
+
+// recoverPanic turns a panic in a handler (a bug, e.g. in codec on odd
+// input) into a 500 Status and a log line instead of a crashed process.
+func (s *Server) recoverPanic(rc *fasthttp.RequestCtx) {
+	if v := recover(); v != nil {
+		s.panics.Inc()
+		s.log.Error("panic serving request", zap.ByteString("uri", rc.RequestURI()), zap.Any("panic", v), zap.Stack("stack"))
+		s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), internalErr(fmt.Sprintf("panic: %v", v)))
+	}
 }
