@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"os"
 	"reflect"
 	"strconv"
 	"testing"
@@ -156,6 +157,8 @@ func TestJSONStoredBuiltins(t *testing.T) {
 			}
 			if d := jsonDiff(got, want); d != "" {
 				t.Errorf("%v #%d: %s\n got %s\nwant %s", k, i, d, got, want)
+			} else if os.Getenv("LAZYAPI_SHOW_BYTEDIFF") != "" {
+				t.Logf("%v #%d: bytes differ\n got %s\nwant %s", k, i, got, want)
 			}
 		}
 	}

@@ -83,6 +83,9 @@ type field struct {
 	omitZero  bool
 	inline    bool // embedded struct flattened into its parent's JSON object
 	isRV      bool // ObjectMeta.resourceVersion
+	// skipAbsent: nothing is written when the field is absent from the
+	// protobuf (nil pointer/slice/map or zero scalar with omitempty).
+	skipAbsent bool
 }
 
 // message describes a Go struct that is a protobuf message.
@@ -327,6 +330,20 @@ func (b *builder) message(rt reflect.Type) (*message, error) {
 			return nil, fmt.Errorf("field %s: omitzero on %v is not supported", sf.Name, ft)
 		}
 		m.fields = append(m.fields, f)
+	}
+	for i := range m.fields {
+		f := &m.fields[i]
+		if f.v.kind == kTypeMeta || f.inline || f.isRV || f.name == "metadata" {
+			continue
+		}
+		switch {
+		case f.card != cSingle:
+			f.skipAbsent = f.omitEmpty || f.omitZero
+		case f.ptr:
+			f.skipAbsent = f.omitEmpty || f.omitZero
+		default:
+			f.skipAbsent = f.omitZero || (f.omitEmpty && zeroIsEmpty(f.v.kind))
+		}
 	}
 	if err := checkNames(m); err != nil {
 		return nil, err

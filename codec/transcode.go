@@ -181,9 +181,19 @@ func (st *state) fields(dst []byte, m *message, b []byte, top bool) ([]byte, err
 	st.slots = slices.Grow(st.slots, n)[:base+n]
 	clear(st.slots[base:])
 	for i := 0; i < len(b); {
-		o, next, err := readField(b, i)
-		if err != nil {
-			return dst, corrupt(b, i, err.Error())
+		var o occ
+		var next int
+		// fast path: one-byte tag of a length-delimited field with a
+		// one-byte length
+		if t := b[i]; t&0x87 == 2 && t>>3 != 0 && i+1 < len(b) && b[i+1] < 0x80 && int(b[i+1]) <= len(b)-i-2 {
+			l := int(b[i+1])
+			o = occ{num: uint64(t >> 3), wt: 2, p: b[i+2 : i+2+l], start: i}
+			next = i + 2 + l
+		} else {
+			var err error
+			if o, next, err = readField(b, i); err != nil {
+				return dst, corrupt(b, i, err.Error())
+			}
 		}
 		if idx := m.index(o.num); idx >= 0 {
 			f := &m.fields[idx]
@@ -200,9 +210,16 @@ func (st *state) fields(dst []byte, m *message, b []byte, top bool) ([]byte, err
 		i = next
 	}
 	var err error
+	// slots of this message are not written again while nested messages
+	// run; a pointer stays valid even if st.slots is reallocated (the old
+	// array is only read).
+	slots := st.slots[base : base+n]
 	for i := range m.fields {
 		f := &m.fields[i]
-		s := st.slots[base+i]
+		s := &slots[i]
+		if s.count == 0 && f.skipAbsent {
+			continue
+		}
 		switch {
 		case f.v.kind == kTypeMeta:
 			if top && !st.omitTM {
@@ -217,17 +234,17 @@ func (st *state) fields(dst []byte, m *message, b []byte, top bool) ([]byte, err
 			}
 		case f.inline:
 			var p []byte
-			if p, err = mergedPayload(b, f, &s); err == nil {
+			if p, err = mergedPayload(b, f, s); err == nil {
 				dst, err = st.fields(dst, f.v.msg, p, top)
 			}
 		case f.card == cSlice:
-			dst, err = st.slice(dst, f, b, &s)
+			dst, err = st.slice(dst, f, b, s)
 		case f.card == cMap:
-			dst, err = st.mapField(dst, f, b, &s)
+			dst, err = st.mapField(dst, f, b, s)
 		default:
 			if top && f.name == "metadata" && f.v.msg == st.s.objectMeta {
 				st.rvMeta = st.rv != 0
-				dst, err = st.single(dst, f, b, &s)
+				dst, err = st.single(dst, f, b, s)
 				st.rvMeta = false
 			} else if f.isRV && st.rvMeta {
 				dst = appendKey(dst, f)
@@ -235,7 +252,7 @@ func (st *state) fields(dst []byte, m *message, b []byte, top bool) ([]byte, err
 				dst = strconv.AppendInt(dst, st.rv, 10)
 				dst = append(dst, '"')
 			} else {
-				dst, err = st.single(dst, f, b, &s)
+				dst, err = st.single(dst, f, b, s)
 			}
 		}
 		if err != nil {

@@ -25,11 +25,7 @@ var htmlSafe = func() (t [utf8.RuneSelf]bool) {
 // escapeHTML, invalid UTF-8 replaced by \ufffd, U+2028/U+2029 escaped.
 func appendJSONString(dst, s []byte) []byte {
 	dst = append(dst, '"')
-	// fast path: plain ASCII with nothing to escape
-	i := 0
-	for i < len(s) && s[i] < utf8.RuneSelf && htmlSafe[s[i]] {
-		i++
-	}
+	i := safePrefix(s)
 	if i == len(s) {
 		dst = append(dst, s...)
 		return append(dst, '"')
@@ -37,12 +33,49 @@ func appendJSONString(dst, s []byte) []byte {
 	return appendJSONStringSlow(dst, s, i)
 }
 
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// safePrefix returns the length of the prefix of s that encoding/json
+// writes unescaped: ASCII without control characters, '"', '\\', '<', '>',
+// '&'. It tests 8 bytes at a time.
+func safePrefix(s []byte) int {
+	i := 0
+	for ; len(s)-i >= 8; i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if needsEscape(w) {
+			break
+		}
+	}
+	for i < len(s) && s[i] < utf8.RuneSelf && htmlSafe[s[i]] {
+		i++
+	}
+	return i
+}
+
+// needsEscape reports whether any byte of w is < 0x20, >= 0x80, or one of
+// " \\ < > &.
+func needsEscape(w uint64) bool {
+	hasZero := func(v uint64) uint64 { return (v - lsb) &^ v & msb }
+	m := (w - lsb*0x20) &^ w & msb // bytes < 0x20 (and >= 0x80, caught below)
+	m |= w & msb
+	m |= hasZero(w ^ (lsb * '"'))
+	m |= hasZero(w ^ (lsb * '\\'))
+	m |= hasZero(w ^ (lsb * '<'))
+	m |= hasZero(w ^ (lsb * '>'))
+	m |= hasZero(w ^ (lsb * '&'))
+	return m != 0
+}
+
 func appendJSONStringSlow(dst, s []byte, i int) []byte {
 	start := 0
 	for i < len(s) {
 		if b := s[i]; b < utf8.RuneSelf {
 			if htmlSafe[b] {
-				i++
+				i += 1 + safePrefix(s[i+1:])
 				continue
 			}
 			dst = append(dst, s[start:i]...)

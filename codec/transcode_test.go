@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -277,4 +278,110 @@ func firstDiff(a, b any, path string) string {
 		return fmt.Sprintf("%s: got %v, want %v", path, a, b)
 	}
 	return ""
+}
+
+func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	alphabet := []string{"a", "Z", "0", " ", "<", ">", "&", "\"", "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "\u2028", "\u2029", "😀", "\xff", "\xe2\x80", "\xc3", "/", "abcdefgh"}
+	check := func(s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSONString(nil, []byte(s)); string(got) != string(want) {
+			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	}
+	for b := 0; b < 256; b++ {
+		check(string([]byte{byte(b)}))
+		check("abcdefghij" + string([]byte{byte(b)}) + "klmnopqrstu")
+	}
+	for i := 0; i < 20000; i++ {
+		var sb strings.Builder
+		for j := r.Intn(40); j > 0; j-- {
+			sb.WriteString(alphabet[r.Intn(len(alphabet))])
+		}
+		check(sb.String())
+	}
+}
+
+func TestAppendCompactJSONMatchesEncodingJSON(t *testing.T) {
+	inputs := []string{`{}`, ` { "a" : [1, 2.5e-3, -0, true, false, null, "x<y>&\u2028"] } `, `"\u00e9\ud83d\ude00"`, `[`, `{"a":}`, `01`, `1.`, `"\x"`, "\"\x01\"", `{"a":1}{}`, ``, `nul`, `-`, `1e`, `[1,]`, `{"a" 1}`, "\"\xe2\x80\xa8\"", "\"\xff\""}
+	for _, in := range inputs {
+		var want bytes.Buffer
+		werr := json.Compact(&want, []byte(in))
+		if werr == nil {
+			// encoding/json escapes HTML in Marshaler output
+			want.Reset()
+			m, err := json.Marshal(json.RawMessage(in))
+			if err != nil {
+				werr = err
+			} else {
+				want.Write(m)
+			}
+		}
+		got, ok := appendCompactJSON([]byte("d"), []byte(in))
+		if ok != (werr == nil) {
+			t.Errorf("appendCompactJSON(%q) ok = %v, encoding/json error %v", in, ok, werr)
+			continue
+		}
+		if ok && string(got[1:]) != want.String() {
+			t.Errorf("appendCompactJSON(%q) = %s, want %s", in, got[1:], want.String())
+		}
+		if !ok && string(got) != "d" {
+			t.Errorf("appendCompactJSON(%q) changed dst on error", in)
+		}
+	}
+}
+
+// TestQuantityMatchesApimachinery compares appendQuantity (fast path and
+// fallback) with resource.ParseQuantity + MarshalJSON, which is what
+// kube-apiserver's decode + encode does with a stored quantity string.
+func TestQuantityMatchesApimachinery(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	suffixes := []string{"", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "e3", "E-2", "e0", "x", "i"}
+	var inputs []string
+	for _, s := range []string{"0", "1", "1000", "999", "100m", "1k", "8Gi", "1024Mi", "1023Mi", "16Ei", "9223372036854775807", "9223372036854775808", "0.5", "-1", "+1", "01", "1.0", "5e3", ".5", "", " 1", "1 ", "1Ki", "1024Ki", "3Ti", "12Ti", "123Ti", "1000Pi", "123456789012345678", "1234567890123456789", "1000000000000000000E"} {
+		inputs = append(inputs, s)
+	}
+	for i := 0; i < 20000; i++ {
+		n := strconv.FormatInt(r.Int63n(1<<uint(r.Intn(62)+1)), 10)
+		if r.Intn(4) == 0 {
+			n += "000"
+		}
+		if r.Intn(6) == 0 {
+			n = "-" + n
+		}
+		if r.Intn(6) == 0 {
+			n += "." + strconv.Itoa(r.Intn(1000))
+		}
+		inputs = append(inputs, n+suffixes[r.Intn(len(suffixes))])
+	}
+	for _, in := range inputs {
+		p := appendVarint([]byte{0x0a}, uint64(len(in)))
+		p = append(p, in...)
+		got, err := appendQuantity(nil, p)
+		q, qerr := resource.ParseQuantity(in)
+		if (err != nil) != (qerr != nil) {
+			t.Fatalf("appendQuantity(%q) error %v, ParseQuantity error %v", in, err, qerr)
+		}
+		if qerr != nil {
+			continue
+		}
+		want, _ := q.MarshalJSON()
+		if string(got) != string(want) {
+			t.Fatalf("appendQuantity(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if got, _ := appendQuantity(nil, nil); string(got) != `"0"` {
+		t.Errorf("empty Quantity = %s", got)
+	}
+}
+
+func TestAppendDuration(t *testing.T) {
+	for _, d := range []time.Duration{0, 1, 999, 1000, 1500 * time.Microsecond, time.Second, 90 * time.Minute, -time.Hour - 1, 1<<63 - 1, -1 << 63} {
+		if got := appendDuration(nil, int64(d)); string(got) != d.String() {
+			t.Errorf("appendDuration(%d) = %s, want %s", d, got, d.String())
+		}
+	}
 }
