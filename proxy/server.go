@@ -172,7 +172,7 @@ func New(cfg Config) (*Server, error) {
 		NoDefaultContentType:          true,
 		DisableHeaderNamesNormalizing: false,
 		MaxRequestBodySize:            1 << 20,
-		ReadTimeout:                   cfg.RequestTimeout,
+		ReadTimeout:                   30 * time.Second, // reading a request; --request-timeout bounds serving it
 		IdleTimeout:                   90 * time.Second,
 		Logger:                        fasthttpLogger{cfg.Logger},
 		CloseOnShutdown:               true,

@@ -1,0 +1,83 @@
+package proxy_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lazyapi/lazyapi/proxy"
+)
+
+// TestClientDisconnectStopsReads: a client that reads the head of a large
+// streamed list and hangs up stops the etcd reads of that request.
+func TestClientDisconnectStopsReads(t *testing.T) {
+	e := startEnv(t, func(c *proxy.Config) { c.PageBytes = 64 << 10; c.PageSize = 500 })
+	const n, size = 4000, 8 << 10
+	seedConfigMaps(t, e, "ns", n, size)
+	rangesBefore, _ := metricValue(e.ms, `lazyapi_etcd_request_duration_seconds_count{op="range"}`)
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4 << 10)
+	}
+	fmt.Fprintf(conn, "GET /api/v1/namespaces/ns/configmaps HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n")
+	br := bufio.NewReader(conn)
+	head := make([]byte, 64<<10)
+	if _, err := io.ReadFull(br, head); err != nil {
+		t.Fatalf("read head: %v", err)
+	}
+	if !strings.HasPrefix(string(head), "HTTP/1.1 200") || !strings.Contains(string(head), "Transfer-Encoding: chunked") {
+		t.Fatalf("response head = %.300q", head)
+	}
+	conn.Close()
+	// The request ends (its metrics are recorded) once the writer sees the
+	// closed connection.
+	waitFor(t, "streamed list to end after disconnect", func() error {
+		if _, err := metricValue(e.ms, `lazyapi_apiserver_request_total{verb="list",resource="configmaps",code="200",format="json"}`); err != nil {
+			return err
+		}
+		return nil
+	})
+	ranges, _ := metricValue(e.ms, `lazyapi_etcd_request_duration_seconds_count{op="range"}`)
+	full := float64(n*size) / float64(64<<10) // pages a full read needs
+	if got := ranges - rangesBefore; got > full/2 {
+		t.Errorf("etcd ranges after disconnect = %v, a full read is ~%v: reads did not stop", got, full)
+	}
+	bytes, _ := metricValue(e.ms, `lazyapi_apiserver_response_bytes_total{verb="list",resource="configmaps"}`)
+	t.Logf("after disconnect: %v etcd ranges (full read ~%v), %v bytes written of ~%d", ranges-rangesBefore, full, bytes, n*size)
+	if bytes >= float64(n*size) {
+		t.Errorf("wrote %v bytes to a client that left, the whole list is %d", bytes, n*size)
+	}
+}
+
+func TestRequestTimeout(t *testing.T) {
+	e := startEnv(t, func(c *proxy.Config) { c.RequestTimeout = 300 * time.Millisecond })
+	seedConfigMaps(t, e, "ns", 3, 10)
+	start := time.Now()
+	code, _, body := e.raw(t, http.MethodGet, "/api/v1/namespaces/ns/configmaps?resourceVersion=999999&resourceVersionMatch=NotOlderThan", "")
+	var st metav1.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	if code != 504 || st.Reason != metav1.StatusReasonTimeout || !strings.Contains(st.Message, "request did not complete within requested timeout") {
+		t.Fatalf("request past --request-timeout = %d %s", code, body)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("timeout answered after %v, want ~300ms", d)
+	}
+	// Normal requests still work.
+	if code, _, body := e.raw(t, http.MethodGet, "/api/v1/namespaces/ns/configmaps", ""); code != 200 {
+		t.Fatalf("list = %d %s", code, body)
+	}
+}
