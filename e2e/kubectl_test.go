@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,28 +21,49 @@ type table struct {
 	rows   []map[string]string
 }
 
-var columnSep = regexp.MustCompile(`\s{2,}`)
-
-// parseTable splits kubectl's default output; columns are separated by two or
-// more spaces.
+// parseTable splits kubectl's default output. Columns are aligned (tabwriter),
+// so each cell starts where its header starts; a cell may be empty.
 func parseTable(t *testing.T, out string) table {
 	t.Helper()
-	var tb table
+	var (
+		tb     table
+		starts []int
+	)
 	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		cells := columnSep.Split(strings.TrimSpace(line), -1)
 		if tb.header == nil {
-			tb.header = cells
+			for i := 0; i < len(line); {
+				for i < len(line) && line[i] == ' ' {
+					i++
+				}
+				if i == len(line) {
+					break
+				}
+				j := strings.Index(line[i:], "  ")
+				if j < 0 {
+					j = len(line) - i
+				}
+				starts = append(starts, i)
+				tb.header = append(tb.header, line[i:i+j])
+				i += j
+			}
 			continue
 		}
-		if len(cells) != len(tb.header) {
-			t.Fatalf("row %q has %d cells, header %q has %d", line, len(cells), tb.header, len(tb.header))
-		}
 		row := map[string]string{}
-		for i, h := range tb.header {
-			row[h] = cells[i]
+		for k, h := range tb.header {
+			from, to := starts[k], len(line)
+			if k+1 < len(starts) {
+				to = min(starts[k+1], len(line))
+			}
+			if from > len(line) {
+				from = len(line)
+			}
+			row[h] = strings.TrimSpace(line[from:to])
+		}
+		if row[tb.header[0]] == "" {
+			t.Fatalf("row %q does not line up with header %q", line, tb.header)
 		}
 		tb.rows = append(tb.rows, row)
 	}
@@ -142,8 +162,12 @@ func TestKubectl(t *testing.T) {
 		if len(tb.rows) != len(cms) {
 			t.Errorf("%d rows, want %d", len(tb.rows), len(cms))
 		}
-		if got := tb.names(); len(slices.Compact(got)) != len(cms) {
-			t.Errorf("paginated list has duplicates or gaps: %d distinct names, want %d", len(slices.Compact(got)), len(cms))
+		seen := map[string]bool{}
+		for _, r := range tb.rows {
+			seen[r["NAMESPACE"]+"/"+r["NAME"]] = true
+		}
+		if len(seen) != len(cms) {
+			t.Errorf("paginated list has duplicates or gaps: %d distinct ConfigMaps, want %d", len(seen), len(cms))
 		}
 		if pages := strings.Count(stderr, "limit=50"); pages < len(cms)/50 {
 			t.Errorf("kubectl made %d requests with limit=50, want at least %d", pages, len(cms)/50)
