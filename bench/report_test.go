@@ -105,3 +105,31 @@ func TestReportFiles(t *testing.T) {
 		t.Errorf("terminal table lacks rows or header:\n%s", term.String())
 	}
 }
+
+func TestUpdateResultsSection(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "RESULTS.md")
+	head := "# lazyapi benchmark results\n\nintro\n\n"
+	other := "## ratelimit\n\nkeep | this\n"
+	if err := os.WriteFile(p, []byte(head+other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name, body, want string
+	}{
+		{"suite", "first", head + other + "\n## suite\n\nfirst\n"},
+		{"suite", "second\nline", head + other + "\n## suite\n\nsecond\nline\n"},
+		{"ratelimit", "new rl", head + "## ratelimit\n\nnew rl\n\n## suite\n\nsecond\nline\n"},
+	}
+	for _, s := range steps {
+		if err := UpdateResultsSection(p, s.name, s.body); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != s.want {
+			t.Fatalf("after updating %s with %q:\n%q\nwant\n%q", s.name, s.body, got, s.want)
+		}
+	}
+}

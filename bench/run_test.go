@@ -51,6 +51,18 @@ func TestRunScenariosAgainstRefServer(t *testing.T) {
 					t.Errorf("%d requests for %d paged lists of 20 by 7", r.Requests, r.Lists)
 				}
 			}},
+		{"get", Scenario{Name: ScenarioGet, Kind: cm, Concurrency: 2, Duration: 300 * time.Millisecond, Accept: "protobuf"},
+			func(t *testing.T, r Result) {
+				if r.Requests == 0 || r.StatusCodes["200"] != r.Requests {
+					t.Errorf("get: %d requests, codes %v; want all 200", r.Requests, r.StatusCodes)
+				}
+			}},
+		{"mixed with selector", Scenario{Name: ScenarioMixed, Kind: cm, Concurrency: 2, Duration: 400 * time.Millisecond, Accept: "json", LabelSelector: GroupLabel + "=g3"},
+			func(t *testing.T, r Result) {
+				if r.Requests == 0 || r.StatusCodes["200"] != r.Requests || r.Complete != r.Lists {
+					t.Errorf("mixed: %d requests, codes %v, lists %d complete %d", r.Requests, r.StatusCodes, r.Lists, r.Complete)
+				}
+			}},
 		{"watch", Scenario{Name: ScenarioWatch, Kind: cm, Concurrency: 2, Rate: 20, Duration: 600 * time.Millisecond, Accept: "json"},
 			func(t *testing.T, r Result) {
 				w := r.Watch
