@@ -168,7 +168,7 @@ func writeJSONList(t testing.TB, s *Schema, apiVersion, listKind string, m ListM
 	return append(resp, buf...)
 }
 
-func ptr[T any](v T) *T { return &v }
+func fxPtr[T any](v T) *T { return &v }
 
 func itemsOf(items []fxItem) []runtime.Object {
 	out := make([]runtime.Object, len(items))
@@ -213,9 +213,9 @@ var listMetas = []struct {
 	m    ListMeta
 }{
 	{"rv only", ListMeta{ResourceVersion: 500}},
-	{"paged", ListMeta{ResourceVersion: 500, Continue: "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NTAwLCJzdGFydCI6Ii9jbS0wMDRcXHUwMDAwIn0", RemainingItemCount: ptr(int64(7))}},
+	{"paged", ListMeta{ResourceVersion: 500, Continue: "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NTAwLCJzdGFydCI6Ii9jbS0wMDRcXHUwMDAwIn0", RemainingItemCount: fxPtr(int64(7))}},
 	{"no rv", ListMeta{}},
-	{"zero remaining", ListMeta{ResourceVersion: 1, RemainingItemCount: ptr(int64(0))}},
+	{"zero remaining", ListMeta{ResourceVersion: 1, RemainingItemCount: fxPtr(int64(0))}},
 }
 
 // TestJSONListBuiltin writes lists of ConfigMaps and Pods and checks them
@@ -268,7 +268,7 @@ func TestJSONListBuiltin(t *testing.T) {
 func TestJSONListCustomResources(t *testing.T) {
 	s := fxSchema(t)
 	items := fxStoreCustom(t, 5, 300)
-	m := ListMeta{ResourceVersion: 900, Continue: "c", RemainingItemCount: ptr(int64(2))}
+	m := ListMeta{ResourceVersion: 900, Continue: "c", RemainingItemCount: fxPtr(int64(2))}
 	got := writeJSONList(t, s, "example.com/v1", "WidgetList", m, items, false, 0)
 	obj, err := runtime.Decode(unstructured.UnstructuredJSONScheme, got)
 	if err != nil {

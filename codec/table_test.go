@@ -114,7 +114,7 @@ func tableCases() []tableCase {
 					Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{
 						{Name: "c0", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}}},
 				// Terminating.
-				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bye", Namespace: "ns", CreationTimestamp: fxCreated, DeletionTimestamp: ptr(ago(time.Minute)), DeletionGracePeriodSeconds: ptr(int64(30))},
+				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bye", Namespace: "ns", CreationTimestamp: fxCreated, DeletionTimestamp: fxPtr(ago(time.Minute)), DeletionGracePeriodSeconds: fxPtr(int64(30))},
 					Spec:   corev1.PodSpec{NodeName: "n1", Containers: cPod(1)},
 					Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "c0", Ready: true, State: running()}}}},
 				// Evicted (Failed with a reason).
