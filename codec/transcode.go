@@ -287,9 +287,10 @@ func mergedPayload(b []byte, f *field, s *slot) ([]byte, error) {
 }
 
 // mergeable reports whether repeated occurrences of a single value merge
-// (messages) rather than replace each other (scalars, strings, bytes).
+// (messages) rather than replace each other (scalars, strings, bytes, and
+// Time/MicroTime, whose custom Unmarshal replaces the whole value).
 func mergeable(k kind) bool {
-	return k >= kMessage
+	return k >= kMessage && k != kTime && k != kMicroTime
 }
 
 func zeroIsEmpty(k kind) bool {
