@@ -92,6 +92,21 @@ func TestUnreachableEtcdExit(t *testing.T) {
 	}
 }
 
+func TestPortInUseExit(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	p := run(t, fmt.Sprintf("--port=%d", port), "--etcd-servers=http://127.0.0.1:1")
+	err = p.waitExit(30 * time.Second)
+	if code := exitCode(err); code != 1 {
+		t.Errorf("exit %d (%v), want 1", code, err)
+	}
+	oneLine(t, p.stderr.String(), "--port")
+}
+
 // TestSIGTERMDrains starts a large LIST, reads only its beginning, sends
 // SIGTERM, and checks that lazyapi stops accepting connections, still
 // completes the LIST, and exits 0.

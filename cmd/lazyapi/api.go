@@ -18,7 +18,7 @@ import (
 // serveAPI starts the resource table (built-ins, then CRDs from etcd) and the
 // HTTP server, serves until ctx ends, drains, and stops them in reverse
 // order.
-func serveAPI(ctx context.Context, c *config, cli *clientv3.Client, lg *zap.Logger, stdout io.Writer) error {
+func serveAPI(ctx context.Context, c *config, cli *clientv3.Client, ln net.Listener, lg *zap.Logger, stdout io.Writer) error {
 	// 4. Resource table. The CRD watch runs until the server has drained.
 	res := resource.NewBuiltin()
 	res.SetLogger(lg.Named("resource"))
@@ -44,11 +44,6 @@ func serveAPI(ctx context.Context, c *config, cli *clientv3.Client, lg *zap.Logg
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)
-	}
-	addr := net.JoinHostPort(c.bindAddress.String(), strconv.Itoa(c.port))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s (--bind-address, --port): %w", addr, err)
 	}
 	bound := ln.Addr().String()
 	res.SetServerAddress(bound)

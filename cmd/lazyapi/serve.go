@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -28,9 +30,9 @@ var etcdBenign = map[string]bool{
 	"simple token is not cryptographically signed":                                         true,
 }
 
-// serve starts the components in order — etcd (embedded or remote), the etcd
-// client, demo data, the resource table, the HTTP server — and stops them in
-// reverse order when ctx ends. Each stop is a defer registered right after
+// serve starts the components in order — the listener, etcd (embedded or
+// remote), the etcd client, demo data, the resource table, the HTTP server —
+// and stops them in reverse order when ctx ends. Each stop is a defer registered right after
 // its start.
 func serve(ctx context.Context, c *config, lg *zap.Logger, stdout io.Writer) error {
 	// etcd's server and client log a lot at info and retry noisily at warn;
@@ -40,6 +42,15 @@ func serve(ctx context.Context, c *config, lg *zap.Logger, stdout io.Writer) err
 		return e.Level >= zapcore.WarnLevel && !etcdBenign[e.Message] && !etcdClosing.Load()
 	})
 	etcdClientLog := atLeast(lg.Named("etcd-client"), zapcore.ErrorLevel)
+
+	// 0. The listener, first: a port in use fails before etcd starts.
+	// Connections made before the server serves wait in the backlog.
+	addr := net.JoinHostPort(c.bindAddress.String(), strconv.Itoa(c.port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s (--bind-address, --port): %w", addr, err)
+	}
+	defer ln.Close() // no-op after the server closed it
 
 	// 1. etcd.
 	endpoints := c.etcdServers
@@ -96,7 +107,7 @@ func serve(ctx context.Context, c *config, lg *zap.Logger, stdout io.Writer) err
 	}
 
 	// 4, 5. Resource table and HTTP server.
-	return serveAPI(ctx, c, cli, lg, stdout)
+	return serveAPI(ctx, c, cli, ln, lg, stdout)
 }
 
 func seedDemo(ctx context.Context, cli *clientv3.Client, prefix string, lg *zap.Logger, stdout io.Writer) error {
