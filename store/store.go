@@ -29,11 +29,11 @@ var (
 // Defaults for Config fields left zero.
 const (
 	DefaultPageSize  = 500
-	DefaultPageBytes = 4 << 20
+	DefaultPageBytes = 2 << 20
 	// firstPageProbe bounds the first page of a range whose value sizes are
 	// not known yet, so that a collection of large values never costs
 	// PageSize of them.
-	firstPageProbe = 32
+	firstPageProbe = 16
 )
 
 // Config configures a Store.
