@@ -155,6 +155,10 @@ func (t *tree) insert(n *node, e *entry) (old *entry, right *node, sep string) {
 			return nil, nil, ""
 		}
 		mid := len(n.items) / 2
+		if i == len(n.items)-1 {
+			// Appending in key order (a fill): keep the left leaf full.
+			mid = len(n.items) - 1
+		}
 		r := &node{gen: t.gen, items: make([]*entry, len(n.items)-mid, maxLeaf+1)}
 		copy(r.items, n.items[mid:])
 		clear(n.items[mid:])
@@ -182,6 +186,9 @@ func (t *tree) insert(n *node, e *entry) (old *entry, right *node, sep string) {
 		return old, nil, ""
 	}
 	mid := len(n.children) / 2
+	if i+1 == len(n.children)-1 {
+		mid = len(n.children) - 1 // appending in key order
+	}
 	r := &node{gen: t.gen,
 		children: make([]*node, len(n.children)-mid, maxInner+1),
 		seps:     make([]string, len(n.seps)-mid, maxInner),

@@ -149,6 +149,36 @@ func TestTreeRandomOpsAndSnapshots(t *testing.T) {
 	}
 }
 
+func TestTreeSequentialFillIsDense(t *testing.T) {
+	tr := newTree()
+	const n = 100000
+	for i := range n {
+		tr.put(testEntry(fmt.Sprintf("k%07d", i), int64(i)))
+	}
+	root := tr.snapshot()
+	if got := checkTree(t, root, "", ""); got != n {
+		t.Fatalf("tree holds %d, want %d", got, n)
+	}
+	leaves := 0
+	var walk func(*node)
+	walk = func(x *node) {
+		if x.leaf() {
+			leaves++
+			return
+		}
+		for _, c := range x.children {
+			walk(c)
+		}
+	}
+	walk(root)
+	if min := (n + maxLeaf - 1) / maxLeaf; leaves > min+1 {
+		t.Fatalf("%d leaves for %d sequential keys, want about %d", leaves, n, min)
+	}
+	if got := count(root, "k0050000", ""); got != n/2 {
+		t.Fatalf("count from the middle = %d, want %d", got, n/2)
+	}
+}
+
 func TestParseWatchCacheSizes(t *testing.T) {
 	tests := []struct {
 		in      []string
