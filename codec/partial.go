@@ -53,10 +53,10 @@ func partialMetaSize(obj Object, rv int64) (int, error) {
 }
 
 // appendPartialMessage appends the PartialObjectMetadata message
-// {1: ObjectMeta} preceded by header(metaLen) bytes the caller wants in front
-// (a field key and length, or an envelope). The ObjectMeta is written first
-// and moved once its size is known.
-func appendPartialMessage(dst []byte, obj Object, rv int64, header func(dst []byte, metaLen int) []byte) ([]byte, error) {
+// {1: ObjectMeta}, preceded by the protobuf envelope when envelope is true
+// and else by the key and length of a list item (field 2). The ObjectMeta
+// is written first and moved once its size is known.
+func appendPartialMessage(dst []byte, obj Object, rv int64, envelope bool) ([]byte, error) {
 	start := len(dst)
 	dst, err := AppendProtobufMetadata(dst, obj, rv)
 	if err != nil {
@@ -64,7 +64,12 @@ func appendPartialMessage(dst []byte, obj Object, rv int64, header func(dst []by
 	}
 	n := len(dst) - start
 	var hdr [64]byte
-	h := header(hdr[:0], n)
+	h := hdr[:0]
+	if envelope {
+		h = pbAppendEnvelopeHead(h, partialAPIVersion, partialKind, pbSizeBytesField(n))
+	} else {
+		h = pbAppendBytesHeader(h, 2, pbSizeBytesField(n))
+	}
 	h = pbAppendBytesHeader(h, 1, n)
 	dst = pbAppendShifted(dst, start, len(h))
 	copy(dst[start:], h)
@@ -75,9 +80,7 @@ func appendPartialMessage(dst []byte, obj Object, rv int64, header func(dst []by
 // "k8s\x00" + runtime.Unknown{typeMeta{meta.k8s.io/v1, PartialObjectMetadata},
 // raw={1: ObjectMeta}}. On error dst is returned unchanged.
 func AppendPartialProtobuf(dst []byte, obj Object, rv int64) ([]byte, error) {
-	dst, err := appendPartialMessage(dst, obj, rv, func(h []byte, metaLen int) []byte {
-		return pbAppendEnvelopeHead(h, partialAPIVersion, partialKind, pbSizeBytesField(metaLen))
-	})
+	dst, err := appendPartialMessage(dst, obj, rv, true)
 	if err != nil {
 		return dst, err
 	}
@@ -105,7 +108,5 @@ func AppendPartialProtobufListHead(dst []byte, m ListMeta, itemsSize int) []byte
 // AppendPartialProtobufListItem appends obj as one item (field 2) of a
 // protobuf PartialObjectMetadataList. On error dst is returned unchanged.
 func AppendPartialProtobufListItem(dst []byte, obj Object, rv int64) ([]byte, error) {
-	return appendPartialMessage(dst, obj, rv, func(h []byte, metaLen int) []byte {
-		return pbAppendBytesHeader(h, 2, pbSizeBytesField(metaLen))
-	})
+	return appendPartialMessage(dst, obj, rv, false)
 }
