@@ -17,7 +17,10 @@ import (
 )
 
 // crdKeySegment is where kube-apiserver stores CustomResourceDefinitions
-// under --etcd-prefix.
+// under --etcd-prefix. It stores them as JSON, not protobuf: the
+// apiextensions storage codec is Codecs.LegacyCodec(v1beta1) with a v1beta1
+// EncodeVersioner (createAPIExtensionsConfig in kube-apiserver), so the value
+// is {"kind":"CustomResourceDefinition","apiVersion":"apiextensions.k8s.io/v1beta1",...}.
 const crdKeySegment = "apiextensions.k8s.io/customresourcedefinitions"
 
 // crdPageSize bounds the CRDs read per etcd range during a load; CRDs with

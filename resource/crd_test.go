@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -375,5 +377,24 @@ func TestCRDSyncPaged(t *testing.T) {
 		if _, ok := tb.Lookup(fmt.Sprintf("g%03d.example.com", i), "v1", "items"); !ok {
 			t.Errorf("CRD %d of %d not loaded", i, n)
 		}
+	}
+}
+
+func TestCRDSyncUnavailable(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.Close()
+	tb := NewBuiltin()
+	if err := tb.StartCRDSync(context.Background(), cli, testPrefix); err == nil {
+		t.Fatalf("StartCRDSync with a closed client: no error")
+	}
+	if tb.Ready() {
+		t.Errorf("Ready() = true after a failed CRD load")
+	}
+	if _, ok := tb.Lookup("", "v1", "pods"); !ok {
+		t.Errorf("built-in resources lost after a failed CRD load")
 	}
 }
