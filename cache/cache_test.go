@@ -13,6 +13,8 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -482,9 +484,11 @@ func TestBudgetRefuseAndEvict(t *testing.T) {
 		put(t, cli, fmt.Sprintf("/registry/secrets/ns/s-%d", i), bytes.Repeat([]byte("s"), 1000))
 	}
 	set := metrics.NewSet()
+	core, logs := observer.New(zap.InfoLevel)
 	c := newTestCache(t, cli, func(c *Config) {
 		c.MemoryBytes = 200 << 10
 		c.Metrics = set
+		c.Logger = zap.New(core)
 		c.RetryInterval = time.Hour
 	})
 	cms := c.Resource(cmSpec)
@@ -514,6 +518,11 @@ func TestBudgetRefuseAndEvict(t *testing.T) {
 	waitState(t, secrets, StateEvicted)
 	if c.UsedBytes() != 0 {
 		t.Fatalf("eviction left %d bytes charged", c.UsedBytes())
+	}
+	for _, want := range []string{"resource not cached: it does not fit", "resource evicted from the cache"} {
+		if logs.FilterMessageSnippet(want).Len() != 1 {
+			t.Errorf("no log line %q: %v", want, logs.All())
+		}
 	}
 	var buf bytes.Buffer
 	set.WritePrometheus(&buf)
@@ -622,6 +631,22 @@ func TestWatchSelectorMovesInAndOut(t *testing.T) {
 			t.Errorf("event %d: %v at %d, want %v at %d (value equal: %v)", i, e.Type, e.Rev, want[i].typ, want[i].rev, bytes.Equal(e.Value, want[i].val))
 		}
 	}
+	// An initial-events watch in one namespace with the selector: only the
+	// selected objects of the namespace, then the end bookmark.
+	kx, x := configMap(t, "ns", "x", map[string]string{"app": "web"}, 10, 7)
+	put(t, cli, kx, x)
+	ky, y := configMap(t, "ns", "y", map[string]string{"app": "db"}, 10, 8)
+	put(t, cli, ky, y)
+	wi, err := r.Watch(context.Background(), WatchOptions{Initial: true, InitialEventsEnd: true, Mode: ReadConsistent,
+		From: cmPrefix + "ns/", To: prefixEnd(cmPrefix + "ns/"), Filter: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wi.Close()
+	evs = collect(t, wi, 2)
+	if evs[0].Type != Added || evs[0].Key != kx || evs[1].Type != Bookmark || !evs[1].InitialEventsEnd {
+		t.Fatalf("initial events: %v %s, %v %v", evs[0].Type, evs[0].Key, evs[1].Type, evs[1].InitialEventsEnd)
+	}
 	// Derived data: labels and fields read from the stored bytes.
 	s, err := r.Snapshot(context.Background(), ReadOptions{})
 	if err != nil {
@@ -678,6 +703,23 @@ func TestAttrsFieldsOfPods(t *testing.T) {
 	it.Attrs.Labels(func(k, v string) { labels = append(labels, k+"="+v) })
 	if strings.Join(labels, ",") != "a=1,b=2" {
 		t.Errorf("labels %v", labels)
+	}
+	// Stored as JSON (--storage-media-type=application/json): same attrs.
+	pod.Name = "j"
+	jv, err := storagefmt.JSON(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := put(t, cli, "/registry/pods/ns/j", jv)
+	jt, _, ok, err := r.Get(context.Background(), "/registry/pods/ns/j", ReadOptions{Mode: ReadNotOlderThan, RV: rev})
+	if err != nil || !ok || !jt.Attrs.Valid() {
+		t.Fatalf("JSON pod: %v %v", ok, err)
+	}
+	if got := jt.Attrs.FieldSet().Get("status.phase"); got != "Running" {
+		t.Errorf("JSON pod status.phase = %q", got)
+	}
+	if got, _ := jt.Attrs.Label("b"); got != "2" {
+		t.Errorf("JSON pod label b = %q", got)
 	}
 }
 

@@ -131,31 +131,41 @@ var (
 func (r *Resource) run(ctx context.Context) {
 	defer r.c.wg.Done()
 	log := r.c.cfg.Logger.With(zap.String("resource", r.name))
-	backoff := 100 * time.Millisecond
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
+	backoff := minBackoff
+	refusals := 0 // consecutive: each doubles the wait before the next try
 	for ctx.Err() == nil {
-		err := r.fillAndWatch(ctx)
+		filled, err := r.fillAndWatch(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		if filled {
+			backoff = minBackoff
+		}
 		wait := backoff
 		switch {
-		case errors.Is(err, errRefused):
+		case errors.Is(err, errRefused), errors.Is(err, errEvicted):
 			reason := err.Error()
-			r.refused.Inc()
-			log.Warn("resource not cached: it does not fit --watch-cache-memory; served from etcd", zap.String("reason", reason))
-			r.reset(StateRefused, reason)
-			wait = r.c.cfg.RetryInterval
-		case errors.Is(err, errEvicted):
-			reason := err.Error()
-			r.evicted.Inc()
-			log.Warn("resource evicted from the cache: it grew past --watch-cache-memory; served from etcd", zap.String("reason", reason))
-			r.reset(StateEvicted, reason)
-			wait = r.c.cfg.RetryInterval
+			st := StateRefused
+			if errors.Is(err, errEvicted) {
+				st = StateEvicted
+				r.evicted.Inc()
+				log.Warn("resource evicted from the cache: it grew past --watch-cache-memory; served from etcd", zap.String("reason", reason))
+			} else {
+				r.refused.Inc()
+				log.Warn("resource not cached: it does not fit --watch-cache-memory; served from etcd", zap.String("reason", reason))
+			}
+			r.reset(st, reason)
+			wait = r.c.cfg.RetryInterval << min(refusals, 5)
+			refusals++
 		default:
 			r.relists.Inc()
 			log.Info("re-listing resource", zap.Error(err))
 			r.reset(StateRelisting, fmt.Sprintf("re-listing after: %v", err))
-			backoff = min(2*backoff, 5*time.Second)
+			backoff = min(2*backoff, maxBackoff)
+		}
+		if filled && !errors.Is(err, errEvicted) {
+			refusals = 0
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -208,12 +218,12 @@ func (r *Resource) deriver() *deriver {
 }
 
 // fillAndWatch lists the resource into a new tree, publishes it, and
-// applies the watch until it breaks.
-func (r *Resource) fillAndWatch(ctx context.Context) error {
+// applies the watch until it breaks. filled reports that the list worked.
+func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 	d := r.deriver()
 	t, rev, err := r.fill(ctx, d)
 	if err != nil {
-		return err
+		return false, err
 	}
 	r.mu.Lock()
 	t.snapshot() // the fill's nodes may be shared from now on
@@ -236,12 +246,12 @@ func (r *Resource) fillAndWatch(ctx context.Context) error {
 	for wr := range wch {
 		if err := wr.Err(); err != nil {
 			if errors.Is(err, rpctypes.ErrCompacted) || wr.CompactRevision != 0 {
-				return fmt.Errorf("etcd compacted revision %d: %w", wr.CompactRevision, err)
+				return true, fmt.Errorf("etcd compacted revision %d: %w", wr.CompactRevision, err)
 			}
-			return fmt.Errorf("etcd watch failed: %w", err)
+			return true, fmt.Errorf("etcd watch failed: %w", err)
 		}
 		if wr.Canceled {
-			return fmt.Errorf("etcd canceled the watch: %s", wr.CancelReason)
+			return true, fmt.Errorf("etcd canceled the watch: %s", wr.CancelReason)
 		}
 		if wr.Header.Revision > 0 {
 			r.etcdRev.Store(max(r.etcdRev.Load(), wr.Header.Revision))
@@ -252,14 +262,14 @@ func (r *Resource) fillAndWatch(ctx context.Context) error {
 		}
 		if len(wr.Events) > 0 {
 			if err := r.apply(d, wr.Events); err != nil {
-				return err
+				return true, err
 			}
 		}
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return true, ctx.Err()
 	}
-	return errors.New("etcd watch channel closed")
+	return true, errors.New("etcd watch channel closed")
 }
 
 // fill reads the resource page by page at one revision into a new tree,
