@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func testEntry(key string, rev int64) *entry {
@@ -223,3 +226,10 @@ func TestMallocSize(t *testing.T) {
 		}
 	}
 }
+
+// The adapters satisfy apimachinery's interfaces, so the proxy's parsed
+// selectors match cache items directly.
+var (
+	_ labels.Labels = LabelSet{}
+	_ fields.Fields = FieldSet{}
+)

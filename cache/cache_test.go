@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
@@ -699,10 +701,32 @@ func TestAttrsFieldsOfPods(t *testing.T) {
 			t.Errorf("Field(%q) = %q, want %q", tt.path, got, tt.want)
 		}
 	}
-	var labels []string
-	it.Attrs.Labels(func(k, v string) { labels = append(labels, k+"="+v) })
-	if strings.Join(labels, ",") != "a=1,b=2" {
-		t.Errorf("labels %v", labels)
+	var kvs []string
+	it.Attrs.Labels(func(k, v string) { kvs = append(kvs, k+"="+v) })
+	if strings.Join(kvs, ",") != "a=1,b=2" {
+		t.Errorf("labels %v", kvs)
+	}
+	// apimachinery's parsed selectors match through the adapters.
+	for _, tt := range []struct {
+		lsel, fsel string
+		want       bool
+	}{
+		{"a=1,b in (2,3)", "spec.nodeName=node-1,status.phase!=Pending", true},
+		{"a=1,!c", "metadata.name=p,metadata.namespace=ns", true},
+		{"a=2", "", false},
+		{"", "spec.nodeName=node-2", false},
+	} {
+		ls, err := labels.Parse(tt.lsel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fsel, err := fields.ParseSelector(tt.fsel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ls.Matches(it.Attrs.LabelSet()) && fsel.Matches(it.Attrs.FieldSet()); got != tt.want {
+			t.Errorf("labels %q fields %q match = %v, want %v", tt.lsel, tt.fsel, got, tt.want)
+		}
 	}
 	// Stored as JSON (--storage-media-type=application/json): same attrs.
 	pod.Name = "j"
