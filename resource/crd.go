@@ -249,16 +249,30 @@ func selectable(in []selectableField) []string {
 // without error the table has every established CRD and Ready is true. A CRD
 // that cannot be decoded is skipped and logged. If the watch breaks or its
 // revision is compacted, the CRDs are loaded again and the watch restarts
-// after the new load.
+// after the new load. Call it at most once per Table; CRDSyncDone tells when
+// the goroutine has ended.
 func (t *Table) StartCRDSync(ctx context.Context, cli *clientv3.Client, prefix string) error {
 	keyPrefix := path.Join("/", prefix, crdKeySegment) + "/"
+	t.mu.Lock()
+	started := t.syncDone != nil
+	t.mu.Unlock()
+	if started {
+		return errors.New("cannot start CRD sync: already started")
+	}
 	t.ready.Store(false)
 	rev, err := t.loadCRDs(ctx, cli, keyPrefix)
 	if err != nil {
 		return err
 	}
 	t.ready.Store(true)
-	go t.syncCRDs(ctx, cli, keyPrefix, rev)
+	done := make(chan struct{})
+	t.mu.Lock()
+	t.syncDone = done
+	t.mu.Unlock()
+	go func() {
+		defer close(done)
+		t.syncCRDs(ctx, cli, keyPrefix, rev)
+	}()
 	return nil
 }
 

@@ -311,6 +311,22 @@ func TestCRDSync(t *testing.T) {
 	if _, ok := tb.Lookup("", "v1", "configmaps"); !ok {
 		t.Errorf("configmaps lost")
 	}
+	if err := tb.StartCRDSync(ctx, cli, testPrefix); err == nil {
+		t.Errorf("second StartCRDSync: no error")
+	}
+
+	// The sync ends with its context.
+	select {
+	case <-tb.CRDSyncDone():
+		t.Fatalf("CRDSyncDone closed while the sync runs")
+	default:
+	}
+	cancel()
+	select {
+	case <-tb.CRDSyncDone():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("CRD sync did not end with its context")
+	}
 }
 
 // TestCRDSyncCompacted starts the watch from a compacted revision: the sync

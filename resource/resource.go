@@ -103,8 +103,9 @@ type Column struct {
 }
 
 // Table is the set of served resources. It is safe for concurrent use: reads
-// (Lookup, Versions, Discovery*) are lock-free and see one consistent
-// snapshot; CRD changes replace the snapshot atomically.
+// (Lookup, Versions, Resources, Discovery*) are lock-free and see one
+// consistent snapshot; CRD changes replace the snapshot atomically. The zero
+// value is not usable: use NewBuiltin.
 type Table struct {
 	// snap is the current snapshot; never nil after NewBuiltin.
 	snap atomic.Pointer[snapshot]
@@ -122,6 +123,9 @@ type Table struct {
 	serverAddress string
 	// log reports CRDs that cannot be decoded and watch restarts.
 	log atomic.Pointer[zap.Logger]
+	// syncDone is closed when the CRD sync goroutine returns; nil until
+	// StartCRDSync starts it. Protected by mu.
+	syncDone chan struct{}
 }
 
 // Lookup returns the resource served at group/version/resource; resource is
@@ -163,6 +167,20 @@ func (t *Table) SetServerAddress(addr string) {
 	defer t.mu.Unlock()
 	t.serverAddress = addr
 	t.rebuildLocked()
+}
+
+// CRDSyncDone returns a channel that is closed once the CRD sync goroutine
+// started by StartCRDSync has returned (after its context ended). It is
+// closed already if no sync is running.
+func (t *Table) CRDSyncDone() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.syncDone == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return t.syncDone
 }
 
 type gvr struct{ group, version, resource string }
