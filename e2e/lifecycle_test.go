@@ -244,3 +244,27 @@ func countConfigMaps(t *testing.T, url string, want int) {
 		t.Errorf("kubectl get configmaps -A: %d rows, want %d", len(tb.rows), want)
 	}
 }
+
+// TestMetricsAndMemoryLimit checks /metrics after a request, and that
+// --memory-limit sets GOMEMLIMIT (go_memlimit_bytes).
+func TestMetricsAndMemoryLimit(t *testing.T) {
+	etcd, _ := seededEtcd(t)
+	p := start(t, "--etcd-servers="+etcd.Endpoint, "--memory-limit=300Mi")
+	httpGet(t, p.URL+"/api/v1/namespaces/team-a/configmaps", "application/json")
+	for _, path := range []string{"/healthz", "/readyz", "/livez"} {
+		if body := httpGet(t, p.URL+path, "*/*"); strings.TrimSpace(string(body)) != "ok" {
+			t.Errorf("GET %s = %q, want ok", path, body)
+		}
+	}
+	metrics := string(httpGet(t, p.URL+"/metrics", "text/plain"))
+	for _, want := range []string{
+		"go_memlimit_bytes 314572800",
+		`lazyapi_apiserver_request_total{verb="list",resource="configmaps"`,
+		"lazyapi_etcd_request_duration_seconds",
+		"process_resident_memory_bytes",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

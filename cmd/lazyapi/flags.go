@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/lazyapi/lazyapi/ratelimit"
 )
 
 // config is the validated command line.
@@ -32,6 +34,7 @@ type config struct {
 	listPageSize   int
 	listPageBytes  int
 	requestTimeout time.Duration
+	memoryLimit    int64 // bytes; 0: no limit set (a GOMEMLIMIT env var stays in force)
 	logLevel       zapcore.Level
 	dataDir        string
 	demo           bool
@@ -101,6 +104,8 @@ func parseFlags(args []string) (*config, error) {
 		"Maximum bytes of stored values read from etcd in one range request of a LIST (e.g. 8Mi, 1048576).")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", defaultRequestTimeout,
 		"Upper bound on a non-watch request, and on draining in-flight requests at shutdown.")
+	fs.Var((*ratelimit.Bytes)(&c.memoryLimit), "memory-limit",
+		"Soft memory limit of the process (sets GOMEMLIMIT), e.g. 512Mi or 2Gi. 0: leave the Go default or the GOMEMLIMIT environment variable.")
 	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error. Logs are JSON on stderr.")
 	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir(),
 		"Data directory of the embedded etcd (used only without --etcd-servers).")

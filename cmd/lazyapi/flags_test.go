@@ -27,7 +27,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	}
 	if len(c.etcdServers) != 0 || c.etcdPrefix != "/registry" || c.bindAddress.String() != "127.0.0.1" ||
 		c.port != 8080 || c.listPageSize != 500 || c.listPageBytes != 8<<20 || c.requestTimeout != time.Minute ||
-		c.logLevel != zapcore.InfoLevel || c.dataDir == "" || c.demo || c.etcdTLS != nil {
+		c.logLevel != zapcore.InfoLevel || c.dataDir == "" || c.demo || c.etcdTLS != nil || c.memoryLimit != 0 {
 		t.Errorf("parseFlags(nil) = %+v, want the documented defaults", c)
 	}
 }
@@ -36,7 +36,7 @@ func TestParseFlagsValues(t *testing.T) {
 	c, err := parseFlags([]string{
 		"--etcd-servers=http://a:2379, http://b:2379", "--etcd-prefix=kube/registry/",
 		"--bind-address=0.0.0.0", "--port=0", "--list-page-size=7", "--list-page-bytes=512Ki",
-		"--request-timeout=5s", "--log-level=debug",
+		"--request-timeout=5s", "--log-level=debug", "--memory-limit=1.5Gi",
 	})
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
@@ -48,7 +48,7 @@ func TestParseFlagsValues(t *testing.T) {
 		t.Errorf("etcdPrefix = %q, want /kube/registry", c.etcdPrefix)
 	}
 	if c.bindAddress.String() != "0.0.0.0" || c.port != 0 || c.listPageSize != 7 || c.listPageBytes != 512<<10 ||
-		c.requestTimeout != 5*time.Second || c.logLevel != zapcore.DebugLevel {
+		c.requestTimeout != 5*time.Second || c.logLevel != zapcore.DebugLevel || c.memoryLimit != 3<<29 {
 		t.Errorf("parseFlags = %+v", c)
 	}
 }
@@ -77,6 +77,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--request-timeout=0s"}, "--request-timeout"},
 		{[]string{"--request-timeout=soon"}, "--request-timeout"},
 		{[]string{"--log-level=loud"}, "--log-level"},
+		{[]string{"--memory-limit=-1Gi"}, "--memory-limit"},
+		{[]string{"--memory-limit=lots"}, "--memory-limit"},
 		{[]string{"--bind-address=not-an-ip"}, "--bind-address"},
 		{[]string{"--etcd-servers=127.0.0.1:2379"}, "--etcd-servers"},
 		{[]string{"--etcd-prefix="}, "--etcd-prefix"},

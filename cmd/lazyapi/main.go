@@ -15,6 +15,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/lazyapi/lazyapi/ratelimit"
 )
 
 func main() {
@@ -55,6 +57,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	lg := newLogger(stderr, c.logLevel)
 	defer lg.Sync() //nolint:errcheck // stderr sync errors are not actionable
+	if c.memoryLimit > 0 {
+		prev := ratelimit.ApplyMemoryLimit(c.memoryLimit)
+		defer debug.SetMemoryLimit(prev) // for in-process callers (tests)
+		lg.Info("memory limit set (GOMEMLIMIT)", zap.Int64("bytes", c.memoryLimit))
+	}
 	return serve(ctx, c, lg, stdout)
 }
 
