@@ -4,9 +4,19 @@
 // CustomResourceDefinitions found in etcd. It also renders the discovery
 // documents (/version, /api, /apis, aggregated discovery) from the table.
 //
-// Only get, list and watch are advertised. Subresources (status, scale, log,
-// exec, ...) are not served and are not listed in discovery, so clients never
-// see a verb lazyapi would refuse.
+// Decisions, each documented where it is made:
+//   - lazyapi does not convert, so a built-in resource is served only at its
+//     storage version (builtin.go: storageVersion), and discovery's preferred
+//     version of every group is a storage version. A custom resource is
+//     listed at every served version, but only its storage version is
+//     Servable; the proxy answers the others with an error Status.
+//   - Only get, list and watch are advertised. Subresources (status, scale,
+//     log, exec, ...) are not served and are not listed in discovery, so
+//     clients never see a verb lazyapi would refuse.
+//   - CustomResourceDefinitions and APIServices, which kube-apiserver stores
+//     as JSON, are served as stored: CRDs at apiextensions.k8s.io/v1beta1,
+//     APIServices at apiregistration.k8s.io/v1.
+//   - /version reports GitVersion ("v1.37.2-lazyapi").
 package resource
 
 import (
