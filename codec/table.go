@@ -3,6 +3,7 @@ package codec
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/util/jsonpath"
 )
 
 // Tables (meta.k8s.io/v1 Table), as kube-apiserver returns them for
@@ -24,8 +27,8 @@ import (
 // with Wide output, as its TableConvertor uses them, for configmaps, secrets,
 // namespaces, pods, nodes, services and apps/deployments. Other built-in
 // resources get kube-apiserver's default table convertor (Name, Created At);
-// custom resources get the CRD default (Name, Age), without
-// additionalPrinterColumns.
+// custom resources get the CRD table convertor (Name, then the CRD's
+// additionalPrinterColumns via CustomColumns, or Age when it has none).
 //
 // Cells are computed from the object's JSON (Schema.AppendJSON) decoded into
 // small structs: tables are for humans, so clarity wins over speed here.
@@ -70,7 +73,8 @@ type tableRowCondition struct {
 type tablePrinter struct {
 	// columns is the JSON array of the column definitions.
 	columns []byte
-	// cells returns the cells of a row (strings, int64s or nil) and its
+	// cells returns the cells of a row (string, int64, float64, bool or
+	// nil) and its
 	// conditions from the object's JSON.
 	cells func(js []byte, now time.Time) ([]any, []tableRowCondition, error)
 }
@@ -155,8 +159,11 @@ func initTablePrinters() {
 	}
 	defaultPrinter = p(defaultCells, name,
 		metav1.TableColumnDefinition{Name: "Created At", Type: "date", Description: metaDoc["creationTimestamp"]})
-	customPrinter = p(customCells, name,
-		metav1.TableColumnDefinition{Name: "Age", Type: "date", Description: metaDoc["creationTimestamp"]})
+	cc, err := NewCustomColumns(nil)
+	if err != nil {
+		panic(fmt.Sprintf("BUG: default custom resource columns: %v", err))
+	}
+	customPrinter = &cc.p
 }
 
 // isBuiltinGroup reports whether group is served by kube-apiserver itself
@@ -181,8 +188,12 @@ func printerFor(group, resource string) *tablePrinter {
 // "metadata":{...},"columnDefinitions":[...],"rows":[
 // Then come rows (AppendTableRow) separated by AppendTableSep, then
 // AppendTableTail. For a single object pass its resourceVersion in m.
+// Custom resources with additionalPrinterColumns use AppendCustomTableHead.
 func (s *Schema) AppendTableHead(dst []byte, group, resource string, m ListMeta) []byte {
-	p := printerFor(group, resource)
+	return appendTableHead(dst, printerFor(group, resource), m)
+}
+
+func appendTableHead(dst []byte, p *tablePrinter, m ListMeta) []byte {
 	dst = append(dst, `{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":`...)
 	dst = appendListMetaJSON(dst, m)
 	dst = append(dst, `,"columnDefinitions":`...)
@@ -202,7 +213,10 @@ var tableScratch = sync.Pool{New: func() any { return new([]byte) }}
 // resourceVersion rv; now is the time Age cells are computed against. On
 // error dst is returned unchanged.
 func (s *Schema) AppendTableRow(dst []byte, group, resource string, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time) ([]byte, error) {
-	p := printerFor(group, resource)
+	return s.appendTableRow(dst, printerFor(group, resource), obj, rv, inc, now)
+}
+
+func (s *Schema) appendTableRow(dst []byte, p *tablePrinter, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time) ([]byte, error) {
 	bp := tableScratch.Get().(*[]byte)
 	defer tableScratch.Put(bp)
 	js, err := s.AppendJSON((*bp)[:0], obj, rv, JSONOptions{})
@@ -227,6 +241,13 @@ func (s *Schema) AppendTableRow(dst []byte, group, resource string, obj Object, 
 			dst = appendJSONQuote(dst, v)
 		case int64:
 			dst = strconv.AppendInt(dst, v, 10)
+		case float64:
+			var ok bool
+			if dst, ok = appendJSONFloat(dst, v, 64); !ok {
+				dst = append(dst, "null"...)
+			}
+		case bool:
+			dst = strconv.AppendBool(dst, v)
 		default:
 			panic(fmt.Sprintf("BUG: table cell of type %T", c))
 		}
@@ -279,23 +300,6 @@ func defaultCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) 
 		return nil, nil, err
 	}
 	return []any{o.Metadata.Name, o.Metadata.CreationTimestamp.Time.UTC().Format(time.RFC3339)}, nil, nil
-}
-
-func customCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
-	var o struct {
-		Metadata struct {
-			Name              string  `json:"name"`
-			CreationTimestamp *string `json:"creationTimestamp"`
-		} `json:"metadata"`
-	}
-	if err := gojson.Unmarshal(js, &o); err != nil {
-		return nil, nil, err
-	}
-	var created any
-	if o.Metadata.CreationTimestamp != nil {
-		created = *o.Metadata.CreationTimestamp
-	}
-	return []any{o.Metadata.Name, created}, nil, nil
 }
 
 func configMapCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
@@ -815,4 +819,152 @@ func serviceCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) 
 		translateTimestampSince(s.Metadata.CreationTimestamp, now),
 		labels.FormatLabels(s.Spec.Selector),
 	}, nil, nil
+}
+
+// Custom resources.
+
+// PrinterColumn is one additionalPrinterColumn of a CustomResourceDefinition
+// version.
+type PrinterColumn struct {
+	Name, Type, Format, Description string
+	Priority                        int32
+	// JSONPath is the simple JSONPath evaluated against each object, e.g.
+	// ".spec.replicas".
+	JSONPath string
+}
+
+// CustomColumns are the Table columns of a custom resource, as the CRD
+// table convertor of kube-apiserver builds them from
+// additionalPrinterColumns: Name, then the columns (a CRD without columns
+// gets Age, a date column of metadata.creationTimestamp). It is immutable
+// and safe for concurrent use.
+type CustomColumns struct {
+	p    tablePrinter
+	cols []PrinterColumn
+}
+
+// NewCustomColumns compiles cols; it fails when a JSONPath does not parse,
+// which also makes kube-apiserver refuse to serve the CRD's tables.
+func NewCustomColumns(cols []PrinterColumn) (*CustomColumns, error) {
+	if len(cols) == 0 {
+		cols = []PrinterColumn{{Name: "Age", Type: "date", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"], JSONPath: ".metadata.creationTimestamp"}}
+	}
+	defs := []metav1.TableColumnDefinition{{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]}}
+	for _, c := range cols {
+		if _, err := parseColumnPath(c); err != nil {
+			return nil, err
+		}
+		desc := c.Description
+		if desc == "" {
+			desc = fmt.Sprintf("Custom resource definition column (in JSONPath format): %s", c.JSONPath)
+		}
+		defs = append(defs, metav1.TableColumnDefinition{Name: c.Name, Type: c.Type, Format: c.Format, Description: desc, Priority: c.Priority})
+	}
+	cc := &CustomColumns{cols: append([]PrinterColumn(nil), cols...)}
+	cc.p = tablePrinter{columns: mustColumnsJSON(defs), cells: cc.cells}
+	return cc, nil
+}
+
+func parseColumnPath(c PrinterColumn) (*jsonpath.JSONPath, error) {
+	jp := jsonpath.New(c.Name)
+	if err := jp.Parse(fmt.Sprintf("{%s}", c.JSONPath)); err != nil {
+		return nil, fmt.Errorf("cannot parse JSONPath %q of printer column %q: %w", c.JSONPath, c.Name, err)
+	}
+	jp.AllowMissingKeys(true)
+	return jp, nil
+}
+
+// AppendCustomTableHead is AppendTableHead for a custom resource's columns.
+func AppendCustomTableHead(dst []byte, cc *CustomColumns, m ListMeta) []byte {
+	return appendTableHead(dst, &cc.p, m)
+}
+
+// AppendCustomTableRow is AppendTableRow for a custom resource's columns.
+func (s *Schema) AppendCustomTableRow(dst []byte, cc *CustomColumns, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time) ([]byte, error) {
+	return s.appendTableRow(dst, &cc.p, obj, rv, inc, now)
+}
+
+// cells evaluates the columns on the object decoded as kube-apiserver holds
+// a custom resource (unstructured: integers int64, other numbers float64).
+func (cc *CustomColumns) cells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var obj map[string]any
+	if err := utiljson.Unmarshal(js, &obj); err != nil {
+		return nil, nil, err
+	}
+	name := ""
+	if m, ok := obj["metadata"].(map[string]any); ok {
+		name, _ = m["name"].(string)
+	}
+	cells := make([]any, 0, 1+len(cc.cols))
+	cells = append(cells, name)
+	var buf strings.Builder
+	for _, c := range cc.cols {
+		jp, err := parseColumnPath(c) // a JSONPath is not safe for concurrent use
+		if err != nil {
+			return nil, nil, err
+		}
+		results, err := jp.FindResults(obj)
+		if err != nil || len(results) == 0 || len(results[0]) == 0 {
+			cells = append(cells, nil)
+			continue
+		}
+		value := results[0][0].Interface()
+		if c.Type == "string" {
+			buf.Reset()
+			if err := jp.PrintResults(&buf, []reflect.Value{reflect.ValueOf(value)}); err != nil {
+				cells = append(cells, nil)
+				continue
+			}
+			cells = append(cells, buf.String())
+			continue
+		}
+		cells = append(cells, cellForJSONValue(c.Type, value, now))
+	}
+	return cells, nil, nil
+}
+
+// cellForJSONValue converts a JSONPath result to the cell of a column of
+// type headerType, nil when it does not fit.
+func cellForJSONValue(headerType string, value any, now time.Time) any {
+	switch headerType {
+	case "integer":
+		switch v := value.(type) {
+		case int64:
+			return v
+		case float64:
+			return int64(v)
+		case json.Number:
+			if i, err := v.Int64(); err == nil {
+				return i
+			}
+		}
+	case "number":
+		switch v := value.(type) {
+		case int64:
+			return float64(v)
+		case float64:
+			return v
+		case json.Number:
+			if f, err := v.Float64(); err == nil {
+				return f
+			}
+		}
+	case "boolean":
+		if b, ok := value.(bool); ok {
+			return b
+		}
+	case "string":
+		if s, ok := value.(string); ok {
+			return s
+		}
+	case "date":
+		if s, ok := value.(string); ok {
+			var t metav1.Time
+			if err := t.UnmarshalQueryParameter(s); err != nil {
+				return "<invalid>"
+			}
+			return translateTimestampSince(t, now)
+		}
+	}
+	return nil
 }

@@ -11,8 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/lazyapi/lazyapi/internal/storagefmt"
 )
 
 // The expected cells below are what kube-apiserver's printers
@@ -338,7 +341,7 @@ func TestTableCustomResource(t *testing.T) {
 	items := fxStoreCustom(t, 2, 4)
 	tc := tableCase{
 		columns: []columnSpec{{"Name", "string", "name", 0}, {"Age", "date", "", 0}},
-		cells:   [][]any{{"w-0", "2026-11-30T10:00:00Z"}, {"w-1", "2026-11-30T10:00:00Z"}},
+		cells:   [][]any{{"w-0", age}, {"w-1", age}},
 	}
 	m := ListMeta{ResourceVersion: 5}
 	checkTable(t, writeTable(t, s, "example.com", "widgets", m, items, IncludeMetadata), tc, m)
@@ -356,5 +359,78 @@ func TestParseIncludeObject(t *testing.T) {
 		if got, ok := ParseIncludeObject(tc.in); got != tc.want || ok != tc.ok {
 			t.Errorf("ParseIncludeObject(%q) = %v, %v, want %v, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestTableCustomColumns checks additionalPrinterColumns the way the CRD
+// table convertor evaluates them: JSONPath on the unstructured object, cells
+// typed by the column type, string columns printed by JSONPath.
+func TestTableCustomColumns(t *testing.T) {
+	s := fxSchema(t)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": "ns", "creationTimestamp": "2026-11-30T10:00:00Z"},
+		"spec":     map[string]any{"size": int64(3), "ratio": 1.5, "tags": []any{"a", "<b>"}, "when": "not a date", "mode": "fast"},
+		"status":   map[string]any{"ready": true, "count": 2.0},
+	}}
+	stored, err := storagefmt.JSON(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := Unwrap(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := NewCustomColumns([]PrinterColumn{
+		{Name: "Size", Type: "integer", JSONPath: ".spec.size"},
+		{Name: "Ratio", Type: "number", JSONPath: ".spec.ratio", Description: "the ratio"},
+		{Name: "Count", Type: "integer", JSONPath: ".status.count"},
+		{Name: "Tags", Type: "string", JSONPath: ".spec.tags", Priority: 1},
+		{Name: "Mode", Type: "string", JSONPath: ".spec.mode"},
+		{Name: "Ready", Type: "boolean", JSONPath: ".status.ready"},
+		{Name: "Missing", Type: "string", JSONPath: ".spec.nothing"},
+		{Name: "Wrong", Type: "integer", JSONPath: ".spec.mode"},
+		{Name: "When", Type: "date", JSONPath: ".spec.when"},
+		{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ListMeta{ResourceVersion: 8}
+	b := AppendCustomTableHead(nil, cc, m)
+	if b, err = s.AppendCustomTableRow(b, cc, obj, 8, IncludeObject, tableNow); err != nil {
+		t.Fatal(err)
+	}
+	b = AppendTableTail(b)
+	var tbl metav1.Table
+	if err := json.Unmarshal(b, &tbl); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	wantCols := []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
+		{Name: "Size", Type: "integer", Description: "Custom resource definition column (in JSONPath format): .spec.size"},
+		{Name: "Ratio", Type: "number", Description: "the ratio"},
+		{Name: "Count", Type: "integer", Description: "Custom resource definition column (in JSONPath format): .status.count"},
+		{Name: "Tags", Type: "string", Priority: 1, Description: "Custom resource definition column (in JSONPath format): .spec.tags"},
+		{Name: "Mode", Type: "string", Description: "Custom resource definition column (in JSONPath format): .spec.mode"},
+		{Name: "Ready", Type: "boolean", Description: "Custom resource definition column (in JSONPath format): .status.ready"},
+		{Name: "Missing", Type: "string", Description: "Custom resource definition column (in JSONPath format): .spec.nothing"},
+		{Name: "Wrong", Type: "integer", Description: "Custom resource definition column (in JSONPath format): .spec.mode"},
+		{Name: "When", Type: "date", Description: "Custom resource definition column (in JSONPath format): .spec.when"},
+		{Name: "Age", Type: "date", Description: "Custom resource definition column (in JSONPath format): .metadata.creationTimestamp"},
+	}
+	if diff := cmp.Diff(wantCols, tbl.ColumnDefinitions); diff != "" {
+		t.Fatalf("columns differ (-want +got):\n%s", diff)
+	}
+	// client-go's JSONPath prints a list as JSON (encoding/json, HTML-escaped)
+	wantCells := []any{"w", 3.0, 1.5, 2.0, `["a","\u003cb\u003e"]`, "fast", true, nil, nil, "<invalid>", age}
+	if len(tbl.Rows) != 1 {
+		t.Fatalf("got %d rows", len(tbl.Rows))
+	}
+	if diff := cmp.Diff(wantCells, tbl.Rows[0].Cells); diff != "" {
+		t.Fatalf("cells differ (-want +got):\n%s", diff)
+	}
+	if _, err := NewCustomColumns([]PrinterColumn{{Name: "Bad", Type: "string", JSONPath: ".spec[unclosed"}}); err == nil {
+		t.Fatal("NewCustomColumns(bad JSONPath): want error")
 	}
 }
