@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
@@ -182,5 +183,30 @@ func TestJSONWatchEventBytes(t *testing.T) {
 	}
 	if _, err := s.AppendJSONWatchEvent(got[:1], EventAdded, Object{Format: FormatProtobuf, APIVersion: "v1", Kind: "ConfigMap", Raw: []byte{0xff}}, 1); err == nil {
 		t.Fatal("AppendJSONWatchEvent of corrupt object: want error")
+	}
+}
+
+// TestProtobufWatchEventBytes checks an object frame byte for byte against
+// metav1.WatchEvent.Marshal around apimachinery's protobuf of the object
+// (resourceVersion 0 keeps the stored bytes unchanged).
+func TestProtobufWatchEventBytes(t *testing.T) {
+	for _, it := range append(fxStore(t, testConfigMaps(2), 1), fxStore(t, testPods(), 1)...) {
+		w := it.want.DeepCopyObject()
+		acc, _ := meta.Accessor(w)
+		acc.SetResourceVersion("")
+		gvks, _, err := scheme.Scheme.ObjectKinds(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.GetObjectKind().SetGroupVersionKind(gvks[0])
+		ev := metav1.WatchEvent{Type: "DELETED", Object: runtime.RawExtension{Raw: encodeOracle(t, fxProto, w)}}
+		pb, err := ev.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append(binary.BigEndian.AppendUint32(nil, uint32(len(pb))), pb...)
+		if got := AppendProtobufWatchEvent(nil, EventDeleted, it.obj, 0); !bytes.Equal(got, want) {
+			t.Fatalf("protobuf watch frame:\ngot  %q\nwant %q", got, want)
+		}
 	}
 }
