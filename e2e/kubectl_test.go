@@ -213,17 +213,21 @@ func TestKubectl(t *testing.T) {
 		checkConfigMap(t, &got, cms, revs, true)
 	})
 
-	t.Run("get deploy,po", func(t *testing.T) {
-		out := mustKubectl(t, srv, "get", "deploy,po", "-n", demo.AppNamespace)
-		// Two tables separated by a blank line.
-		parts := strings.SplitN(out, "\n\n", 2)
-		if len(parts) != 2 {
-			t.Fatalf("want a deployments table and a pods table:\n%s", out)
+	t.Run("get deploy,rs,po", func(t *testing.T) {
+		out := mustKubectl(t, srv, "get", "deploy,rs,po", "-n", demo.AppNamespace)
+		// Three tables separated by blank lines.
+		parts := strings.Split(strings.TrimSpace(out), "\n\n")
+		if len(parts) != 3 {
+			t.Fatalf("want tables of deployments, replicasets and pods:\n%s", out)
 		}
-		deploys, pods := parseTable(t, parts[0]), parseTable(t, parts[1])
+		deploys, rss, pods := parseTable(t, parts[0]), parseTable(t, parts[1]), parseTable(t, parts[2])
 		if len(deploys.rows) != 1 || deploys.rows[0]["NAME"] != "deployment.apps/"+demo.Deployment || deploys.rows[0]["READY"] != "3/3" ||
 			deploys.rows[0]["UP-TO-DATE"] != "3" || deploys.rows[0]["AVAILABLE"] != "3" {
 			t.Errorf("deployments table = %+v", deploys)
+		}
+		if len(rss.rows) != 1 || rss.rows[0]["NAME"] != "replicaset.apps/"+demo.ReplicaSet || rss.rows[0]["DESIRED"] != "3" ||
+			rss.rows[0]["CURRENT"] != "3" || rss.rows[0]["READY"] != "3" {
+			t.Errorf("replicasets table = %+v, want NAME DESIRED CURRENT READY AGE with 3 3 3", rss)
 		}
 		var wantPods []string
 		for _, n := range demo.Names(objs, "pods", demo.AppNamespace) {
@@ -236,6 +240,26 @@ func TestKubectl(t *testing.T) {
 			if r["READY"] != "1/1" || r["STATUS"] != "Running" || r["RESTARTS"] != "0" {
 				t.Errorf("pod row %v, want READY 1/1, STATUS Running, RESTARTS 0", r)
 			}
+		}
+	})
+
+	t.Run("get svc,secrets", func(t *testing.T) {
+		svcs := parseTable(t, mustKubectl(t, srv, "get", "svc", "-A"))
+		got := map[string]string{}
+		for _, r := range svcs.rows {
+			got[r["NAMESPACE"]+"/"+r["NAME"]] = r["TYPE"] + " " + r["CLUSTER-IP"] + " " + r["PORT(S)"]
+		}
+		if want := map[string]string{"default/kubernetes": "ClusterIP 10.96.0.1 443/TCP", demo.AppNamespace + "/web": "ClusterIP 10.96.12.34 80/TCP"}; !maps.Equal(got, want) {
+			t.Errorf("services = %v, want %v", got, want)
+		}
+		secrets := parseTable(t, mustKubectl(t, srv, "get", "secrets", "-n", demo.AppNamespace))
+		for _, r := range secrets.rows {
+			if r["NAME"] == "web-tls" && (r["TYPE"] != "kubernetes.io/tls" || r["DATA"] != "2") {
+				t.Errorf("secret row %v, want TYPE kubernetes.io/tls DATA 2", r)
+			}
+		}
+		if got, want := secrets.names(), demo.Names(objs, "secrets", demo.AppNamespace); !slices.Equal(got, want) {
+			t.Errorf("secrets = %q, want %q", got, want)
 		}
 	})
 
