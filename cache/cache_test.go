@@ -363,6 +363,9 @@ func TestWatchFromHistoryFromZeroAndTooOld(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wh.Close()
+	if rev, ok := wh.Bookmark(); ok {
+		t.Fatalf("Bookmark() = %d with events pending", rev)
+	}
 	evs = collect(t, wh, 2)
 	if evs[0].Type != Modified || evs[0].Rev != rUpd || evs[1].Type != Deleted || evs[1].Rev != rDel {
 		t.Fatalf("watch from %d: %v %d, %v %d", fillRev, evs[0].Type, evs[0].Rev, evs[1].Type, evs[1].Rev)
@@ -389,6 +392,9 @@ func TestWatchFromHistoryFromZeroAndTooOld(t *testing.T) {
 		}
 		return nil
 	})
+	if rev, ok := wb.Bookmark(); !ok || rev < etcdRev {
+		t.Fatalf("idle watcher Bookmark() = %d, %v, want >= %d", rev, ok, etcdRev)
+	}
 	wb.Close()
 
 	// Too old: push the history past fillRev (size 10).

@@ -226,6 +226,23 @@ func (w *Watcher) More() bool {
 	return w.cursor.Load() < w.r.ring.head()
 }
 
+// Bookmark returns the revision a BOOKMARK may carry now: the resource's
+// revision, when the watcher has taken every event up to it (ok=false while
+// events or initial state are pending, or after the watch ended). Call it
+// from the Next goroutine.
+func (w *Watcher) Bookmark() (rev int64, ok bool) {
+	if !w.initialDone || w.closed() {
+		return 0, false
+	}
+	w.r.mu.RLock()
+	defer w.r.mu.RUnlock()
+	if w.closed() || w.cursor.Load() < w.r.ring.head() {
+		return 0, false
+	}
+	w.lastRev = max(w.lastRev, w.r.rev)
+	return w.r.rev, true
+}
+
 // Next returns the next event, waiting for one. It returns ctx.Err() when
 // ctx ends, and ErrLagging or ErrClosed (wrapped) when the watch ended.
 func (w *Watcher) Next(ctx context.Context) (Event, error) {
