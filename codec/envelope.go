@@ -123,6 +123,9 @@ func unwrapProtobuf(stored []byte) (Object, error) {
 	if !hasRaw {
 		return Object{}, corrupt(b, len(b), "runtime.Unknown has no raw field")
 	}
+	if obj.Kind == "" {
+		return Object{}, corrupt(b, len(protobufMagic), "runtime.Unknown has no kind")
+	}
 	return obj, nil
 }
 

@@ -35,7 +35,6 @@ func AppendJSONPassthrough(dst, raw []byte, rv int64) ([]byte, error) {
 		if at < 0 {
 			at = closing
 		}
-		mark := len(dst)
 		dst = append(dst, raw[:at]...)
 		if ins < 0 && !emptyObjectBefore(raw, at) {
 			dst = append(dst, ',')
@@ -46,9 +45,7 @@ func AppendJSONPassthrough(dst, raw []byte, rv int64) ([]byte, error) {
 		if ins >= 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, raw[at:]...)
-		_ = mark
-		return dst, nil
+		return append(dst, raw[at:]...), nil
 	}
 	mark := len(dst)
 	dst = append(dst, raw[:mv.start]...)
@@ -82,15 +79,9 @@ func appendJSONMetadataPassthrough(dst, raw []byte, rv int64) ([]byte, error) {
 		if mv.end-mv.start == 0 || raw[mv.start] != '{' {
 			return dst, corrupt(raw, mv.start, "metadata is not an object")
 		}
-		return appendCompactRaw(dst, raw[mv.start:mv.end])
+		return append(dst, raw[mv.start:mv.end]...), nil
 	}
 	return appendMetaPatched(dst, raw[mv.start:mv.end], rv)
-}
-
-// appendCompactRaw copies a JSON value as is (stored JSON is already
-// compact when kube-apiserver wrote it).
-func appendCompactRaw(dst, v []byte) ([]byte, error) {
-	return append(dst, v...), nil
 }
 
 type span struct{ start, end int }

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -335,7 +336,7 @@ func (m *Meta) jsonString(v []byte) []byte {
 
 // jsonKey unescapes a string body (between quotes) when needed.
 func (m *Meta) jsonKey(body []byte) []byte {
-	if indexByte(body, '\\') < 0 {
+	if bytes.IndexByte(body, '\\') < 0 {
 		return body
 	}
 	start := len(m.buf)
@@ -345,15 +346,6 @@ func (m *Meta) jsonKey(body []byte) []byte {
 	}
 	m.buf = out
 	return m.buf[start:len(m.buf):len(m.buf)]
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // eachKey calls fn for every key (raw body between quotes) and value (raw
@@ -594,7 +586,7 @@ func peekFieldJSON(raw []byte, path string) ([]byte, bool, error) {
 		switch val[0] {
 		case '"':
 			body := val[1 : len(val)-1]
-			if indexByte(body, '\\') < 0 {
+			if bytes.IndexByte(body, '\\') < 0 {
 				return body, true, nil
 			}
 			u, ok := unescapeInto(nil, body)

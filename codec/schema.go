@@ -93,7 +93,6 @@ type message struct {
 	goType reflect.Type
 	fields []field // JSON order
 	byNum  []int16 // protobuf field number -> index in fields, -1 when unknown
-	ready  bool
 }
 
 func (m *message) index(num uint64) int {
@@ -101,23 +100,6 @@ func (m *message) index(num uint64) int {
 		return int(m.byNum[num])
 	}
 	return -1
-}
-
-func (m *message) fieldByName(name string) *field {
-	for i := range m.fields {
-		if m.fields[i].name == name && !m.fields[i].inline {
-			return &m.fields[i]
-		}
-	}
-	for i := range m.fields {
-		f := &m.fields[i]
-		if f.inline && f.v.msg != nil {
-			if g := f.v.msg.fieldByName(name); g != nil {
-				return g
-			}
-		}
-	}
-	return nil
 }
 
 var defaultSchema = sync.OnceValues(func() (*Schema, error) { return NewSchema(scheme.Scheme) })
@@ -360,7 +342,6 @@ func (b *builder) message(rt reflect.Type) (*message, error) {
 			m.byNum[f.num] = int16(i)
 		}
 	}
-	m.ready = true
 	return m, nil
 }
 

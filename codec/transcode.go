@@ -65,6 +65,12 @@ func (s *Schema) putState(st *state) {
 // metadata.resourceVersion set to rv when rv != 0. A FormatJSON object goes
 // through AppendJSONPassthrough (typemeta kept as stored). On error dst is
 // returned unchanged (same length).
+//
+// The output is bounded by the input: an occurrence of a message (at least
+// 2 bytes of protobuf) writes at most its zero-value JSON (under 300 bytes
+// for every built-in type) plus its fields, so len(output) stays below
+// 512*len(obj.Raw) + 64 KiB (tested in TestExpansionBound and the fuzz
+// targets). AppendJSON keeps no reference to obj after it returns.
 func (s *Schema) AppendJSON(dst []byte, obj Object, rv int64, o JSONOptions) ([]byte, error) {
 	switch obj.Format {
 	case FormatJSON:

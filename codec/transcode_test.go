@@ -149,6 +149,11 @@ func TestTranscodeDifferential(t *testing.T) {
 	total, byteEqual, skipped := 0, 0, 0
 	for _, k := range kinds {
 		rt := scheme.Scheme.AllKnownTypes()[k]
+		if _, ok := rt.FieldByName("TypeMeta"); !ok {
+			// no TypeMeta (e.g. WatchEvent): such a kind cannot be stored
+			skipped++
+			continue
+		}
 		f := newFiller(seedFor(k))
 		for i := 0; i < n; i++ {
 			obj := reflect.New(rt).Interface().(runtime.Object)
@@ -160,11 +165,6 @@ func TestTranscodeDifferential(t *testing.T) {
 			o, err := Unwrap(stored)
 			if err != nil {
 				t.Fatalf("%v: Unwrap: %v", k, err)
-			}
-			if o.Kind == "" {
-				// no TypeMeta (e.g. WatchEvent): such a kind cannot be stored
-				skipped++
-				break
 			}
 			rv := int64(i*7919 + 1)
 			// the envelope's kind (options kinds are stored as their first group)
