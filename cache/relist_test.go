@@ -110,6 +110,33 @@ func TestCompactionWhileDisconnectedRelists(t *testing.T) {
 	}
 	defer w.Close()
 
+	// A break without compaction: the etcd client resumes the watch, the
+	// cache catches up without re-listing.
+	p.cut()
+	for i := range 10 {
+		k, v := configMap(t, "ns", fmt.Sprintf("cm-%02d", i), nil, 25, uint64(50+i))
+		put(t, direct, k, v)
+	}
+	p.restore()
+	want, wantKeys, rev := etcdState(t, direct, cmPrefix, 0)
+	poll(t, "cache catches up after a reconnect", func() error {
+		s, err := r.Snapshot(context.Background(), ReadOptions{})
+		if err != nil {
+			return err
+		}
+		if s.Rev() < rev {
+			return fmt.Errorf("cache at %d, etcd at %d", s.Rev(), rev)
+		}
+		return diffSnapshot(s, want, wantKeys)
+	})
+	if n := r.relists.Get(); n != 0 {
+		t.Fatalf("re-listed %d times after a reconnect without compaction", n)
+	}
+	if evs := collect(t, w, 10); evs[9].Rev != rev {
+		t.Fatalf("watcher across the reconnect ends at %d, want %d", evs[9].Rev, rev)
+	}
+
+	// A break with compaction past the cache's revision: re-list.
 	p.cut()
 	var last int64
 	for i := range 30 {
@@ -125,7 +152,7 @@ func TestCompactionWhileDisconnectedRelists(t *testing.T) {
 	}
 	p.restore()
 
-	want, wantKeys, rev := etcdState(t, direct, cmPrefix, 0)
+	want, wantKeys, rev = etcdState(t, direct, cmPrefix, 0)
 	poll(t, "cache re-lists to etcd's state", func() error {
 		s, err := r.Snapshot(context.Background(), ReadOptions{})
 		if err != nil {
