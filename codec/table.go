@@ -12,6 +12,9 @@ import (
 
 	gojson "github.com/goccy/go-json"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	batchv1beta1 "k8s.io/api/batch/v1beta1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	extensionsv1beta1 "k8s.io/api/extensions/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,6 +104,8 @@ func initTablePrinters() {
 	metaDoc := metav1.ObjectMeta{}.SwaggerDoc()
 	name := metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: metaDoc["name"]}
 	age := metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: metaDoc["creationTimestamp"]}
+	containersCol := metav1.TableColumnDefinition{Name: "Containers", Type: "string", Priority: 1, Description: "Names of each container in the template."}
+	imagesCol := metav1.TableColumnDefinition{Name: "Images", Type: "string", Priority: 1, Description: "Images referenced by each container in the template."}
 	p := func(cells func([]byte, time.Time) ([]any, []tableRowCondition, error), cols ...metav1.TableColumnDefinition) *tablePrinter {
 		return &tablePrinter{columns: mustColumnsJSON(cols), cells: cells}
 	}
@@ -155,6 +160,58 @@ func initTablePrinters() {
 			metav1.TableColumnDefinition{Name: "Containers", Type: "string", Priority: 1, Description: "Names of each container in the template."},
 			metav1.TableColumnDefinition{Name: "Images", Type: "string", Priority: 1, Description: "Images referenced by each container in the template."},
 			metav1.TableColumnDefinition{Name: "Selector", Type: "string", Priority: 1, Description: extensionsv1beta1.DeploymentSpec{}.SwaggerDoc()["selector"]},
+		),
+		{"apps", "replicasets"}: p(replicaSetCells, name,
+			metav1.TableColumnDefinition{Name: "Desired", Type: "integer", Description: extensionsv1beta1.ReplicaSetSpec{}.SwaggerDoc()["replicas"]},
+			metav1.TableColumnDefinition{Name: "Current", Type: "integer", Description: extensionsv1beta1.ReplicaSetStatus{}.SwaggerDoc()["replicas"]},
+			metav1.TableColumnDefinition{Name: "Ready", Type: "integer", Description: extensionsv1beta1.ReplicaSetStatus{}.SwaggerDoc()["readyReplicas"]},
+			age, containersCol, imagesCol,
+			metav1.TableColumnDefinition{Name: "Selector", Type: "string", Priority: 1, Description: extensionsv1beta1.ReplicaSetSpec{}.SwaggerDoc()["selector"]},
+		),
+		{"apps", "daemonsets"}: p(daemonSetCells, name,
+			metav1.TableColumnDefinition{Name: "Desired", Type: "integer", Description: extensionsv1beta1.DaemonSetStatus{}.SwaggerDoc()["desiredNumberScheduled"]},
+			metav1.TableColumnDefinition{Name: "Current", Type: "integer", Description: extensionsv1beta1.DaemonSetStatus{}.SwaggerDoc()["currentNumberScheduled"]},
+			metav1.TableColumnDefinition{Name: "Ready", Type: "integer", Description: extensionsv1beta1.DaemonSetStatus{}.SwaggerDoc()["numberReady"]},
+			metav1.TableColumnDefinition{Name: "Up-to-date", Type: "integer", Description: extensionsv1beta1.DaemonSetStatus{}.SwaggerDoc()["updatedNumberScheduled"]},
+			metav1.TableColumnDefinition{Name: "Available", Type: "integer", Description: extensionsv1beta1.DaemonSetStatus{}.SwaggerDoc()["numberAvailable"]},
+			metav1.TableColumnDefinition{Name: "Node Selector", Type: "string", Description: corev1.PodSpec{}.SwaggerDoc()["nodeSelector"]},
+			age, containersCol, imagesCol,
+			metav1.TableColumnDefinition{Name: "Selector", Type: "string", Priority: 1, Description: extensionsv1beta1.DaemonSetSpec{}.SwaggerDoc()["selector"]},
+		),
+		{"apps", "statefulsets"}: p(statefulSetCells, name,
+			metav1.TableColumnDefinition{Name: "Ready", Type: "string", Description: "Number of the pod with ready state"},
+			age, containersCol, imagesCol,
+		),
+		{"batch", "jobs"}: p(jobCells, name,
+			metav1.TableColumnDefinition{Name: "Status", Type: "string", Description: "Status of the job."},
+			metav1.TableColumnDefinition{Name: "Completions", Type: "string", Description: batchv1.JobStatus{}.SwaggerDoc()["succeeded"]},
+			metav1.TableColumnDefinition{Name: "Duration", Type: "string", Description: "Time required to complete the job."},
+			age, containersCol, imagesCol,
+			metav1.TableColumnDefinition{Name: "Selector", Type: "string", Priority: 1, Description: batchv1.JobSpec{}.SwaggerDoc()["selector"]},
+		),
+		{"batch", "cronjobs"}: p(cronJobCells, name,
+			metav1.TableColumnDefinition{Name: "Schedule", Type: "string", Description: batchv1beta1.CronJobSpec{}.SwaggerDoc()["schedule"]},
+			metav1.TableColumnDefinition{Name: "Timezone", Type: "string", Description: batchv1beta1.CronJobSpec{}.SwaggerDoc()["timeZone"]},
+			metav1.TableColumnDefinition{Name: "Suspend", Type: "boolean", Description: batchv1beta1.CronJobSpec{}.SwaggerDoc()["suspend"]},
+			metav1.TableColumnDefinition{Name: "Active", Type: "integer", Description: batchv1beta1.CronJobStatus{}.SwaggerDoc()["active"]},
+			metav1.TableColumnDefinition{Name: "Last Schedule", Type: "string", Description: batchv1beta1.CronJobStatus{}.SwaggerDoc()["lastScheduleTime"]},
+			age, containersCol, imagesCol,
+			metav1.TableColumnDefinition{Name: "Selector", Type: "string", Priority: 1, Description: batchv1.JobSpec{}.SwaggerDoc()["selector"]},
+		),
+		{"", "serviceaccounts"}: p(serviceAccountCells, name,
+			metav1.TableColumnDefinition{Name: "Secrets", Type: "string", Description: corev1.ServiceAccount{}.SwaggerDoc()["secrets"]},
+			age,
+		),
+		{"coordination.k8s.io", "leases"}: p(leaseCells, name,
+			metav1.TableColumnDefinition{Name: "Holder", Type: "string", Description: coordinationv1.LeaseSpec{}.SwaggerDoc()["holderIdentity"]},
+			age,
+		),
+		{"networking.k8s.io", "ingresses"}: p(ingressCells, name,
+			metav1.TableColumnDefinition{Name: "Class", Type: "string", Description: "The name of the IngressClass resource that should be used for additional configuration"},
+			metav1.TableColumnDefinition{Name: "Hosts", Type: "string", Description: "Hosts that incoming requests are matched against before the ingress rule"},
+			metav1.TableColumnDefinition{Name: "Address", Type: "string", Description: "Address is a list containing ingress points for the load-balancer"},
+			metav1.TableColumnDefinition{Name: "Ports", Type: "string", Description: "Ports of TLS configurations that open"},
+			age,
 		),
 	}
 	defaultPrinter = p(defaultCells, name,
@@ -967,4 +1024,277 @@ func cellForJSONValue(headerType string, value any, now time.Time) any {
 		}
 	}
 	return nil
+}
+
+// Workloads.
+
+// podTemplate is the part of a PodTemplateSpec the printers read.
+type podTemplate struct {
+	Spec struct {
+		Containers   []containerNameImage `json:"containers"`
+		NodeSelector map[string]string    `json:"nodeSelector"`
+	} `json:"spec"`
+}
+
+// replicasOr1 is spec.replicas as kube-apiserver defaults it.
+func replicasOr1(r *int32) int64 {
+	if r == nil {
+		return 1
+	}
+	return int64(*r)
+}
+
+func replicaSetCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			Replicas *int32                `json:"replicas"`
+			Selector *metav1.LabelSelector `json:"selector"`
+			Template podTemplate           `json:"template"`
+		} `json:"spec"`
+		Status appsv1.ReplicaSetStatus `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	names, images := layoutContainerCells(o.Spec.Template.Spec.Containers)
+	return []any{o.Metadata.Name, replicasOr1(o.Spec.Replicas), int64(o.Status.Replicas), int64(o.Status.ReadyReplicas),
+		translateTimestampSince(o.Metadata.CreationTimestamp, now), names, images, metav1.FormatLabelSelector(o.Spec.Selector)}, nil, nil
+}
+
+func daemonSetCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			Selector *metav1.LabelSelector `json:"selector"`
+			Template podTemplate           `json:"template"`
+		} `json:"spec"`
+		Status appsv1.DaemonSetStatus `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	names, images := layoutContainerCells(o.Spec.Template.Spec.Containers)
+	st := o.Status
+	return []any{o.Metadata.Name, int64(st.DesiredNumberScheduled), int64(st.CurrentNumberScheduled), int64(st.NumberReady),
+		int64(st.UpdatedNumberScheduled), int64(st.NumberAvailable), labels.FormatLabels(o.Spec.Template.Spec.NodeSelector),
+		translateTimestampSince(o.Metadata.CreationTimestamp, now), names, images, metav1.FormatLabelSelector(o.Spec.Selector)}, nil, nil
+}
+
+func statefulSetCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			Replicas *int32      `json:"replicas"`
+			Template podTemplate `json:"template"`
+		} `json:"spec"`
+		Status appsv1.StatefulSetStatus `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	names, images := layoutContainerCells(o.Spec.Template.Spec.Containers)
+	return []any{o.Metadata.Name, fmt.Sprintf("%d/%d", int64(o.Status.ReadyReplicas), replicasOr1(o.Spec.Replicas)),
+		translateTimestampSince(o.Metadata.CreationTimestamp, now), names, images}, nil, nil
+}
+
+type jobSpecForTable struct {
+	Completions *int32                `json:"completions"`
+	Parallelism *int32                `json:"parallelism"`
+	Selector    *metav1.LabelSelector `json:"selector"`
+	Template    podTemplate           `json:"template"`
+}
+
+func jobCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta         `json:"metadata"`
+		Spec     jobSpecForTable `json:"spec"`
+		Status   struct {
+			Succeeded      int32        `json:"succeeded"`
+			StartTime      *metav1.Time `json:"startTime"`
+			CompletionTime *metav1.Time `json:"completionTime"`
+			Conditions     []struct {
+				Type   string `json:"type"`
+				Status string `json:"status"`
+			} `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	var completions string
+	if o.Spec.Completions != nil {
+		completions = fmt.Sprintf("%d/%d", o.Status.Succeeded, *o.Spec.Completions)
+	} else if o.Spec.Parallelism != nil && *o.Spec.Parallelism > 1 {
+		completions = fmt.Sprintf("%d/1 of %d", o.Status.Succeeded, *o.Spec.Parallelism)
+	} else {
+		completions = fmt.Sprintf("%d/1", o.Status.Succeeded)
+	}
+	var jobDuration string
+	switch {
+	case o.Status.StartTime == nil:
+	case o.Status.CompletionTime == nil:
+		jobDuration = duration.HumanDuration(now.Sub(o.Status.StartTime.Time))
+	default:
+		jobDuration = duration.HumanDuration(o.Status.CompletionTime.Sub(o.Status.StartTime.Time))
+	}
+	// The first condition of a type decides whether the job has it.
+	has := func(typ batchv1.JobConditionType) bool {
+		for _, c := range o.Status.Conditions {
+			if c.Type == string(typ) {
+				return c.Status == string(corev1.ConditionTrue)
+			}
+		}
+		return false
+	}
+	var status string
+	switch {
+	case has(batchv1.JobComplete):
+		status = "Complete"
+	case has(batchv1.JobFailed):
+		status = "Failed"
+	case o.Metadata.DeletionTimestamp != nil:
+		status = "Terminating"
+	case has(batchv1.JobSuspended):
+		status = "Suspended"
+	case has(batchv1.JobFailureTarget):
+		status = "FailureTarget"
+	default:
+		status = "Running"
+	}
+	names, images := layoutContainerCells(o.Spec.Template.Spec.Containers)
+	return []any{o.Metadata.Name, status, completions, jobDuration, translateTimestampSince(o.Metadata.CreationTimestamp, now),
+		names, images, metav1.FormatLabelSelector(o.Spec.Selector)}, nil, nil
+}
+
+func cronJobCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			Schedule    string  `json:"schedule"`
+			TimeZone    *string `json:"timeZone"`
+			Suspend     *bool   `json:"suspend"`
+			JobTemplate struct {
+				Spec jobSpecForTable `json:"spec"`
+			} `json:"jobTemplate"`
+		} `json:"spec"`
+		Status struct {
+			Active           []gojson.RawMessage `json:"active"`
+			LastScheduleTime *metav1.Time        `json:"lastScheduleTime"`
+		} `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	last := "<none>"
+	if o.Status.LastScheduleTime != nil {
+		last = translateTimestampSince(*o.Status.LastScheduleTime, now)
+	}
+	tz := "<none>"
+	if o.Spec.TimeZone != nil {
+		tz = *o.Spec.TimeZone
+	}
+	suspend := "<unset>" // printBoolPtr: a string, although the column is boolean
+	if o.Spec.Suspend != nil {
+		suspend = "False"
+		if *o.Spec.Suspend {
+			suspend = "True"
+		}
+	}
+	jt := o.Spec.JobTemplate.Spec
+	names, images := layoutContainerCells(jt.Template.Spec.Containers)
+	return []any{o.Metadata.Name, o.Spec.Schedule, tz, suspend, int64(len(o.Status.Active)), last,
+		translateTimestampSince(o.Metadata.CreationTimestamp, now), names, images, metav1.FormatLabelSelector(jt.Selector)}, nil, nil
+}
+
+func serviceAccountCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta             `json:"metadata"`
+		Secrets  []gojson.RawMessage `json:"secrets"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	return []any{o.Metadata.Name, int64(len(o.Secrets)), translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
+}
+
+func leaseCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			HolderIdentity *string `json:"holderIdentity"`
+		} `json:"spec"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	holder := ""
+	if o.Spec.HolderIdentity != nil {
+		holder = *o.Spec.HolderIdentity
+	}
+	return []any{o.Metadata.Name, holder, translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
+}
+
+func ingressCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			IngressClassName *string `json:"ingressClassName"`
+			Rules            []struct {
+				Host string `json:"host"`
+			} `json:"rules"`
+			TLS []gojson.RawMessage `json:"tls"`
+		} `json:"spec"`
+		Status struct {
+			LoadBalancer struct {
+				Ingress []struct {
+					IP       string `json:"ip"`
+					Hostname string `json:"hostname"`
+				} `json:"ingress"`
+			} `json:"loadBalancer"`
+		} `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	class := "<none>"
+	if o.Spec.IngressClassName != nil {
+		class = *o.Spec.IngressClassName
+	}
+	// formatHosts: the first three non-empty hosts, "*" when none.
+	var hosts []string
+	more := false
+	for _, r := range o.Spec.Rules {
+		if len(hosts) == 3 {
+			more = true
+		}
+		if !more && r.Host != "" {
+			hosts = append(hosts, r.Host)
+		}
+	}
+	hostsCell := "*"
+	if len(hosts) > 0 {
+		hostsCell = strings.Join(hosts, ",")
+		if more {
+			hostsCell = fmt.Sprintf("%s + %d more...", hostsCell, len(o.Spec.Rules)-3)
+		}
+	}
+	set := map[string]bool{}
+	for _, in := range o.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			set[in.IP] = true
+		} else if in.Hostname != "" {
+			set[in.Hostname] = true
+		}
+	}
+	addrs := make([]string, 0, len(set))
+	for a := range set {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	ports := "80"
+	if len(o.Spec.TLS) != 0 {
+		ports = "80, 443"
+	}
+	return []any{o.Metadata.Name, class, hostsCell, strings.Join(addrs, ","), ports, translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
 }

@@ -8,7 +8,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -228,6 +231,97 @@ func tableCases() []tableCase {
 				{"lb", "LoadBalancer", "10.96.0.12", "5.6.7.8,lb.example.com", "443:31443/TCP", age, "<none>"},
 				{"lb-pending", "LoadBalancer", "10.96.0.13", "<pending>", "<none>", age, "<none>"},
 				{"ext", "ExternalName", "<none>", "db.example.com", "<none>", age, "<none>"},
+			},
+		},
+		{
+			name: "replicasets", group: "apps", resource: "replicasets",
+			objs: []runtime.Object{
+				&appsv1.ReplicaSet{ObjectMeta: podMeta("rs"), Spec: appsv1.ReplicaSetSpec{Replicas: &three, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+					Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "img1"}}}}},
+					Status: appsv1.ReplicaSetStatus{Replicas: 3, ReadyReplicas: 2}},
+				&appsv1.ReplicaSet{ObjectMeta: podMeta("rs2")},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Desired", "integer", "", 0}, {"Current", "integer", "", 0}, {"Ready", "integer", "", 0}, {"Age", "string", "", 0},
+				{"Containers", "string", "", 1}, {"Images", "string", "", 1}, {"Selector", "string", "", 1}},
+			cells: [][]any{{"rs", 3.0, 3.0, 2.0, age, "a", "img1", "app=web"}, {"rs2", 1.0, 0.0, 0.0, age, "", "", "<none>"}},
+		},
+		{
+			name: "daemonsets", group: "apps", resource: "daemonsets",
+			objs: []runtime.Object{
+				&appsv1.DaemonSet{ObjectMeta: podMeta("ds"), Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "ds"}},
+					Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{NodeSelector: map[string]string{"kubernetes.io/os": "linux"}, Containers: []corev1.Container{{Name: "agent", Image: "agent:2"}}}}},
+					Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, CurrentNumberScheduled: 3, NumberReady: 2, UpdatedNumberScheduled: 1, NumberAvailable: 2}},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Desired", "integer", "", 0}, {"Current", "integer", "", 0}, {"Ready", "integer", "", 0}, {"Up-to-date", "integer", "", 0},
+				{"Available", "integer", "", 0}, {"Node Selector", "string", "", 0}, {"Age", "string", "", 0}, {"Containers", "string", "", 1}, {"Images", "string", "", 1}, {"Selector", "string", "", 1}},
+			cells: [][]any{{"ds", 3.0, 3.0, 2.0, 1.0, 2.0, "kubernetes.io/os=linux", age, "agent", "agent:2", "app=ds"}},
+		},
+		{
+			name: "statefulsets", group: "apps", resource: "statefulsets",
+			objs: []runtime.Object{&appsv1.StatefulSet{ObjectMeta: podMeta("db"), Spec: appsv1.StatefulSetSpec{Replicas: fxPtr(int32(2)),
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pg", Image: "postgres:17"}, {Name: "exp", Image: "exporter"}}}}},
+				Status: appsv1.StatefulSetStatus{ReadyReplicas: 1}}},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Ready", "string", "", 0}, {"Age", "string", "", 0}, {"Containers", "string", "", 1}, {"Images", "string", "", 1}},
+			cells:   [][]any{{"db", "1/2", age, "pg,exp", "postgres:17,exporter"}},
+		},
+		{
+			name: "jobs", group: "batch", resource: "jobs",
+			objs: []runtime.Object{
+				&batchv1.Job{ObjectMeta: podMeta("done"), Spec: batchv1.JobSpec{Completions: &three, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"job-name": "done"}},
+					Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "w", Image: "worker"}}}}},
+					Status: batchv1.JobStatus{Succeeded: 3, StartTime: fxPtr(ago(10 * time.Minute)), CompletionTime: fxPtr(ago(5 * time.Minute)),
+						Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}, {Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}},
+				&batchv1.Job{ObjectMeta: podMeta("run"), Spec: batchv1.JobSpec{Parallelism: fxPtr(int32(2))},
+					Status: batchv1.JobStatus{StartTime: fxPtr(ago(90 * time.Second))}},
+				&batchv1.Job{ObjectMeta: podMeta("fail"), Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue}}}},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Status", "string", "", 0}, {"Completions", "string", "", 0}, {"Duration", "string", "", 0}, {"Age", "string", "", 0},
+				{"Containers", "string", "", 1}, {"Images", "string", "", 1}, {"Selector", "string", "", 1}},
+			cells: [][]any{
+				{"done", "Complete", "3/3", "5m", age, "w", "worker", "job-name=done"},
+				{"run", "Running", "0/1 of 2", "90s", age, "", "", "<none>"},
+				{"fail", "Failed", "0/1", "", age, "", "", "<none>"},
+			},
+		},
+		{
+			name: "cronjobs", group: "batch", resource: "cronjobs",
+			objs: []runtime.Object{
+				&batchv1.CronJob{ObjectMeta: podMeta("every5"), Spec: batchv1.CronJobSpec{Schedule: "*/5 * * * *", Suspend: fxPtr(false),
+					JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "cron"}}}}}}},
+					Status: batchv1.CronJobStatus{Active: []corev1.ObjectReference{{Name: "j1"}}, LastScheduleTime: fxPtr(ago(2 * time.Minute))}},
+				&batchv1.CronJob{ObjectMeta: podMeta("nightly"), Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *", TimeZone: fxPtr("Etc/UTC")}},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Schedule", "string", "", 0}, {"Timezone", "string", "", 0}, {"Suspend", "boolean", "", 0}, {"Active", "integer", "", 0},
+				{"Last Schedule", "string", "", 0}, {"Age", "string", "", 0}, {"Containers", "string", "", 1}, {"Images", "string", "", 1}, {"Selector", "string", "", 1}},
+			cells: [][]any{
+				{"every5", "*/5 * * * *", "<none>", "False", 1.0, "2m", age, "c", "cron", "<none>"},
+				{"nightly", "0 3 * * *", "Etc/UTC", "<unset>", 0.0, "<none>", age, "", "", "<none>"},
+			},
+		},
+		{
+			name: "serviceaccounts", resource: "serviceaccounts",
+			objs:    []runtime.Object{&corev1.ServiceAccount{ObjectMeta: podMeta("default"), Secrets: []corev1.ObjectReference{{Name: "tok"}}}},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Secrets", "string", "", 0}, {"Age", "string", "", 0}},
+			cells:   [][]any{{"default", 1.0, age}},
+		},
+		{
+			name: "leases", group: "coordination.k8s.io", resource: "leases",
+			objs:    []runtime.Object{&coordinationv1.Lease{ObjectMeta: podMeta("node-1"), Spec: coordinationv1.LeaseSpec{HolderIdentity: fxPtr("node-1")}}, &coordinationv1.Lease{ObjectMeta: podMeta("free")}},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Holder", "string", "", 0}, {"Age", "string", "", 0}},
+			cells:   [][]any{{"node-1", "node-1", age}, {"free", "", age}},
+		},
+		{
+			name: "ingresses", group: "networking.k8s.io", resource: "ingresses",
+			objs: []runtime.Object{
+				&networkingv1.Ingress{ObjectMeta: podMeta("web"), Spec: networkingv1.IngressSpec{IngressClassName: fxPtr("nginx"), TLS: []networkingv1.IngressTLS{{Hosts: []string{"a.com"}}},
+					Rules: []networkingv1.IngressRule{{Host: "a.com"}, {}, {Host: "b.com"}, {Host: "c.com"}, {Host: "d.com"}}},
+					Status: networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{Ingress: []networkingv1.IngressLoadBalancerIngress{{Hostname: "h.example"}, {IP: "1.1.1.1"}}}}},
+				&networkingv1.Ingress{ObjectMeta: podMeta("bare")},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Class", "string", "", 0}, {"Hosts", "string", "", 0}, {"Address", "string", "", 0}, {"Ports", "string", "", 0}, {"Age", "string", "", 0}},
+			cells: [][]any{
+				{"web", "nginx", "a.com,b.com,c.com + 2 more...", "1.1.1.1,h.example", "80, 443", age},
+				{"bare", "<none>", "*", "", "80", age},
 			},
 		},
 		{
