@@ -325,6 +325,25 @@ func tableCases() []tableCase {
 			},
 		},
 		{
+			name: "events", resource: "events",
+			objs: []runtime.Object{
+				&corev1.Event{ObjectMeta: podMeta("p1.abc"), InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "p1", FieldPath: "spec.containers{c}"},
+					Reason: "Pulled", Message: " Successfully pulled image \n", Source: corev1.EventSource{Component: "kubelet", Host: "n1"},
+					FirstTimestamp: ago(10 * time.Minute), LastTimestamp: ago(3 * time.Minute), Count: 4, Type: "Normal"},
+				&corev1.Event{ObjectMeta: podMeta("new.api"), InvolvedObject: corev1.ObjectReference{Kind: "Node"},
+					Reason: "Started", Type: "Warning", EventTime: metav1.NewMicroTime(tableNow.Add(-time.Minute)), ReportingController: "ctrl", ReportingInstance: "ctrl-1"},
+				&corev1.Event{ObjectMeta: podMeta("series"), InvolvedObject: corev1.ObjectReference{Kind: "Deployment", Name: "web"}, Source: corev1.EventSource{Component: "dc"},
+					FirstTimestamp: ago(time.Hour), Series: &corev1.EventSeries{Count: 7, LastObservedTime: metav1.NewMicroTime(tableNow.Add(-30 * time.Second))}},
+			},
+			columns: []columnSpec{{"Last Seen", "string", "", 0}, {"Type", "string", "", 0}, {"Reason", "string", "", 0}, {"Object", "string", "", 0}, {"Subobject", "string", "", 1},
+				{"Source", "string", "", 1}, {"Message", "string", "", 0}, {"First Seen", "string", "", 1}, {"Count", "string", "", 1}, {"Name", "string", "name", 1}},
+			cells: [][]any{
+				{"3m", "Normal", "Pulled", "pod/p1", "spec.containers{c}", "kubelet, n1", "Successfully pulled image", "10m", 4.0, "p1.abc"},
+				{"60s", "Warning", "Started", "node", "", "ctrl, ctrl-1", "", "60s", 1.0, "new.api"},
+				{"30s", "", "", "deployment/web", "", "dc", "", "60m", 7.0, "series"},
+			},
+		},
+		{
 			// kube-apiserver's default table convertor.
 			name: "roles (default convertor)", group: "rbac.authorization.k8s.io", resource: "roles",
 			objs:    []runtime.Object{&rbacv1.Role{ObjectMeta: podMeta("reader")}},
