@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/lazyapi/lazyapi/internal/demo"
+	"github.com/lazyapi/lazyapi/internal/storagefmt"
 )
 
 // The oracle: what kube-apiserver's codecs make of the stored bytes.
@@ -77,4 +78,14 @@ func matching(objs []demo.Object, resource, ns string, sel map[string]string) []
 		}
 	}
 	return out
+}
+
+// mustProtobuf encodes obj as kube-apiserver stores it.
+func mustProtobuf(t *testing.T, obj runtime.Object) []byte {
+	t.Helper()
+	val, err := storagefmt.Protobuf(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return val
 }
