@@ -270,6 +270,35 @@ func appendTableHead(dst []byte, p *tablePrinter, m ListMeta) []byte {
 	return append(dst, `,"rows":[`...)
 }
 
+// AppendTableWatchEvent appends a JSON watch frame whose object is a Table
+// with obj's row, as kube-apiserver writes the events of a watch with
+// Accept: application/json;as=Table;v=v1;g=meta.k8s.io (kubectl get -w):
+// the first event of a watch carries the column definitions (headers true),
+// later ones have "columnDefinitions":null. cc, when not nil, gives a custom
+// resource's columns instead of group and resource. ERROR events are written
+// with AppendJSONWatchStatus as for any watch. On error dst is returned
+// unchanged.
+func (s *Schema) AppendTableWatchEvent(dst []byte, t EventType, group, resource string, cc *CustomColumns, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time, headers bool) ([]byte, error) {
+	p := printerFor(group, resource)
+	if cc != nil {
+		p = &cc.p
+	}
+	start := len(dst)
+	dst = appendJSONWatchEventHead(dst, t)
+	if headers {
+		dst = appendTableHead(dst, p, ListMeta{ResourceVersion: rv})
+	} else {
+		dst = append(dst, `{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":`...)
+		dst = appendListMetaJSON(dst, ListMeta{ResourceVersion: rv})
+		dst = append(dst, `,"columnDefinitions":null,"rows":[`...)
+	}
+	dst, err := s.appendTableRow(dst, p, obj, rv, inc, now)
+	if err != nil {
+		return dst[:start], err
+	}
+	return append(dst, "]}}\n"...), nil
+}
+
 // AppendTableSep appends the separator written between two rows.
 func AppendTableSep(dst []byte) []byte { return append(dst, ',') }
 

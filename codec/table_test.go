@@ -1,8 +1,10 @@
 package codec
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -16,7 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/watch"
+	restclientwatch "k8s.io/client-go/rest/watch"
 
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
 )
@@ -545,5 +550,61 @@ func TestTableCustomColumns(t *testing.T) {
 	}
 	if _, err := NewCustomColumns([]PrinterColumn{{Name: "Bad", Type: "string", JSONPath: ".spec[unclosed"}}); err == nil {
 		t.Fatal("NewCustomColumns(bad JSONPath): want error")
+	}
+}
+
+// TestTableWatch decodes a Table watch (kubectl get -w) with client-go's
+// watch decoder: headers on the first event only, one row per event.
+func TestTableWatch(t *testing.T) {
+	s := fxSchema(t)
+	items := fxStore(t, testConfigMaps(3), 20)
+	var body []byte
+	for i, it := range items {
+		var err error
+		if body, err = s.AppendTableWatchEvent(body, EventModified, "", "configmaps", nil, it.obj, it.rv, IncludeMetadata, tableNow, i == 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cc, err := NewCustomColumns(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := fxStoreCustom(t, 1, 30)[0]
+	if body, err = s.AppendTableWatchEvent(body, EventAdded, "example.com", "widgets", cc, cr.obj, cr.rv, IncludeNone, tableNow, true); err != nil {
+		t.Fatal(err)
+	}
+	codecs := metadataCodecs(t)
+	info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), mediaJSON)
+	fr := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(body)))
+	dec := restclientwatch.NewDecoder(streaming.NewDecoder(fr, info.StreamSerializer.Serializer), codecs.UniversalDeserializer())
+	// apimachinery's JSON decoder reads integral numbers as int64
+	wantCells := [][]any{{"cm-000", int64(0), age}, {"cm-001", int64(4), age}, {"cm-002", int64(3), age}, {"w-0", age}}
+	for i := range wantCells {
+		typ, obj, err := dec.Decode()
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		tbl, ok := obj.(*metav1.Table)
+		if !ok {
+			t.Fatalf("event %d: %T, want *metav1.Table", i, obj)
+		}
+		if want := watch.Modified; i == 3 && typ != watch.Added || i < 3 && typ != want {
+			t.Fatalf("event %d type %s", i, typ)
+		}
+		if hasHeaders := len(tbl.ColumnDefinitions) > 0; hasHeaders != (i == 0 || i == 3) {
+			t.Fatalf("event %d: %d column definitions", i, len(tbl.ColumnDefinitions))
+		}
+		if len(tbl.Rows) != 1 {
+			t.Fatalf("event %d: %d rows", i, len(tbl.Rows))
+		}
+		if diff := cmp.Diff(wantCells[i], tbl.Rows[0].Cells); diff != "" {
+			t.Fatalf("event %d cells differ (-want +got):\n%s", i, diff)
+		}
+		if wantRV := fmt.Sprint(20 + i); i < 3 && tbl.ResourceVersion != wantRV {
+			t.Fatalf("event %d table resourceVersion %q, want %q", i, tbl.ResourceVersion, wantRV)
+		}
+	}
+	if _, _, err := dec.Decode(); err != io.EOF {
+		t.Fatalf("after the events: %v, want EOF", err)
 	}
 }
