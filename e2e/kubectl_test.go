@@ -225,11 +225,9 @@ func TestKubectl(t *testing.T) {
 			deploys.rows[0]["UP-TO-DATE"] != "3" || deploys.rows[0]["AVAILABLE"] != "3" {
 			t.Errorf("deployments table = %+v", deploys)
 		}
-		// lazyapi has printers for a few built-ins only (see README); a
-		// ReplicaSet gets the default NAME, CREATED AT table, where
-		// kube-apiserver prints DESIRED, CURRENT, READY.
-		if len(rss.rows) != 1 || rss.rows[0]["NAME"] != "replicaset.apps/"+demo.ReplicaSet {
-			t.Errorf("replicasets table = %+v, want one row for %s", rss, demo.ReplicaSet)
+		if len(rss.rows) != 1 || rss.rows[0]["NAME"] != "replicaset.apps/"+demo.ReplicaSet || rss.rows[0]["DESIRED"] != "3" ||
+			rss.rows[0]["CURRENT"] != "3" || rss.rows[0]["READY"] != "3" {
+			t.Errorf("replicasets table = %+v, want NAME DESIRED CURRENT READY AGE with 3 3 3", rss)
 		}
 		var wantPods []string
 		for _, n := range demo.Names(objs, "pods", demo.AppNamespace) {
