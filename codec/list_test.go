@@ -397,6 +397,11 @@ func FuzzFraming(f *testing.F) {
 		f.Add(b, int64(12345))
 	}
 	s := fxSchema(f)
+	cc, err := NewCustomColumns([]PrinterColumn{{Name: "S", Type: "string", JSONPath: ".spec"}, {Name: "I", Type: "integer", JSONPath: ".spec.size"},
+		{Name: "D", Type: "date", JSONPath: ".metadata.creationTimestamp"}, {Name: "B", Type: "boolean", JSONPath: ".status.ready"}, {Name: "N", Type: "number", JSONPath: ".spec.ratio"}})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, stored []byte, rv int64) {
 		if rv < 0 {
 			rv = -rv
@@ -450,6 +455,12 @@ func FuzzFraming(f *testing.F) {
 				row, err := s.AppendTableRow(nil, gr[0], gr[1], obj, rv, inc, tableNow)
 				validJSON("table row", row, err)
 			}
+		}
+		row, err := s.AppendCustomTableRow(nil, cc, obj, rv, IncludeObject, tableNow)
+		validJSON("custom table row", row, err)
+		ev, err := s.AppendTableWatchEvent(nil, EventAdded, "", "pods", nil, obj, rv, IncludeMetadata, tableNow, true)
+		if err == nil {
+			validJSON("table watch event", bytes.TrimSuffix(ev, []byte("\n")), nil)
 		}
 	})
 }
