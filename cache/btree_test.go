@@ -12,7 +12,10 @@ import (
 )
 
 func testEntry(key string, rev int64) *entry {
-	return &entry{buf: []byte(key), keyLen: uint32(len(key)), rev: rev}
+	e, data := newEntryBlock(len(key), 0, 0)
+	copy(data, key)
+	e.rev = rev
+	return e
 }
 
 func treeKeys(root *node, from, to string) []string {

@@ -1,34 +1,39 @@
 package cache
 
 import (
+	"bytes"
 	"encoding/binary"
-	"strings"
 
 	"github.com/lazyapi/lazyapi/codec"
 )
 
-// entry is one stored object: key, value as stored in etcd and the derived
-// data selectors read, in one allocation. An entry is immutable once built
-// and shared by the tree, its snapshots, the history and watchers.
+// entry is one stored object: a header followed, in the same allocation, by
+// key | value as stored in etcd | derived attrs (see newEntryBlock in
+// unsafe.go). An entry is immutable once built and shared by the tree, its
+// snapshots, the history and watchers.
 type entry struct {
-	buf    []byte // key | value | attrs
-	keyLen uint32
-	valLen uint32
-	rev    int64 // mod_revision
+	rev     int64 // mod_revision
+	keyLen  uint32
+	valLen  uint32
+	attrLen uint32
 	// nameOff is where the name starts in the key (after prefix[ns/]).
 	nameOff uint16
 	nsOff   uint16 // where the namespace starts; == nameOff when cluster-scoped
 	valid   bool   // attrs were derived (the value could be peeked)
 }
 
-// entryOverhead approximates the bytes an entry costs besides buf: the entry
-// struct and its slot in a leaf plus a share of the tree's nodes.
-const entryOverhead = 64 + 8 + 8
+// entryOverhead approximates the bytes an entry costs besides its block:
+// its slot in a leaf plus a share of the tree's nodes.
+const entryOverhead = 8 + 16
 
-func (e *entry) key() string   { return b2s(e.buf[:e.keyLen]) }
-func (e *entry) value() []byte { return e.buf[e.keyLen : e.keyLen+e.valLen : e.keyLen+e.valLen] }
-func (e *entry) attrs() []byte { return e.buf[e.keyLen+e.valLen:] }
-func (e *entry) cost() int64   { return int64(mallocSize(cap(e.buf))) + entryOverhead }
+func (e *entry) key() string { return b2s(e.data()[:e.keyLen]) }
+func (e *entry) value() []byte {
+	return e.data()[e.keyLen : e.keyLen+e.valLen : e.keyLen+e.valLen]
+}
+func (e *entry) attrs() []byte { return e.data()[e.keyLen+e.valLen:] }
+func (e *entry) cost() int64 {
+	return int64(mallocSize(entryHeader+int(e.keyLen+e.valLen+e.attrLen))) + entryOverhead
+}
 
 // deriver computes entries for one resource. It is owned by the resource's
 // goroutine (it reuses m).
@@ -46,24 +51,28 @@ type deriver struct {
 func (d *deriver) newEntry(key, value []byte, rev int64) *entry {
 	d.scr = d.scr[:0]
 	valid := d.derive(value)
-	n := len(key) + len(value) + len(d.scr)
-	buf := make([]byte, n)
-	copy(buf, key)
-	copy(buf[len(key):], value)
-	copy(buf[len(key)+len(value):], d.scr)
-	e := &entry{buf: buf, keyLen: uint32(len(key)), valLen: uint32(len(value)), rev: rev, valid: valid}
-	rest := string(key)
-	if strings.HasPrefix(rest, d.prefix) {
-		e.nsOff = uint16(min(len(d.prefix), 0xffff))
-		rest = rest[len(d.prefix):]
+	e, data := newEntryBlock(len(key), len(value), len(d.scr))
+	copy(data, key)
+	copy(data[len(key):], value)
+	copy(data[len(key)+len(value):], d.scr)
+	e.rev, e.valid = rev, valid
+	setNameOffsets(e, key, d.prefix, d.ns)
+	return e
+}
+
+// setNameOffsets records where namespace and name start in key.
+func setNameOffsets(e *entry, key []byte, prefix string, namespaced bool) {
+	rest := key
+	if len(key) >= len(prefix) && string(key[:len(prefix)]) == prefix {
+		e.nsOff = uint16(min(len(prefix), 0xffff))
+		rest = key[len(prefix):]
 	}
 	e.nameOff = e.nsOff
-	if d.ns {
-		if i := strings.IndexByte(rest, '/'); i >= 0 {
+	if namespaced {
+		if i := bytes.IndexByte(rest, '/'); i >= 0 {
 			e.nameOff = uint16(min(int(e.nsOff)+i+1, 0xffff))
 		}
 	}
-	return e
 }
 
 // derive appends the encoded attributes of value to d.scr:
