@@ -609,7 +609,7 @@ func podCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 		// A pod whose containers completed but one still runs is Running
 		// (or NotReady without the Ready condition).
 		if reason == "Completed" && hasRunning {
-			if podConditionTrue(pod.Status.Conditions, string(corev1.PodReady)) {
+			if hasPodReadyCondition(pod.Status.Conditions) {
 				reason = "Running"
 			} else {
 				reason = "NotReady"
@@ -663,6 +663,16 @@ func podConditionTrue(conds []podCondition, typ string) bool {
 	for _, c := range conds {
 		if c.Type == typ {
 			return c.Status == string(corev1.ConditionTrue)
+		}
+	}
+	return false
+}
+
+// hasPodReadyCondition reports whether any Ready condition is True.
+func hasPodReadyCondition(conds []podCondition) bool {
+	for _, c := range conds {
+		if c.Type == string(corev1.PodReady) && c.Status == string(corev1.ConditionTrue) {
+			return true
 		}
 	}
 	return false
