@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -122,27 +123,86 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		return
 	}
 	st.out = out
-	if s.cfg.Admit != nil {
-		release, err := s.cfg.Admit(rc, &RequestInfo{Verb: st.verb, Resource: r, Namespace: p.Namespace,
-			Name: p.Name, Limit: q.Limit, ResourceVersion: q.ResourceVersion})
-		if err != nil {
-			var se *StatusError
-			if !errors.As(err, &se) {
-				se = &StatusError{Status: codec.Status{Code: 429, Reason: "TooManyRequests",
-					Message: err.Error(), Details: &codec.StatusDetails{RetryAfterSeconds: 1}}, RetryAfter: 1}
-			}
-			st.fail(rc, ef, se)
-			return
-		}
-		st.release = release
-	}
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
+	if err := s.admit(ctx, rc, st); err != nil {
+		cancel()
+		var se *StatusError
+		if !errors.As(err, &se) {
+			se = tooManyRequests(err)
+		}
+		st.fail(rc, ef, se)
+		return
+	}
 	if p.Name != "" {
 		defer cancel()
 		s.serveGet(ctx, rc, st, ef)
 		return
 	}
 	s.serveList(ctx, cancel, rc, st, ef)
+}
+
+// admit asks Config.Limiter, then Config.Admit, to admit a GET or LIST;
+// st.release returns what they reserved when the response is complete.
+func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState) error {
+	var releases []func()
+	if l := s.cfg.Limiter; l != nil {
+		avg := int64(defaultAvgValueBytes)
+		if h, ok := s.sizeHints.Load(s.prefix + "/" + st.r.KeyPrefix + "/"); ok {
+			avg = int64(h.(int))
+		}
+		items := 1
+		if st.p.Name == "" {
+			cfg := s.store.Config()
+			items = int(max(min(int64(cfg.PageSize), int64(cfg.PageBytes)/max(avg, 1)), 1))
+		}
+		t, err := l.Admit(ctx, ratelimit.Request{
+			Client: rc.RemoteIP().String(),
+			Class:  st.verb + "/" + st.r.GroupResource(),
+			Kind:   ratelimit.Short,
+			Bytes:  ratelimit.EstimateList(avg, items, streamBufferBytes),
+		})
+		if err != nil {
+			return err
+		}
+		releases = append(releases, func() { t.Release(0) })
+	}
+	if s.cfg.Admit != nil {
+		release, err := s.cfg.Admit(rc, &RequestInfo{Verb: st.verb, Resource: st.r, Namespace: st.p.Namespace,
+			Name: st.p.Name, Limit: st.q.Limit, ResourceVersion: st.q.ResourceVersion})
+		if err != nil {
+			for _, r := range releases {
+				r()
+			}
+			return err
+		}
+		if release != nil {
+			releases = append(releases, release)
+		}
+	}
+	if len(releases) > 0 {
+		st.release = func() {
+			for _, r := range releases {
+				r()
+			}
+		}
+	}
+	return nil
+}
+
+// defaultAvgValueBytes is the value size assumed for admission before a
+// resource was listed once; streamBufferBytes is a streamed response's write
+// buffer plus fasthttp's stream pipe (4 slots).
+const (
+	defaultAvgValueBytes = 4 << 10
+	streamBufferBytes    = 6 * flushSize
+)
+
+// tooManyRequests is kube-apiserver's 429 for a refused admission.
+func tooManyRequests(err error) *StatusError {
+	retry, _ := ratelimit.RetryAfter(err)
+	return &StatusError{Status: codec.Status{Code: 429, Reason: "TooManyRequests",
+		Message: "Too many requests, please try again later: " + err.Error(),
+		Details: &codec.StatusDetails{RetryAfterSeconds: int32(retry)}}, RetryAfter: retry}
 }
 
 // serveWatch hands a watch to Config.Watch, or answers 501.

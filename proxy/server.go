@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -51,12 +52,16 @@ type Config struct {
 	// request was routed and validated. Nil answers them 501. The cache
 	// developer plugs the watch cache in here; see WatchRequest.
 	Watch func(rc *fasthttp.RequestCtx, req *WatchRequest)
-	// Admit, when set, is called for every resource request after routing
-	// and before any etcd read. It returns a release function called when
-	// the response is complete (after the last byte of a stream), or an
-	// error written to the client as a Status (use *StatusError for a
-	// chosen code such as 429 with Retry-After). The ratelimit developer
-	// plugs the limiter in here.
+	// Limiter, when set, admits every GET and LIST after routing and before
+	// any etcd read, with an estimate of its working set (one page + write
+	// buffers); a refusal is answered 429 with Retry-After. Watches are
+	// admitted by the Watch handler (it owns the watch's lifetime).
+	Limiter *ratelimit.Limiter
+	// Admit, when set, is an extra admission step (e.g. authorization)
+	// called for every GET and LIST after routing and Limiter, before any
+	// etcd read. It returns a release function called when the response is
+	// complete (after the last byte of a stream), or an error answered as a
+	// Status (a *StatusError keeps its code; others become 429).
 	Admit func(rc *fasthttp.RequestCtx, req *RequestInfo) (release func(), err error)
 }
 

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lazyapi/lazyapi/proxy"
+	"github.com/lazyapi/lazyapi/ratelimit"
 )
 
 // TestClientDisconnectStopsReads: a client that reads the head of a large
@@ -80,4 +81,60 @@ func TestRequestTimeout(t *testing.T) {
 	if code, _, body := e.raw(t, http.MethodGet, "/api/v1/namespaces/ns/configmaps", ""); code != 200 {
 		t.Fatalf("list = %d %s", code, body)
 	}
+}
+
+// TestLimiter: with one request slot and no queue, a second request while
+// one is in flight gets 429 with Retry-After; after it ends, requests pass.
+func TestLimiter(t *testing.T) {
+	cfg := ratelimit.DefaultConfig()
+	cfg.MaxRequestsInflight = 1
+	cfg.MaxQueued = 0
+	cfg.MaxInflightBytes = 1 << 30
+	lim, err := ratelimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
+	rev := seedConfigMaps(t, e, "ns", 3, 10)
+	slow := make(chan int, 1)
+	go func() {
+		// Waits ~3s for a future resourceVersion, holding the slot.
+		code, _, _ := e.raw(t, http.MethodGet, fmt.Sprintf("/api/v1/namespaces/ns/configmaps?resourceVersionMatch=NotOlderThan&resourceVersion=%d", rev+1000), "")
+		slow <- code
+	}()
+	waitFor(t, "slow request admitted", func() error {
+		if s := lim.Stats(); s.InflightRequests != 1 {
+			return fmt.Errorf("in flight = %d", s.InflightRequests)
+		}
+		return nil
+	})
+	code, hdr, body := e.raw(t, http.MethodGet, "/api/v1/namespaces/ns/configmaps", "")
+	var st metav1.Status
+	json.Unmarshal(body, &st)
+	if code != 429 || st.Reason != metav1.StatusReasonTooManyRequests || hdr.Get("Retry-After") == "" {
+		t.Fatalf("second request = %d %v %s, want 429 TooManyRequests with Retry-After", code, hdr, body)
+	}
+	if c := <-slow; c != 504 {
+		t.Fatalf("slow request = %d, want 504", c)
+	}
+	waitFor(t, "slot released", func() error {
+		if s := lim.Stats(); s.InflightRequests != 0 {
+			return fmt.Errorf("in flight = %d", s.InflightRequests)
+		}
+		return nil
+	})
+	if code, _, body := e.raw(t, http.MethodGet, "/api/v1/namespaces/ns/configmaps", ""); code != 200 {
+		t.Fatalf("after release = %d %s", code, body)
+	}
+	// A streamed list releases its slot when the stream ends.
+	seedConfigMaps(t, e, "big", 300, 4<<10)
+	if code, _, _ := e.raw(t, http.MethodGet, "/api/v1/namespaces/big/configmaps", ""); code != 200 {
+		t.Fatalf("big list = %d", code)
+	}
+	waitFor(t, "streamed list released", func() error {
+		if s := lim.Stats(); s.InflightRequests != 0 {
+			return fmt.Errorf("in flight = %d", s.InflightRequests)
+		}
+		return nil
+	})
 }
