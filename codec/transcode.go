@@ -195,6 +195,10 @@ func (st *state) fields(dst []byte, m *message, b []byte, top bool) ([]byte, err
 			l := int(b[i+1])
 			o = occ{num: uint64(t >> 3), wt: 2, p: b[i+2 : i+2+l], start: i}
 			next = i + 2 + l
+		} else if t&0x87 == 0 && t>>3 != 0 && i+1 < len(b) && b[i+1] < 0x80 {
+			// one-byte tag of a varint field with a one-byte value
+			o = occ{num: uint64(t >> 3), u: uint64(b[i+1]), start: i}
+			next = i + 2
 		} else {
 			var err error
 			if o, next, err = readField(b, i); err != nil {

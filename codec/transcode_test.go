@@ -385,3 +385,15 @@ func TestAppendDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendJSONBase64(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	for n := 0; n < 300; n++ {
+		b := make([]byte, n)
+		r.Read(b)
+		want, _ := json.Marshal(b)
+		if got := appendJSONBase64([]byte("x"), b); string(got[1:]) != string(want) {
+			t.Fatalf("appendJSONBase64(%d bytes) = %s, want %s", n, got[1:], want)
+		}
+	}
+}
