@@ -1,8 +1,11 @@
 package codec
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // PartialObjectMetadata(List) of meta.k8s.io/v1, as the metadata informer
@@ -44,7 +47,7 @@ var metaScratch = sync.Pool{New: func() any { return new([]byte) }}
 func partialMetaSize(obj Object, rv int64) (int, error) {
 	bp := metaScratch.Get().(*[]byte)
 	defer metaScratch.Put(bp)
-	b, err := AppendProtobufMetadata((*bp)[:0], obj, rv)
+	b, err := appendProtobufMetadataAny((*bp)[:0], obj, rv)
 	*bp = b[:0]
 	if err != nil {
 		return 0, err
@@ -58,7 +61,7 @@ func partialMetaSize(obj Object, rv int64) (int, error) {
 // is written first and moved once its size is known.
 func appendPartialMessage(dst []byte, obj Object, rv int64, envelope bool) ([]byte, error) {
 	start := len(dst)
-	dst, err := AppendProtobufMetadata(dst, obj, rv)
+	dst, err := appendProtobufMetadataAny(dst, obj, rv)
 	if err != nil {
 		return dst[:start], fmt.Errorf("cannot write metadata of %s %s: %w", obj.APIVersion, obj.Kind, err)
 	}
@@ -78,7 +81,8 @@ func appendPartialMessage(dst []byte, obj Object, rv int64, envelope bool) ([]by
 
 // AppendPartialProtobuf appends obj as a protobuf PartialObjectMetadata:
 // "k8s\x00" + runtime.Unknown{typeMeta{meta.k8s.io/v1, PartialObjectMetadata},
-// raw={1: ObjectMeta}}. On error dst is returned unchanged.
+// raw={1: ObjectMeta}}. JSON-stored objects (custom resources) work too,
+// on a slower path. On error dst is returned unchanged.
 func AppendPartialProtobuf(dst []byte, obj Object, rv int64) ([]byte, error) {
 	dst, err := appendPartialMessage(dst, obj, rv, true)
 	if err != nil {
@@ -109,4 +113,31 @@ func AppendPartialProtobufListHead(dst []byte, m ListMeta, itemsSize int) []byte
 // protobuf PartialObjectMetadataList. On error dst is returned unchanged.
 func AppendPartialProtobufListItem(dst []byte, obj Object, rv int64) ([]byte, error) {
 	return appendPartialMessage(dst, obj, rv, false)
+}
+
+// appendProtobufMetadataAny appends obj's ObjectMeta message with
+// resourceVersion rv: the stored bytes of a protobuf object
+// (AppendProtobufMetadata), or, for a JSON-stored object (custom resources,
+// --storage-media-type=application/json), its metadata decoded into a
+// metav1.ObjectMeta and marshalled. The JSON path allocates; the metadata
+// informers of custom resources ask for protobuf, so it must work.
+func appendProtobufMetadataAny(dst []byte, obj Object, rv int64) ([]byte, error) {
+	if obj.Format != FormatJSON {
+		return AppendProtobufMetadata(dst, obj, rv)
+	}
+	js, err := appendJSONMetadataPassthrough(nil, obj.Raw, rv)
+	if err != nil {
+		return dst, err
+	}
+	var om metav1.ObjectMeta
+	if err := json.Unmarshal(js, &om); err != nil {
+		return dst, fmt.Errorf("cannot decode metadata: %w", err)
+	}
+	n := om.Size()
+	start := len(dst)
+	dst = append(dst, make([]byte, n)...)
+	if _, err := om.MarshalToSizedBuffer(dst[start:]); err != nil {
+		return dst[:start], fmt.Errorf("cannot encode metadata: %w", err)
+	}
+	return dst, nil
 }

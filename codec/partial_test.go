@@ -66,22 +66,42 @@ func TestPartialObjectMetadata(t *testing.T) {
 			t.Fatalf("protobuf PartialObjectMetadata differs (-want +got):\n%s", diff)
 		}
 	}
-	// Custom resources are stored as JSON: JSON works, protobuf reports an
-	// error the caller answers by falling back to JSON.
-	cr := fxStoreCustom(t, 1, 5)[0]
-	got, err := s.AppendPartialJSON(nil, cr.obj, cr.rv)
-	if err != nil {
-		t.Fatal(err)
+	// Custom resources are stored as JSON; their metadata informers still ask
+	// for protobuf.
+	for _, cr := range fxStoreCustom(t, 2, 5) {
+		want := partialOf(t, cr.want)
+		got, err := s.AppendPartialJSON(nil, cr.obj, cr.rv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := dec.Decode(got, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, obj); diff != "" {
+			t.Fatalf("custom resource PartialObjectMetadata differs (-want +got):\n%s", diff)
+		}
+		pb, err := AppendPartialProtobuf([]byte("x"), cr.obj, cr.rv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obj, _, err = dec.Decode(pb[1:], nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, obj); diff != "" {
+			t.Fatalf("custom resource protobuf PartialObjectMetadata differs (-want +got):\n%s", diff)
+		}
+		n, err := PartialProtobufListItemSize(cr.obj, cr.rv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if item, err := AppendPartialProtobufListItem(nil, cr.obj, cr.rv); err != nil || len(item) != n {
+			t.Fatalf("custom resource list item: %d bytes (size %d), %v", len(item), n, err)
+		}
 	}
-	obj, _, err := dec.Decode(got, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(partialOf(t, cr.want), obj); diff != "" {
-		t.Fatalf("custom resource PartialObjectMetadata differs (-want +got):\n%s", diff)
-	}
-	if b, err := AppendPartialProtobuf([]byte("x"), cr.obj, cr.rv); err == nil || string(b) != "x" {
-		t.Fatalf("AppendPartialProtobuf(JSON object) = %q, %v; want dst unchanged and an error", b, err)
+	bad := Object{Format: FormatJSON, Raw: []byte(`{"metadata":{"name":5}}`)}
+	if b, err := AppendPartialProtobuf([]byte("x"), bad, 1); err == nil || string(b) != "x" {
+		t.Fatalf("AppendPartialProtobuf(bad metadata) = %q, %v; want dst unchanged and an error", b, err)
 	}
 }
 
