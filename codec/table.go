@@ -27,8 +27,10 @@ import (
 // Tables (meta.k8s.io/v1 Table), as kube-apiserver returns them for
 // Accept: application/json;as=Table;v=v1;g=meta.k8s.io. Column definitions
 // and cells follow kube-apiserver's printers (pkg/printers/internalversion)
-// with Wide output, as its TableConvertor uses them, for configmaps, secrets,
-// namespaces, pods, nodes, services and apps/deployments. Other built-in
+// with Wide output, as its TableConvertor uses them, for pods, configmaps,
+// secrets, namespaces, nodes, services, serviceaccounts, events, apps
+// deployments, replicasets, daemonsets and statefulsets, batch jobs and
+// cronjobs, coordination leases and networking ingresses. Other built-in
 // resources get kube-apiserver's default table convertor (Name, Created At);
 // custom resources get the CRD table convertor (Name, then the CRD's
 // additionalPrinterColumns via CustomColumns, or Age when it has none).
