@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/proxy"
 )
 
 const kubectlTableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
@@ -187,6 +188,8 @@ func TestErrors(t *testing.T) {
 		{"GET", "/api/v1/namespaces/ns1/pods/p1/log", "", 404, metav1.StatusReasonNotFound, ""},
 		{"GET", "/api/v1/namespaces/ns1/pods/missing", "", 404, metav1.StatusReasonNotFound, `pods "missing" not found`},
 		{"GET", "/openapi/v2", "", 404, metav1.StatusReasonNotFound, ""},
+		{"GET", "/api/v1/watch/namespaces/ns1/configmaps", "", 501, "NotImplemented", "watch"},
+		{"GET", "/api/v1/namespaces/ns1/configmaps?watch=true", "", 501, "NotImplemented", "watch"},
 		{"GET", "/openapi/v3", "", 404, metav1.StatusReasonNotFound, ""},
 	} {
 		code, hdr, body := e.raw(t, tt.method, tt.path, tt.accept)
@@ -224,6 +227,24 @@ func TestDecodeErrorIs500(t *testing.T) {
 	}
 	if v, err := metricValue(e.ms, "lazyapi_decode_errors_total"); err != nil || v < 2 {
 		t.Errorf("lazyapi_decode_errors_total = %v, %v; want >= 2", v, err)
+	}
+}
+
+// TestDecodeErrorMidStream: a broken value after the first page of a
+// streamed list ends the stream; the client sees a truncated body, never a
+// complete list missing an item.
+func TestDecodeErrorMidStream(t *testing.T) {
+	e := startEnv(t, func(c *proxy.Config) { c.PageSize = 20 })
+	seedConfigMaps(t, e, "ns", 400, 2<<10)
+	e.putRaw(t, "/registry/configmaps/ns/zz-broken", []byte("k8s\x00\x0a\xff\xff garbage"))
+	_, err := e.cs.CoreV1().ConfigMaps("ns").List(context.Background(), metav1.ListOptions{})
+	if err == nil {
+		t.Fatal("list with a broken value after the first page succeeded")
+	}
+	t.Logf("client error: %v", err)
+	code, _, body := e.raw(t, "GET", "/api/v1/namespaces/ns/configmaps", "")
+	if code != 200 || json.Valid(body) {
+		t.Fatalf("mid-stream failure = %d, valid JSON %v; want 200 and a truncated body", code, json.Valid(body))
 	}
 }
 

@@ -88,19 +88,20 @@ func parsePath(path string) (p apiPath, ok bool) {
 	return p, true
 }
 
-// listParams are the query parameters of a GET or LIST.
-type listParams struct {
+// Params are the query parameters of a GET, LIST or WATCH, validated as
+// kube-apiserver validates them.
+type Params struct {
 	Limit                int64
 	Continue             string
 	ResourceVersion      string
 	ResourceVersionMatch string
 	LabelSelector        string
 	FieldSelector        string
-	Watch                bool
-	IncludeObject        string
-	TimeoutSeconds       int64
+	Watch                bool   // watch=true (or a /watch/ path, see WatchRequest)
+	IncludeObject        string // Table rows: "", "None", "Metadata", "Object"
+	TimeoutSeconds       int64  // watch: 0 = server default
 	AllowWatchBookmarks  bool
-	SendInitialEvents    *bool
+	SendInitialEvents    *bool // nil: absent
 }
 
 const (
@@ -118,9 +119,9 @@ func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(for
 // parseQuery reads the list/get parameters from a raw query string
 // ("a=b&c=d", percent-encoded) and validates them as kube-apiserver's
 // ValidateListOptions does. visit walks the query's pairs (decoded).
-func parseParams(visit func(func(key, value []byte))) (listParams, error) {
+func parseParams(visit func(func(key, value []byte))) (Params, error) {
 	var (
-		p   listParams
+		p   Params
 		err error
 	)
 	visit(func(key, value []byte) {
@@ -191,7 +192,7 @@ func parseBool(v []byte, name string) (bool, error) {
 
 // validate applies kube-apiserver's ValidateListOptions rules that do not
 // depend on the storage.
-func (p *listParams) validate() error {
+func (p *Params) validate() error {
 	switch p.ResourceVersionMatch {
 	case "":
 	case matchNotOlderThan, matchExact:

@@ -44,7 +44,7 @@ func TestParsePath(t *testing.T) {
 	}
 }
 
-func params(t *testing.T, query string) (listParams, error) {
+func params(t *testing.T, query string) (Params, error) {
 	t.Helper()
 	v, err := url.ParseQuery(query)
 	if err != nil {

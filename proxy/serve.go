@@ -45,7 +45,7 @@ type reqState struct {
 	s       *Server
 	r       *resource.Resource
 	p       apiPath
-	q       listParams
+	q       Params
 	out     output
 	verb    string
 	start   time.Time

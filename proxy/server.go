@@ -89,7 +89,7 @@ type WatchRequest struct {
 	// Params are the query parameters (resourceVersion, labelSelector,
 	// fieldSelector, allowWatchBookmarks, sendInitialEvents,
 	// timeoutSeconds, ...), validated.
-	Params listParams
+	Params Params
 	// Protobuf is true when the client asked for protobuf frames
 	// (application/vnd.kubernetes.protobuf[;stream=watch]), else JSON.
 	Protobuf bool

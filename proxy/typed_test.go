@@ -60,6 +60,7 @@ func seedMixed(t *testing.T, e *env) map[string]*fixture {
 		{"minions", &corev1.Node{ObjectMeta: ometa("", "node-1", map[string]string{"kubernetes.io/hostname": "node-1"}),
 			Spec: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.37.0"}}}},
 		{"minions", &corev1.Node{ObjectMeta: ometa("", "node-2", nil), Spec: corev1.NodeSpec{Unschedulable: true}}},
+		{"namespaces", &corev1.Namespace{ObjectMeta: ometa("", "ns1", nil), Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}},
 		{"services/specs", &corev1.Service{ObjectMeta: ometa("ns1", "svc", nil), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP,
 			ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: "TCP"}}}}},
 	}
@@ -124,6 +125,15 @@ func TestTypedClients(t *testing.T) {
 				t.Fatalf("Get node: %v", err)
 			}
 			same(t, "node", n, fx["minions//node-1"])
+			nsObj, err := cs.CoreV1().Namespaces().Get(ctx, "ns1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("Get namespace: %v", err)
+			}
+			same(t, "namespace", nsObj, fx["namespaces//ns1"])
+			nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Active"})
+			if err != nil || len(nss.Items) != 1 {
+				t.Fatalf("List namespaces = %v, %v", nss, err)
+			}
 			svc, err := cs.CoreV1().Services("ns1").Get(ctx, "svc", metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("Get service: %v", err)
