@@ -162,7 +162,40 @@ func (r *Resource) snapshot(ctx context.Context, o ReadOptions) (*Snapshot, erro
 	if r.t == nil {
 		return nil, r.notCached()
 	}
-	return &Snapshot{root: r.t.snapshot(), rev: r.rev, fields: r.spec.Fields}, nil
+	return r.currentSnapshotLocked(), nil
+}
+
+// recentSnapshots is how many snapshot roots a resource remembers by
+// revision, so that the continue pages of a LIST (Exact reads at the first
+// page's revision) cost no reconstruction.
+const recentSnapshots = 4
+
+// currentSnapshotLocked cuts a snapshot at r.rev and remembers it. r.mu must
+// be held for writing.
+func (r *Resource) currentSnapshotLocked() *Snapshot {
+	for _, s := range r.recent {
+		if s != nil && s.rev == r.rev {
+			return s
+		}
+	}
+	s := &Snapshot{root: r.t.snapshot(), rev: r.rev, fields: r.spec.Fields}
+	r.rememberLocked(s)
+	return s
+}
+
+func (r *Resource) rememberLocked(s *Snapshot) {
+	copy(r.recent[1:], r.recent[:recentSnapshots-1])
+	r.recent[0] = s
+}
+
+// forgetOldLocked drops remembered snapshots older than the history: the
+// values they alone keep alive are no longer charged to the budget.
+func (r *Resource) forgetOldLocked() {
+	for i, s := range r.recent {
+		if s != nil && s.rev < r.ring.startRev {
+			r.recent[i] = nil
+		}
+	}
 }
 
 // catchUp waits until the cache holds etcd's current revision.
@@ -230,9 +263,15 @@ func (r *Resource) snapshotAt(rev int64) (*Snapshot, error) {
 		return nil, r.notCached()
 	}
 	if rev == r.rev {
-		s := &Snapshot{root: r.t.snapshot(), rev: r.rev, fields: r.spec.Fields}
+		s := r.currentSnapshotLocked()
 		r.mu.Unlock()
 		return s, nil
+	}
+	for _, s := range r.recent {
+		if s != nil && s.rev == rev && rev >= r.ring.startRev {
+			r.mu.Unlock()
+			return s, nil
+		}
 	}
 	if rev < r.ring.startRev {
 		start := r.ring.startRev
@@ -255,7 +294,13 @@ func (r *Resource) snapshotAt(rev int64) (*Snapshot, error) {
 			t.delete(ev.cur.key())
 		}
 	}
-	return &Snapshot{root: t.snapshot(), rev: rev, fields: r.spec.Fields}, nil
+	s := &Snapshot{root: t.snapshot(), rev: rev, fields: r.spec.Fields}
+	r.mu.Lock()
+	if r.t != nil && rev >= r.ring.startRev {
+		r.rememberLocked(s)
+	}
+	r.mu.Unlock()
+	return s, nil
 }
 
 func isNotCached(err error) bool { return errors.Is(err, ErrNotCached) }

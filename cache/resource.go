@@ -36,6 +36,9 @@ type Resource struct {
 	rev      int64                 // guarded by mu: every event <= rev is applied
 	notify   chan struct{}         // guarded by mu: closed and replaced when rev or state changes
 	watchers map[*Watcher]struct{} // guarded by mu
+	// recent are snapshots handed out lately, newest first, all at
+	// revisions >= ring.startRev (guarded by mu).
+	recent [recentSnapshots]*Snapshot
 
 	bytes   atomic.Int64 // budget charged by this resource (written by run only)
 	objects atomic.Int64
@@ -183,6 +186,7 @@ func (r *Resource) reset(s State, reason string) {
 	r.mu.Lock()
 	r.t = nil
 	r.ring = ring{}
+	r.recent = [recentSnapshots]*Snapshot{}
 	r.rev = 0
 	for w := range r.watchers {
 		w.closeWith(fmt.Errorf("%w: %s %s", ErrClosed, r.name, s))
@@ -371,6 +375,7 @@ func (r *Resource) apply(d *deriver, evs []*clientv3.Event) error {
 		r.rev = max(r.rev, ch.rev)
 	}
 	r.sweepLocked()
+	r.forgetOldLocked()
 	r.broadcastLocked()
 	r.objects.Store(int64(r.t.n))
 	r.curRev.Store(r.rev)
