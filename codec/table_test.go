@@ -380,6 +380,11 @@ func checkTable(t *testing.T, got []byte, tc tableCase, m ListMeta) *metav1.Tabl
 	if err := json.Unmarshal(got, &tbl); err != nil {
 		t.Fatalf("decode Table: %v\n%s", err, got)
 	}
+	// The framing is encoding/json's: re-encoding the decoded Table gives
+	// the same bytes.
+	if again, err := json.Marshal(&tbl); err != nil || !bytes.Equal(again, got) {
+		t.Fatalf("Table is not encoding/json's encoding (%v):\ngot  %s\nwant %s", err, got, again)
+	}
 	if tbl.Kind != "Table" || tbl.APIVersion != "meta.k8s.io/v1" {
 		t.Fatalf("Table typemeta = %+v", tbl.TypeMeta)
 	}
