@@ -232,10 +232,30 @@ func (c *Cache) Resource(s Spec) *Resource {
 		r.setState(StateDisabled, fmt.Sprintf("prefix %q does not end in /", s.Prefix))
 	default:
 		r.setState(StateFilling, "first list running")
+		ctx, cancel := context.WithCancel(c.ctx)
+		r.cancel, r.done = cancel, make(chan struct{})
 		c.wg.Add(1)
-		go r.run(c.ctx)
+		go r.run(ctx)
 	}
 	return r
+}
+
+// Drop stops caching the resource with this prefix (e.g. its CRD was
+// deleted), returns its budget and ends its watchers with ErrClosed. A
+// later Resource call starts it afresh.
+func (c *Cache) Drop(prefix string) {
+	c.mu.Lock()
+	r := c.resources[prefix]
+	delete(c.resources, prefix)
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	if r.cancel != nil {
+		r.cancel()
+		<-r.done
+	}
+	r.reset(StateClosed, "dropped")
 }
 
 // reserve takes n bytes of the budget, or reports that they do not fit.

@@ -569,8 +569,22 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.Resource(cmSpec)
-	c.Resource(Spec{Name: "secrets", Prefix: "/registry/secrets/"})
+	sec := c.Resource(Spec{Name: "secrets", Prefix: "/registry/secrets/"})
 	waitState(t, r, StateReady)
+	waitState(t, sec, StateReady)
+	// Drop stops one resource (a deleted CRD) and returns its budget.
+	used := c.UsedBytes()
+	put(t, cli, "/registry/secrets/s", []byte("secret"))
+	poll(t, "secret cached", func() error {
+		if c.UsedBytes() == used {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	c.Drop("/registry/secrets/")
+	if s, _ := sec.Status(); s != StateClosed || c.UsedBytes() != r.Bytes() {
+		t.Fatalf("after Drop: state %s, %d bytes charged, configmaps hold %d", s, c.UsedBytes(), r.Bytes())
+	}
 	w, err := r.Watch(context.Background(), WatchOptions{Initial: true})
 	if err != nil {
 		t.Fatal(err)
@@ -586,6 +600,9 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 	if s, _ := r.Status(); s != StateClosed {
 		t.Fatalf("state after Close: %s", s)
+	}
+	if c.UsedBytes() != 0 {
+		t.Fatalf("%d bytes charged after Close", c.UsedBytes())
 	}
 	poll(t, "goroutines return to the count before New", func() error {
 		if n := runtime.NumGoroutine(); n > before {

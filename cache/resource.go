@@ -23,6 +23,8 @@ import (
 // or read the ring; they never hold it while a client writes.
 type Resource struct {
 	c       *Cache
+	cancel  context.CancelFunc // stops run; nil when run never started
+	done    chan struct{}      // closed when run returns
 	spec    Spec
 	name    string
 	history int // ring capacity in events
@@ -133,6 +135,7 @@ var (
 // resource does not fit.
 func (r *Resource) run(ctx context.Context) {
 	defer r.c.wg.Done()
+	defer close(r.done)
 	log := r.c.cfg.Logger.With(zap.String("resource", r.name))
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
 	backoff := minBackoff
