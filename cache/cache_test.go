@@ -431,7 +431,7 @@ func TestWatchFromHistoryFromZeroAndTooOld(t *testing.T) {
 func TestSlowWatcherClosedFastKeepsReceiving(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cli := srv.Client
-	c := newTestCache(t, cli, func(c *Config) { c.WatcherLagBytes = 64 << 10 })
+	c := newTestCache(t, cli, func(c *Config) { c.WatcherLagBytes = 256 << 10 })
 	r := c.Resource(cmSpec)
 	waitState(t, r, StateReady)
 	rev := r.Revision()
@@ -443,7 +443,7 @@ func TestSlowWatcherClosedFastKeepsReceiving(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 200
+	const n = 600 // 600 KiB of events: the slow watcher passes the 256 KiB limit
 	got := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
