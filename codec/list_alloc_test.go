@@ -49,6 +49,11 @@ func TestFramingAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"PartialProtobufWatchEvent", func() {
+			if _, err := AppendPartialProtobufWatchEvent(buf[:0], EventAdded, it.obj, it.rv); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"PartialProtobufItemSize", func() {
 			if _, err := PartialProtobufListItemSize(it.obj, it.rv); err != nil {
 				t.Fatal(err)

@@ -441,6 +441,14 @@ func FuzzFraming(f *testing.F) {
 		}
 		b, err = s.AppendPartialJSON(nil, obj, rv)
 		validJSON("PartialObjectMetadata", b, err)
+		if b, err := s.AppendPartialJSONWatchEvent(nil, EventAdded, obj, rv); err == nil {
+			validJSON("PartialObjectMetadata watch event", bytes.TrimSuffix(b, []byte("\n")), nil)
+		}
+		if b, err := AppendPartialProtobufWatchEvent([]byte{1}, EventAdded, obj, rv); err == nil {
+			if got := int(binary.BigEndian.Uint32(b[1:])); got != len(b)-5 {
+				t.Fatalf("partial protobuf watch frame announces %d bytes, has %d", got, len(b)-5)
+			}
+		}
 		if _, err := AppendPartialProtobuf(nil, obj, rv); err == nil {
 			n, err := PartialProtobufListItemSize(obj, rv)
 			if err != nil {

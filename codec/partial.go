@@ -141,3 +141,37 @@ func appendProtobufMetadataAny(dst []byte, obj Object, rv int64) ([]byte, error)
 	}
 	return dst, nil
 }
+
+// AppendPartialJSONWatchEvent appends a JSON watch frame whose object is
+// obj's PartialObjectMetadata, for watches with
+// Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1
+// (metadata informers). Bookmarks of such a watch are
+// AppendJSONBookmark(dst, "meta.k8s.io/v1", "PartialObjectMetadata", ...).
+// On error dst is returned unchanged.
+func (s *Schema) AppendPartialJSONWatchEvent(dst []byte, t EventType, obj Object, rv int64) ([]byte, error) {
+	start := len(dst)
+	dst = appendJSONWatchEventHead(dst, t)
+	dst, err := s.AppendPartialJSON(dst, obj, rv)
+	if err != nil {
+		return dst[:start], err
+	}
+	return append(dst, "}\n"...), nil
+}
+
+// AppendPartialProtobufWatchEvent appends a protobuf watch frame whose
+// object is obj's PartialObjectMetadata ("k8s\x00"-framed), for watches with
+// Accept: application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1.
+// Bookmarks are AppendProtobufBookmark(dst, "meta.k8s.io/v1",
+// "PartialObjectMetadata", ...). On error dst is returned unchanged.
+func AppendPartialProtobufWatchEvent(dst []byte, t EventType, obj Object, rv int64) ([]byte, error) {
+	start := len(dst)
+	dst, err := AppendPartialProtobuf(dst, obj, rv)
+	if err != nil {
+		return dst, err
+	}
+	var hdr [32]byte
+	h := appendProtobufWatchEventHead(hdr[:0], t, len(dst)-start)
+	dst = pbAppendShifted(dst, start, len(h))
+	copy(dst[start:], h)
+	return dst, nil
+}

@@ -3,6 +3,7 @@ package codec
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/watch"
+	restclientwatch "k8s.io/client-go/rest/watch"
 )
 
 // metadataCodecs decodes what client-go's metadata client receives: a scheme
@@ -208,5 +212,62 @@ func TestPartialProtobufListBytes(t *testing.T) {
 	enc := protobuf.NewSerializer(runtime.NewScheme(), nil)
 	if oracle := encodeOracle(t, enc, want); !bytes.Equal(got, oracle) {
 		t.Fatalf("protobuf PartialObjectMetadataList:\ngot  %q\nwant %q", got, oracle)
+	}
+}
+
+// TestPartialWatch decodes a metadata watch (as the metadata informer does)
+// in JSON and protobuf: events carry PartialObjectMetadata, the bookmark
+// ends the initial events.
+func TestPartialWatch(t *testing.T) {
+	s := fxSchema(t)
+	items := append(fxStore(t, testConfigMaps(2), 60), fxStoreCustom(t, 1, 70)...)
+	codecs := metadataCodecs(t)
+	for _, mt := range []string{mediaJSON, mediaProtobuf} {
+		t.Run(mt, func(t *testing.T) {
+			var body []byte
+			var want []watchEvent
+			for i, it := range items {
+				typ := []EventType{EventAdded, EventModified, EventDeleted}[i%3]
+				var err error
+				if mt == mediaJSON {
+					body, err = s.AppendPartialJSONWatchEvent(body, typ, it.obj, it.rv)
+				} else {
+					body, err = AppendPartialProtobufWatchEvent(body, typ, it.obj, it.rv)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, watchEvent{watch.EventType(typ), partialOf(t, it.want)})
+			}
+			bm := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
+				ObjectMeta: metav1.ObjectMeta{ResourceVersion: "80", Annotations: map[string]string{InitialEventsEndAnnotation: "true"}}}
+			if mt == mediaJSON {
+				body = AppendJSONBookmark(body, "meta.k8s.io/v1", "PartialObjectMetadata", 80, true)
+			} else {
+				body = AppendProtobufBookmark(body, "meta.k8s.io/v1", "PartialObjectMetadata", 80, true)
+			}
+			want = append(want, watchEvent{watch.Bookmark, bm})
+
+			info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), mt)
+			if !ok || info.StreamSerializer == nil {
+				t.Fatalf("no stream serializer for %s", mt)
+			}
+			fr := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(body)))
+			dec := restclientwatch.NewDecoder(streaming.NewDecoder(fr, info.StreamSerializer.Serializer), codecs.UniversalDeserializer())
+			var got []watchEvent
+			for {
+				typ, obj, err := dec.Decode()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("decode after %d events: %v", len(got), err)
+				}
+				got = append(got, watchEvent{typ, obj})
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("decoded events differ (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
