@@ -40,17 +40,16 @@ const (
 	kFloat64
 	kFloat32
 	kBytes
-	kMessage    // a struct: JSON object of its fields
-	kTime       // metav1.Time
-	kMicroTime  // metav1.MicroTime
-	kDuration   // metav1.Duration
-	kQuantity   // resource.Quantity
-	kIntOrStr   // intstr.IntOrString
-	kRawExt     // runtime.RawExtension
-	kFieldsV1   // metav1.FieldsV1
-	kWrapped    // named slice type with its own proto message {repeated items = 1}
-	kTypeMeta   // metav1.TypeMeta: not in protobuf, kind/apiVersion from the envelope
-	kUnknownObj // runtime.Unknown embedded in JSON (not expected in built-ins)
+	kMessage   // a struct: JSON object of its fields
+	kTime      // metav1.Time
+	kMicroTime // metav1.MicroTime
+	kDuration  // metav1.Duration
+	kQuantity  // resource.Quantity
+	kIntOrStr  // intstr.IntOrString
+	kRawExt    // runtime.RawExtension
+	kFieldsV1  // metav1.FieldsV1
+	kWrapped   // named slice type with its own proto message {repeated items = 1}
+	kTypeMeta  // metav1.TypeMeta: not in protobuf, kind/apiVersion from the envelope
 )
 
 // card is the cardinality of a field.
@@ -232,33 +231,26 @@ func (b *builder) message(rt reflect.Type) (*message, error) {
 			f.ptr = true
 			ft = ft.Elem()
 		}
-		ptag := sf.Tag.Get("protobuf")
-		var wireName string
-		var rep, packed bool
-		if ptag != "" {
+		// Only the field number is taken from the protobuf tag. The wire
+		// type and cardinality follow the Go type, as in the generated
+		// code: some tags disagree with it (DeleteOptions.propagationPolicy
+		// says varint and is written as a string, flowcontrol
+		// resourceRules says opt and is repeated). Packed and unpacked
+		// repeated scalars are both accepted when reading.
+		if ptag := sf.Tag.Get("protobuf"); ptag != "" {
 			parts := strings.Split(ptag, ",")
 			if len(parts) < 2 {
 				return nil, fmt.Errorf("field %s: bad protobuf tag %q", sf.Name, ptag)
 			}
-			wireName = parts[0]
 			n, err := strconv.Atoi(parts[1])
 			if err != nil || n <= 0 || n > 1<<15 {
 				return nil, fmt.Errorf("field %s: bad protobuf tag %q", sf.Name, ptag)
 			}
 			f.num = int32(n)
-			for _, p := range parts[2:] {
-				switch p {
-				case "rep":
-					rep = true
-				case "packed":
-					packed = true
-				}
-			}
 			if f.num > maxNum {
 				maxNum = f.num
 			}
 		}
-		_ = packed
 		switch {
 		case ft == typeTypeMeta && f.inline:
 			f.v = vdesc{kind: kTypeMeta}
@@ -290,7 +282,6 @@ func (b *builder) message(rt reflect.Type) (*message, error) {
 				return nil, fmt.Errorf("field %s: %w", sf.Name, err)
 			}
 			f.v = vd
-			_ = rep // tags are not reliable here (some say opt); the Go type decides
 		default:
 			vd, err := b.value(ft)
 			if err != nil {
@@ -301,10 +292,6 @@ func (b *builder) message(rt reflect.Type) (*message, error) {
 				return nil, fmt.Errorf("field %s: inline %v is not a plain struct", sf.Name, ft)
 			}
 		}
-		// The wire type follows the Go type: some tags disagree with the
-		// generated code (DeleteOptions.propagationPolicy says varint and
-		// is written as a string).
-		_ = wireName
 		if rt == typeObjectMeta && f.name == "resourceVersion" {
 			f.isRV = true
 		}

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,48 @@ func TestFixturesMatchOracle(t *testing.T) {
 		}
 		if string(got) != string(want) {
 			t.Errorf("%s: AppendJSON differs from apimachinery: %s\n got %s\nwant %s", f.name, jsonDiff(got, want), got, want)
+		}
+	}
+}
+
+// TestConcurrentUse shares one Schema between goroutines (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	s := DefaultSchema()
+	fs := fixtures(t)
+	want := make([][]byte, len(fs))
+	for i, f := range fs {
+		o, _ := Unwrap(f.stored)
+		want[i], _ = s.AppendJSON(nil, o, 77, JSONOptions{})
+	}
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			var buf []byte
+			var m Meta
+			for it := 0; it < 50; it++ {
+				for i, f := range fs {
+					o, err := Unwrap(f.stored)
+					if err == nil {
+						buf, err = s.AppendJSON(buf[:0], o, 77, JSONOptions{})
+					}
+					if err == nil {
+						err = s.PeekMeta(o, &m)
+					}
+					if err == nil && string(buf) != string(want[i]) {
+						err = fmt.Errorf("%s: concurrent AppendJSON differs", f.name)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }

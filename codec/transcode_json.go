@@ -131,19 +131,29 @@ func appendJSONBase64(dst, b []byte) []byte {
 	dst = dst[:start+n+2]
 	dst[start] = '"'
 	out := dst[start+1 : start+1+n]
-	si, di := 0, 0
 	// fast path: 6 input bytes (read as 8) -> 8 output bytes via a table of
-	// base64 character pairs for each 12 bits
-	for ; len(b)-si >= 8; si, di = si+6, di+8 {
-		v := binary.BigEndian.Uint64(b[si:])
-		binary.LittleEndian.PutUint64(out[di:], uint64(b64Pairs[v>>52])|
-			uint64(b64Pairs[v>>40&0xFFF])<<16|
-			uint64(b64Pairs[v>>28&0xFFF])<<32|
-			uint64(b64Pairs[v>>16&0xFFF])<<48)
+	// base64 character pairs for each 12 bits, two groups per round
+	src := b
+	for len(src) >= 14 && len(out) >= 16 {
+		v, w := binary.BigEndian.Uint64(src), binary.BigEndian.Uint64(src[6:])
+		binary.LittleEndian.PutUint64(out, b64Group(v))
+		binary.LittleEndian.PutUint64(out[8:], b64Group(w))
+		src, out = src[12:], out[16:]
 	}
-	base64.StdEncoding.Encode(out[di:], b[si:])
+	for len(src) >= 8 && len(out) >= 8 {
+		binary.LittleEndian.PutUint64(out, b64Group(binary.BigEndian.Uint64(src)))
+		src, out = src[6:], out[8:]
+	}
+	base64.StdEncoding.Encode(out, src)
 	dst[start+1+n] = '"'
 	return dst
+}
+
+// b64Group encodes the top 48 bits of v as 8 base64 characters, first
+// character in the low byte.
+func b64Group(v uint64) uint64 {
+	return uint64(b64Pairs[v>>52]) | uint64(b64Pairs[v>>40&0xFFF])<<16 |
+		uint64(b64Pairs[v>>28&0xFFF])<<32 | uint64(b64Pairs[v>>16&0xFFF])<<48
 }
 
 // b64Pairs[x] holds the two base64 characters of the 12 bits x, first
