@@ -180,12 +180,12 @@ func TestKubectl(t *testing.T) {
 	t.Run("api-resources", func(t *testing.T) {
 		tb := parseTable(t, mustKubectl(t, srv, "api-resources"))
 		want := map[string]string{ // name -> APIVERSION NAMESPACED KIND
-			"configmaps":                "v1 true ConfigMap",
-			"namespaces":                "v1 false Namespace",
-			"nodes":                     "v1 false Node",
-			"pods":                      "v1 true Pod",
-			"deployments":               "apps/v1 true Deployment",
-			"replicasets":               "apps/v1 true ReplicaSet",
+			"configmaps":  "v1 true ConfigMap",
+			"namespaces":  "v1 false Namespace",
+			"nodes":       "v1 false Node",
+			"pods":        "v1 true Pod",
+			"deployments": "apps/v1 true Deployment",
+			"replicasets": "apps/v1 true ReplicaSet",
 			// Served at the version kube-apiserver stores CRDs in (see
 			// README, known differences); kube-apiserver serves v1.
 			"customresourcedefinitions": "apiextensions.k8s.io/v1beta1 false CustomResourceDefinition",

@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -112,40 +114,13 @@ func TestPortInUseExit(t *testing.T) {
 // completes the LIST, and exits 0.
 func TestSIGTERMDrains(t *testing.T) {
 	etcd := etcdtest.Start(t)
-	const n, size = 300, 64 << 10 // ~19 MiB of ConfigMaps: more than socket buffers hold
+	const n = 300
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for i := range n {
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-%03d", i), Namespace: "drain", UID: "u"},
-			Data:       map[string]string{"blob": strings.Repeat(string(rune('a'+i%26)), size)},
-		}
-		val, err := storagefmt.Protobuf(cm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := etcd.Client.Put(ctx, storagefmt.Key("/registry", "configmaps", "drain", cm.Name), string(val)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedBig(t, ctx, etcd.Client, n)
 	p := start(t, "--etcd-servers="+etcd.Endpoint, "--list-page-size=20", "--request-timeout=30s")
-
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	req, _ := http.NewRequestWithContext(ctx, "GET", p.URL+"/api/v1/namespaces/drain/configmaps", nil)
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, head := startBigList(t, ctx, p.URL)
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		t.Fatalf("list: %s: %s", resp.Status, b)
-	}
-	head := make([]byte, 64<<10)
-	if _, err := io.ReadFull(resp.Body, head); err != nil {
-		t.Fatalf("cannot read the start of the list: %v", err)
-	}
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -191,6 +166,90 @@ func TestSIGTERMDrains(t *testing.T) {
 	}
 	if s := p.stderr.String(); strings.Contains(s, "drain incomplete") || !strings.Contains(s, "shutting down") {
 		t.Errorf("shutdown logs:\n%s", s)
+	}
+}
+
+// seedBig writes n ConfigMaps of 64 KiB each into namespace "big": with
+// n = 300, ~19 MiB, more than the socket buffers between lazyapi and a
+// client hold, so a LIST the client stops reading stays in flight.
+func seedBig(t *testing.T, ctx context.Context, cli *clientv3.Client, n int) {
+	t.Helper()
+	for i := range n {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-%03d", i), Namespace: "big", UID: types.UID(fmt.Sprint("uid-", i))},
+			Data:       map[string]string{"blob": strings.Repeat(string(rune('a'+i%26)), 64<<10)},
+		}
+		if _, err := cli.Put(ctx, storagefmt.Key("/registry", "configmaps", "big", cm.Name), string(mustProtobuf(t, cm))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startBigList starts a LIST of the "big" namespace and reads its first
+// 64 KiB; the rest stays unread until the caller reads resp.Body.
+func startBigList(t *testing.T, ctx context.Context, url string) (*http.Response, []byte) {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/api/v1/namespaces/big/configmaps", nil)
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		t.Fatalf("list: %s: %s", resp.Status, b)
+	}
+	head := make([]byte, 64<<10)
+	if _, err := io.ReadFull(resp.Body, head); err != nil {
+		resp.Body.Close()
+		t.Fatalf("cannot read the start of the list: %v", err)
+	}
+	return resp, head
+}
+
+// TestAdmission429 holds the only in-flight slot with a LIST that is not
+// read, and checks that another request gets kube-apiserver's 429.
+func TestAdmission429(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seedBig(t, ctx, etcd.Client, 300)
+	p := start(t, "--etcd-servers="+etcd.Endpoint, "--max-requests-inflight=1", "--max-queued-requests=0")
+	resp, _ := startBigList(t, ctx, p.URL)
+	defer resp.Body.Close()
+
+	get := func() (*http.Response, []byte) {
+		r, err := http.Get(p.URL + "/api/v1/namespaces/big/configmaps/big-001")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r, b
+	}
+	r, body := get()
+	var st metav1.Status
+	if r.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &st) != nil || st.Reason != metav1.StatusReasonTooManyRequests || st.Code != 429 {
+		t.Errorf("GET while the only slot is taken: %s %s, want 429 TooManyRequests Status", r.Status, body)
+	}
+	if r.Header.Get("Retry-After") == "" {
+		t.Errorf("429 without Retry-After")
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	// The LIST's slot is released after its last byte.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if r, body = get(); r.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET after the LIST finished: %s %s, want 200", r.Status, body)
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the release
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/VictoriaMetrics/metrics"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -18,7 +17,7 @@ import (
 // serveAPI starts the resource table (built-ins, then CRDs from etcd) and the
 // HTTP server, serves until ctx ends, drains, and stops them in reverse
 // order.
-func serveAPI(ctx context.Context, c *config, cli *clientv3.Client, ln net.Listener, lg *zap.Logger, stdout io.Writer) error {
+func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln net.Listener, lg *zap.Logger, stdout io.Writer) error {
 	// 4. Resource table. The CRD watch runs until the server has drained.
 	res := resource.NewBuiltin()
 	res.SetLogger(lg.Named("resource"))
@@ -40,7 +39,8 @@ func serveAPI(ctx context.Context, c *config, cli *clientv3.Client, ln net.Liste
 		RequestTimeout: c.requestTimeout,
 		Resources:      res,
 		Logger:         lg.Named("proxy"),
-		Metrics:        metrics.NewSet(),
+		Metrics:        pt.metrics,
+		Limiter:        pt.limiter,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)

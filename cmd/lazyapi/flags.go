@@ -36,6 +36,7 @@ type config struct {
 	requestTimeout time.Duration
 	memoryLimit    int64 // bytes; 0: no limit set (a GOMEMLIMIT env var stays in force)
 	logLevel       zapcore.Level
+	limits         ratelimit.Config // --max-requests-inflight, --max-inflight-bytes, ...; MaxInflightBytes derived when 0
 	dataDir        string
 	demo           bool
 	version        bool
@@ -106,6 +107,8 @@ func parseFlags(args []string) (*config, error) {
 		"Upper bound on a non-watch request, and on draining in-flight requests at shutdown.")
 	fs.Var((*ratelimit.Bytes)(&c.memoryLimit), "memory-limit",
 		"Soft memory limit of the process (sets GOMEMLIMIT), e.g. 512Mi or 2Gi. 0: leave the Go default or the GOMEMLIMIT environment variable.")
+	c.limits = ratelimit.DefaultConfig()
+	c.limits.AddFlags(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error. Logs are JSON on stderr.")
 	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir(),
 		"Data directory of the embedded etcd (used only without --etcd-servers).")
@@ -151,6 +154,15 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if err := c.logLevel.Set(logLevel); err != nil || c.logLevel < zapcore.DebugLevel || c.logLevel > zapcore.ErrorLevel {
 		return nil, usageErrorf("invalid --log-level %q: want debug, info, warn or error", logLevel)
+	}
+	if c.limits.MaxInflightBytes == 0 {
+		// No watch cache is wired yet, so no cache budget is taken out of
+		// half the memory limit.
+		v, err := ratelimit.DefaultInflightBytes(c.memoryLimit, 0)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		c.limits.MaxInflightBytes = v
 	}
 	if c.demo && len(c.etcdServers) > 0 {
 		return nil, usageErrorf("--demo seeds only the embedded etcd: drop --etcd-servers or --demo")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/VictoriaMetrics/metrics"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -57,12 +58,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	lg := newLogger(stderr, c.logLevel)
 	defer lg.Sync() //nolint:errcheck // stderr sync errors are not actionable
+	// Components with no I/O are built now, so that their configuration
+	// errors are command-line errors.
+	ms := metrics.NewSet()
+	c.limits.Logger = lg.Named("ratelimit")
+	c.limits.Metrics = ms
+	lim, err := ratelimit.New(c.limits)
+	if err != nil {
+		return usageError{err}
+	}
 	if c.memoryLimit > 0 {
 		prev := ratelimit.ApplyMemoryLimit(c.memoryLimit)
 		defer debug.SetMemoryLimit(prev) // for in-process callers (tests)
 		lg.Info("memory limit set (GOMEMLIMIT)", zap.Int64("bytes", c.memoryLimit))
 	}
-	return serve(ctx, c, lg, stdout)
+	return serve(ctx, c, parts{metrics: ms, limiter: lim}, lg, stdout)
+}
+
+// parts are the components run builds before serve starts any I/O.
+type parts struct {
+	metrics *metrics.Set       // every component's metrics, served at /metrics
+	limiter *ratelimit.Limiter // admission of GET and LIST
 }
 
 // version is set at build time: -ldflags "-X main.version=v0.1.0".

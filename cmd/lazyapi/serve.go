@@ -34,7 +34,7 @@ var etcdBenign = map[string]bool{
 // remote), the etcd client, demo data, the resource table, the HTTP server —
 // and stops them in reverse order when ctx ends. Each stop is a defer registered right after
 // its start.
-func serve(ctx context.Context, c *config, lg *zap.Logger, stdout io.Writer) error {
+func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.Writer) error {
 	// etcd's server and client log a lot at info and retry noisily at warn;
 	// keep their problems only.
 	var etcdClosing atomic.Bool
@@ -107,7 +107,7 @@ func serve(ctx context.Context, c *config, lg *zap.Logger, stdout io.Writer) err
 	}
 
 	// 4, 5. Resource table and HTTP server.
-	return serveAPI(ctx, c, cli, ln, lg, stdout)
+	return serveAPI(ctx, c, pt, cli, ln, lg, stdout)
 }
 
 func seedDemo(ctx context.Context, cli *clientv3.Client, prefix string, lg *zap.Logger, stdout io.Writer) error {
