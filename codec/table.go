@@ -17,6 +17,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	extensionsv1beta1 "k8s.io/api/extensions/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -28,7 +29,8 @@ import (
 // Accept: application/json;as=Table;v=v1;g=meta.k8s.io. Column definitions
 // and cells follow kube-apiserver's printers (pkg/printers/internalversion)
 // with Wide output, as its TableConvertor uses them, for pods, configmaps,
-// secrets, namespaces, nodes, services, serviceaccounts, events, apps
+// secrets, namespaces, nodes, services, serviceaccounts, events,
+// persistentvolumes, persistentvolumeclaims, apps
 // deployments, replicasets, daemonsets and statefulsets, batch jobs and
 // cronjobs, coordination leases and networking ingresses. Other built-in
 // resources get kube-apiserver's default table convertor (Name, Created At);
@@ -226,6 +228,28 @@ func initTablePrinters() {
 			metav1.TableColumnDefinition{Name: "First Seen", Type: "string", Priority: 1, Description: corev1.Event{}.SwaggerDoc()["firstTimestamp"]},
 			metav1.TableColumnDefinition{Name: "Count", Type: "string", Priority: 1, Description: corev1.Event{}.SwaggerDoc()["count"]},
 			metav1.TableColumnDefinition{Name: "Name", Type: "string", Priority: 1, Format: "name", Description: metaDoc["name"]},
+		),
+		{"", "persistentvolumes"}: p(persistentVolumeCells, name,
+			metav1.TableColumnDefinition{Name: "Capacity", Type: "string", Description: corev1.PersistentVolumeSpec{}.SwaggerDoc()["capacity"]},
+			metav1.TableColumnDefinition{Name: "Access Modes", Type: "string", Description: corev1.PersistentVolumeSpec{}.SwaggerDoc()["accessModes"]},
+			metav1.TableColumnDefinition{Name: "Reclaim Policy", Type: "string", Description: corev1.PersistentVolumeSpec{}.SwaggerDoc()["persistentVolumeReclaimPolicy"]},
+			metav1.TableColumnDefinition{Name: "Status", Type: "string", Description: corev1.PersistentVolumeStatus{}.SwaggerDoc()["phase"]},
+			metav1.TableColumnDefinition{Name: "Claim", Type: "string", Description: corev1.PersistentVolumeSpec{}.SwaggerDoc()["claimRef"]},
+			metav1.TableColumnDefinition{Name: "StorageClass", Type: "string", Description: "StorageClass of the pv"},
+			metav1.TableColumnDefinition{Name: "VolumeAttributesClass", Type: "string", Description: "VolumeAttributesClass of the pv"},
+			metav1.TableColumnDefinition{Name: "Reason", Type: "string", Description: corev1.PersistentVolumeStatus{}.SwaggerDoc()["reason"]},
+			age,
+			metav1.TableColumnDefinition{Name: "VolumeMode", Type: "string", Priority: 1, Description: corev1.PersistentVolumeSpec{}.SwaggerDoc()["volumeMode"]},
+		),
+		{"", "persistentvolumeclaims"}: p(persistentVolumeClaimCells, name,
+			metav1.TableColumnDefinition{Name: "Status", Type: "string", Description: corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()["phase"]},
+			metav1.TableColumnDefinition{Name: "Volume", Type: "string", Description: corev1.PersistentVolumeClaimSpec{}.SwaggerDoc()["volumeName"]},
+			metav1.TableColumnDefinition{Name: "Capacity", Type: "string", Description: corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()["capacity"]},
+			metav1.TableColumnDefinition{Name: "Access Modes", Type: "string", Description: corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()["accessModes"]},
+			metav1.TableColumnDefinition{Name: "StorageClass", Type: "string", Description: "StorageClass of the pvc"},
+			metav1.TableColumnDefinition{Name: "VolumeAttributesClass", Type: "string", Description: "VolumeAttributesClass of the pvc"},
+			age,
+			metav1.TableColumnDefinition{Name: "VolumeMode", Type: "string", Priority: 1, Description: corev1.PersistentVolumeClaimSpec{}.SwaggerDoc()["volumeMode"]},
 		),
 	}
 	defaultPrinter = p(defaultCells, name,
@@ -1422,4 +1446,124 @@ func eventCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 	}
 	return []any{last, e.Type, e.Reason, target, e.InvolvedObject.FieldPath, source, strings.TrimSpace(e.Message),
 		first, int64(count), e.Metadata.Name}, nil, nil
+}
+
+// Persistent volumes.
+
+const betaStorageClassAnnotation = "volume.beta.kubernetes.io/storage-class"
+
+// accessModesString is GetAccessModesAsString: RWO, ROX, RWX, RWOP in that
+// order, each once.
+func accessModesString(modes []string) string {
+	has := func(m corev1.PersistentVolumeAccessMode) bool {
+		for _, x := range modes {
+			if x == string(m) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []string
+	for _, m := range []struct {
+		mode  corev1.PersistentVolumeAccessMode
+		short string
+	}{{corev1.ReadWriteOnce, "RWO"}, {corev1.ReadOnlyMany, "ROX"}, {corev1.ReadWriteMany, "RWX"}, {corev1.ReadWriteOncePod, "RWOP"}} {
+		if has(m.mode) {
+			out = append(out, m.short)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+type pvMeta struct {
+	objMeta
+	Annotations map[string]string `json:"annotations"`
+}
+
+// storageClassOf is GetPersistentVolume(Claim)Class: the beta annotation,
+// else spec.storageClassName.
+func storageClassOf(m pvMeta, className *string) string {
+	if c, ok := m.Annotations[betaStorageClassAnnotation]; ok {
+		return c
+	}
+	if className != nil {
+		return *className
+	}
+	return ""
+}
+
+func orUnset(s *string) string {
+	if s == nil {
+		return "<unset>"
+	}
+	return *s
+}
+
+func persistentVolumeCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata pvMeta `json:"metadata"`
+		Spec     struct {
+			Capacity                      map[string]resource.Quantity `json:"capacity"`
+			AccessModes                   []string                     `json:"accessModes"`
+			PersistentVolumeReclaimPolicy string                       `json:"persistentVolumeReclaimPolicy"`
+			ClaimRef                      *struct {
+				Namespace string `json:"namespace"`
+				Name      string `json:"name"`
+			} `json:"claimRef"`
+			StorageClassName          *string `json:"storageClassName"`
+			VolumeAttributesClassName *string `json:"volumeAttributesClassName"`
+			VolumeMode                *string `json:"volumeMode"`
+		} `json:"spec"`
+		Status struct {
+			Phase  string `json:"phase"`
+			Reason string `json:"reason"`
+		} `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	claim := ""
+	if o.Spec.ClaimRef != nil {
+		claim = o.Spec.ClaimRef.Namespace + "/" + o.Spec.ClaimRef.Name
+	}
+	size := o.Spec.Capacity[string(corev1.ResourceStorage)]
+	phase := o.Status.Phase
+	if o.Metadata.DeletionTimestamp != nil {
+		phase = "Terminating"
+	}
+	return []any{o.Metadata.Name, size.String(), accessModesString(o.Spec.AccessModes), o.Spec.PersistentVolumeReclaimPolicy,
+		phase, claim, storageClassOf(o.Metadata, o.Spec.StorageClassName), orUnset(o.Spec.VolumeAttributesClassName),
+		o.Status.Reason, translateTimestampSince(o.Metadata.CreationTimestamp, now), orUnset(o.Spec.VolumeMode)}, nil, nil
+}
+
+func persistentVolumeClaimCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata pvMeta `json:"metadata"`
+		Spec     struct {
+			VolumeName                string  `json:"volumeName"`
+			StorageClassName          *string `json:"storageClassName"`
+			VolumeAttributesClassName *string `json:"volumeAttributesClassName"`
+			VolumeMode                *string `json:"volumeMode"`
+		} `json:"spec"`
+		Status struct {
+			Phase       string                       `json:"phase"`
+			AccessModes []string                     `json:"accessModes"`
+			Capacity    map[string]resource.Quantity `json:"capacity"`
+		} `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	phase := o.Status.Phase
+	if o.Metadata.DeletionTimestamp != nil {
+		phase = "Terminating"
+	}
+	capacity, modes := "", ""
+	if o.Spec.VolumeName != "" {
+		modes = accessModesString(o.Status.AccessModes)
+		q := o.Status.Capacity[string(corev1.ResourceStorage)]
+		capacity = q.String()
+	}
+	return []any{o.Metadata.Name, phase, o.Spec.VolumeName, capacity, modes, storageClassOf(o.Metadata, o.Spec.StorageClassName),
+		orUnset(o.Spec.VolumeAttributesClassName), translateTimestampSince(o.Metadata.CreationTimestamp, now), orUnset(o.Spec.VolumeMode)}, nil, nil
 }

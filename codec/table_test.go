@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -346,6 +347,42 @@ func tableCases() []tableCase {
 				{"3m", "Normal", "Pulled", "pod/p1", "spec.containers{c}", "kubelet, n1", "Successfully pulled image", "10m", 4.0, "p1.abc"},
 				{"60s", "Warning", "Started", "node", "", "ctrl, ctrl-1", "", "60s", 1.0, "new.api"},
 				{"30s", "", "", "deployment/web", "", "dc", "", "60m", 7.0, "series"},
+			},
+		},
+		{
+			name: "persistentvolumes", resource: "persistentvolumes",
+			objs: []runtime.Object{
+				&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv1", CreationTimestamp: fxCreated}, Spec: corev1.PersistentVolumeSpec{
+					Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany, corev1.ReadWriteOnce, corev1.ReadWriteOnce},
+					ClaimRef:    &corev1.ObjectReference{Namespace: "ns", Name: "data"}, PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+					StorageClassName: "fast", VolumeMode: fxPtr(corev1.PersistentVolumeFilesystem), VolumeAttributesClassName: fxPtr("gold")},
+					Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound}},
+				&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv2", CreationTimestamp: fxCreated, DeletionTimestamp: fxPtr(ago(time.Minute)),
+					Annotations: map[string]string{"volume.beta.kubernetes.io/storage-class": "slow"}}, Spec: corev1.PersistentVolumeSpec{StorageClassName: "fast"},
+					Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeReleased, Reason: "gone"}},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Capacity", "string", "", 0}, {"Access Modes", "string", "", 0}, {"Reclaim Policy", "string", "", 0},
+				{"Status", "string", "", 0}, {"Claim", "string", "", 0}, {"StorageClass", "string", "", 0}, {"VolumeAttributesClass", "string", "", 0}, {"Reason", "string", "", 0},
+				{"Age", "string", "", 0}, {"VolumeMode", "string", "", 1}},
+			cells: [][]any{
+				{"pv1", "10Gi", "RWO,RWX", "Retain", "Bound", "ns/data", "fast", "gold", "", age, "Filesystem"},
+				{"pv2", "0", "", "", "Terminating", "", "slow", "<unset>", "gone", age, "<unset>"},
+			},
+		},
+		{
+			name: "persistentvolumeclaims", resource: "persistentvolumeclaims",
+			objs: []runtime.Object{
+				&corev1.PersistentVolumeClaim{ObjectMeta: podMeta("claim"), Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv1", StorageClassName: fxPtr("fast"), VolumeMode: fxPtr(corev1.PersistentVolumeBlock)},
+					Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod, corev1.ReadWriteOnce},
+						Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1500Mi")}}},
+				&corev1.PersistentVolumeClaim{ObjectMeta: podMeta("pending"), Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Status", "string", "", 0}, {"Volume", "string", "", 0}, {"Capacity", "string", "", 0}, {"Access Modes", "string", "", 0},
+				{"StorageClass", "string", "", 0}, {"VolumeAttributesClass", "string", "", 0}, {"Age", "string", "", 0}, {"VolumeMode", "string", "", 1}},
+			cells: [][]any{
+				{"claim", "Bound", "pv1", "1500Mi", "RWO,RWOP", "fast", "<unset>", age, "Block"},
+				{"pending", "Pending", "", "", "", "", "<unset>", age, "<unset>"},
 			},
 		},
 		{
