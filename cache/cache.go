@@ -305,3 +305,32 @@ func metricName(name, resource, extra string) string {
 	}
 	return fmt.Sprintf("%s{resource=%q}", name, resource)
 }
+
+// ResourceStatus is one resource's line in Cache.Statuses.
+type ResourceStatus struct {
+	Name, Prefix string
+	State        State
+	Reason       string
+	Bytes        int64 // budget charged
+	Objects      int64
+	Revision     int64 // the revision the cache reflects (0 unless ready)
+	Watchers     int64
+}
+
+// Statuses reports every resource the cache was asked for, in no order
+// (for logs and a debug endpoint).
+func (c *Cache) Statuses() []ResourceStatus {
+	c.mu.Lock()
+	rs := make([]*Resource, 0, len(c.resources))
+	for _, r := range c.resources {
+		rs = append(rs, r)
+	}
+	c.mu.Unlock()
+	out := make([]ResourceStatus, 0, len(rs))
+	for _, r := range rs {
+		st, reason := r.Status()
+		out = append(out, ResourceStatus{Name: r.name, Prefix: r.spec.Prefix, State: st, Reason: reason,
+			Bytes: r.bytes.Load(), Objects: r.objects.Load(), Revision: r.curRev.Load(), Watchers: r.nwatch.Load()})
+	}
+	return out
+}

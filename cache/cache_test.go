@@ -524,6 +524,11 @@ func TestBudgetRefuseAndEvict(t *testing.T) {
 		}
 	}
 	waitState(t, secrets, StateEvicted)
+	for _, st := range c.Statuses() {
+		if st.Name == "secrets" && (st.State != StateEvicted || st.Bytes != 0 || !strings.Contains(st.Reason, "grew past")) {
+			t.Fatalf("Statuses: %+v", st)
+		}
+	}
 	if c.UsedBytes() != 0 {
 		t.Fatalf("eviction left %d bytes charged", c.UsedBytes())
 	}
