@@ -17,10 +17,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	extensionsv1beta1 "k8s.io/api/extensions/v1beta1"
+	rbacv1beta1 "k8s.io/api/rbac/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/util/jsonpath"
 )
@@ -30,9 +32,10 @@ import (
 // and cells follow kube-apiserver's printers (pkg/printers/internalversion)
 // with Wide output, as its TableConvertor uses them, for pods, configmaps,
 // secrets, namespaces, nodes, services, serviceaccounts, events,
-// persistentvolumes, persistentvolumeclaims, apps
+// persistentvolumes, persistentvolumeclaims, replicationcontrollers, apps
 // deployments, replicasets, daemonsets and statefulsets, batch jobs and
-// cronjobs, coordination leases and networking ingresses. Other built-in
+// cronjobs, coordination leases, networking ingresses and networkpolicies,
+// policy poddisruptionbudgets and rbac (cluster)rolebindings. Other built-in
 // resources get kube-apiserver's default table convertor (Name, Created At);
 // custom resources get the CRD table convertor (Name, then the CRD's
 // additionalPrinterColumns via CustomColumns, or Age when it has none).
@@ -250,6 +253,37 @@ func initTablePrinters() {
 			metav1.TableColumnDefinition{Name: "VolumeAttributesClass", Type: "string", Description: "VolumeAttributesClass of the pvc"},
 			age,
 			metav1.TableColumnDefinition{Name: "VolumeMode", Type: "string", Priority: 1, Description: corev1.PersistentVolumeClaimSpec{}.SwaggerDoc()["volumeMode"]},
+		),
+		{"", "replicationcontrollers"}: p(replicationControllerCells, name,
+			metav1.TableColumnDefinition{Name: "Desired", Type: "integer", Description: corev1.ReplicationControllerSpec{}.SwaggerDoc()["replicas"]},
+			metav1.TableColumnDefinition{Name: "Current", Type: "integer", Description: corev1.ReplicationControllerStatus{}.SwaggerDoc()["replicas"]},
+			metav1.TableColumnDefinition{Name: "Ready", Type: "integer", Description: corev1.ReplicationControllerStatus{}.SwaggerDoc()["readyReplicas"]},
+			age, containersCol, imagesCol,
+			metav1.TableColumnDefinition{Name: "Selector", Type: "string", Priority: 1, Description: corev1.ReplicationControllerSpec{}.SwaggerDoc()["selector"]},
+		),
+		{"policy", "poddisruptionbudgets"}: p(podDisruptionBudgetCells, name,
+			metav1.TableColumnDefinition{Name: "Min Available", Type: "string", Description: "The minimum number of pods that must be available."},
+			metav1.TableColumnDefinition{Name: "Max Unavailable", Type: "string", Description: "The maximum number of pods that may be unavailable."},
+			metav1.TableColumnDefinition{Name: "Allowed Disruptions", Type: "integer", Description: "Calculated number of pods that may be disrupted at this time."},
+			age,
+		),
+		{"networking.k8s.io", "networkpolicies"}: p(networkPolicyCells, name,
+			metav1.TableColumnDefinition{Name: "Pod-Selector", Type: "string", Description: extensionsv1beta1.NetworkPolicySpec{}.SwaggerDoc()["podSelector"]},
+			age,
+		),
+		{"rbac.authorization.k8s.io", "rolebindings"}: p(roleBindingCells, name,
+			metav1.TableColumnDefinition{Name: "Role", Type: "string", Description: rbacv1beta1.RoleBinding{}.SwaggerDoc()["roleRef"]},
+			age,
+			metav1.TableColumnDefinition{Name: "Users", Type: "string", Priority: 1, Description: "Users in the roleBinding"},
+			metav1.TableColumnDefinition{Name: "Groups", Type: "string", Priority: 1, Description: "Groups in the roleBinding"},
+			metav1.TableColumnDefinition{Name: "ServiceAccounts", Type: "string", Priority: 1, Description: "ServiceAccounts in the roleBinding"},
+		),
+		{"rbac.authorization.k8s.io", "clusterrolebindings"}: p(roleBindingCells, name,
+			metav1.TableColumnDefinition{Name: "Role", Type: "string", Description: rbacv1beta1.ClusterRoleBinding{}.SwaggerDoc()["roleRef"]},
+			age,
+			metav1.TableColumnDefinition{Name: "Users", Type: "string", Priority: 1, Description: "Users in the clusterRoleBinding"},
+			metav1.TableColumnDefinition{Name: "Groups", Type: "string", Priority: 1, Description: "Groups in the clusterRoleBinding"},
+			metav1.TableColumnDefinition{Name: "ServiceAccounts", Type: "string", Priority: 1, Description: "ServiceAccounts in the clusterRoleBinding"},
 		),
 	}
 	defaultPrinter = p(defaultCells, name,
@@ -1566,4 +1600,98 @@ func persistentVolumeClaimCells(js []byte, now time.Time) ([]any, []tableRowCond
 	}
 	return []any{o.Metadata.Name, phase, o.Spec.VolumeName, capacity, modes, storageClassOf(o.Metadata, o.Spec.StorageClassName),
 		orUnset(o.Spec.VolumeAttributesClassName), translateTimestampSince(o.Metadata.CreationTimestamp, now), orUnset(o.Spec.VolumeMode)}, nil, nil
+}
+
+// More workloads and policy.
+
+func replicationControllerCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			Replicas *int32            `json:"replicas"`
+			Selector map[string]string `json:"selector"`
+			Template *podTemplate      `json:"template"`
+		} `json:"spec"`
+		Status corev1.ReplicationControllerStatus `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	var containers []containerNameImage
+	if o.Spec.Template != nil {
+		containers = o.Spec.Template.Spec.Containers
+	}
+	names, images := layoutContainerCells(containers)
+	return []any{o.Metadata.Name, replicasOr1(o.Spec.Replicas), int64(o.Status.Replicas), int64(o.Status.ReadyReplicas),
+		translateTimestampSince(o.Metadata.CreationTimestamp, now), names, images, labels.FormatLabels(o.Spec.Selector)}, nil, nil
+}
+
+func podDisruptionBudgetCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			MinAvailable   *intstr.IntOrString `json:"minAvailable"`
+			MaxUnavailable *intstr.IntOrString `json:"maxUnavailable"`
+		} `json:"spec"`
+		Status struct {
+			DisruptionsAllowed int32 `json:"disruptionsAllowed"`
+		} `json:"status"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	orNA := func(v *intstr.IntOrString) string {
+		if v == nil {
+			return "N/A"
+		}
+		return v.String()
+	}
+	return []any{o.Metadata.Name, orNA(o.Spec.MinAvailable), orNA(o.Spec.MaxUnavailable), int64(o.Status.DisruptionsAllowed),
+		translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
+}
+
+func networkPolicyCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		Spec     struct {
+			PodSelector metav1.LabelSelector `json:"podSelector"`
+		} `json:"spec"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	return []any{o.Metadata.Name, metav1.FormatLabelSelector(&o.Spec.PodSelector), translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
+}
+
+// roleBindingCells prints RoleBindings and ClusterRoleBindings: the role as
+// Kind/Name, and the subjects split as rbac.SubjectsStrings does.
+func roleBindingCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		RoleRef  struct {
+			Kind string `json:"kind"`
+			Name string `json:"name"`
+		} `json:"roleRef"`
+		Subjects []struct {
+			Kind      string `json:"kind"`
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"subjects"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	var users, groups, sas []string
+	for _, sub := range o.Subjects {
+		switch sub.Kind {
+		case "ServiceAccount":
+			sas = append(sas, sub.Namespace+"/"+sub.Name)
+		case "User":
+			users = append(users, sub.Name)
+		case "Group":
+			groups = append(groups, sub.Name)
+		}
+	}
+	return []any{o.Metadata.Name, o.RoleRef.Kind + "/" + o.RoleRef.Name, translateTimestampSince(o.Metadata.CreationTimestamp, now),
+		strings.Join(users, ", "), strings.Join(groups, ", "), strings.Join(sas, ", ")}, nil, nil
 }

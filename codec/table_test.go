@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	restclientwatch "k8s.io/client-go/rest/watch"
 
@@ -384,6 +386,48 @@ func tableCases() []tableCase {
 				{"claim", "Bound", "pv1", "1500Mi", "RWO,RWOP", "fast", "<unset>", age, "Block"},
 				{"pending", "Pending", "", "", "", "", "<unset>", age, "<unset>"},
 			},
+		},
+		{
+			name: "replicationcontrollers", resource: "replicationcontrollers",
+			objs: []runtime.Object{&corev1.ReplicationController{ObjectMeta: podMeta("rc"), Spec: corev1.ReplicationControllerSpec{Replicas: &three, Selector: map[string]string{"app": "rc", "b": "c"},
+				Template: &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "y"}}}}},
+				Status: corev1.ReplicationControllerStatus{Replicas: 2, ReadyReplicas: 1}}},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Desired", "integer", "", 0}, {"Current", "integer", "", 0}, {"Ready", "integer", "", 0}, {"Age", "string", "", 0},
+				{"Containers", "string", "", 1}, {"Images", "string", "", 1}, {"Selector", "string", "", 1}},
+			cells: [][]any{{"rc", 3.0, 2.0, 1.0, age, "x", "y", "app=rc,b=c"}},
+		},
+		{
+			name: "poddisruptionbudgets", group: "policy", resource: "poddisruptionbudgets",
+			objs: []runtime.Object{
+				&policyv1.PodDisruptionBudget{ObjectMeta: podMeta("pdb"), Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: fxPtr(intstr.FromString("50%"))},
+					Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 2}},
+				&policyv1.PodDisruptionBudget{ObjectMeta: podMeta("pdb2"), Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: fxPtr(intstr.FromInt32(1))}},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Min Available", "string", "", 0}, {"Max Unavailable", "string", "", 0}, {"Allowed Disruptions", "integer", "", 0}, {"Age", "string", "", 0}},
+			cells:   [][]any{{"pdb", "50%", "N/A", 2.0, age}, {"pdb2", "N/A", "1", 0.0, age}},
+		},
+		{
+			name: "networkpolicies", group: "networking.k8s.io", resource: "networkpolicies",
+			objs: []runtime.Object{
+				&networkingv1.NetworkPolicy{ObjectMeta: podMeta("deny"), Spec: networkingv1.NetworkPolicySpec{}},
+				&networkingv1.NetworkPolicy{ObjectMeta: podMeta("web"), Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Pod-Selector", "string", "", 0}, {"Age", "string", "", 0}},
+			cells:   [][]any{{"deny", "<none>", age}, {"web", "app=web", age}},
+		},
+		{
+			name: "rolebindings", group: "rbac.authorization.k8s.io", resource: "rolebindings",
+			objs: []runtime.Object{&rbacv1.RoleBinding{ObjectMeta: podMeta("rb"), RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "view"},
+				Subjects: []rbacv1.Subject{{Kind: "User", Name: "alice"}, {Kind: "Group", Name: "devs"}, {Kind: "ServiceAccount", Namespace: "ns", Name: "sa"},
+					{Kind: "User", Name: "bob"}, {Kind: "ServiceAccount", Namespace: "ns2", Name: "sb"}}}},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Role", "string", "", 0}, {"Age", "string", "", 0}, {"Users", "string", "", 1}, {"Groups", "string", "", 1}, {"ServiceAccounts", "string", "", 1}},
+			cells:   [][]any{{"rb", "ClusterRole/view", age, "alice, bob", "devs", "ns/sa, ns2/sb"}},
+		},
+		{
+			name: "clusterrolebindings", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings",
+			objs:    []runtime.Object{&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "crb", CreationTimestamp: fxCreated}, RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "admin"}}},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Role", "string", "", 0}, {"Age", "string", "", 0}, {"Users", "string", "", 1}, {"Groups", "string", "", 1}, {"ServiceAccounts", "string", "", 1}},
+			cells:   [][]any{{"crb", "ClusterRole/admin", age, "", "", ""}},
 		},
 		{
 			// kube-apiserver's default table convertor.
