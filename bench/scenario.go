@@ -517,8 +517,9 @@ func workers(ctx context.Context, n int, lim *rate.Limiter, fn func(ctx context.
 
 func runLists(ctx context.Context, cl *client, s *Scenario, expected int64) error {
 	path := s.Kind.Path(s.Namespace)
-	workers(ctx, s.Concurrency, newLimiter(s.Rate), func(ctx context.Context, _ int, _ *rand.Rand) {
-		_ = cl.listOnce(ctx, s, path, expected, nil)
+	bufs := make([][]byte, s.Concurrency) // one reused body buffer per client
+	workers(ctx, s.Concurrency, newLimiter(s.Rate), func(ctx context.Context, w int, _ *rand.Rand) {
+		bufs[w] = cl.listOnce(ctx, s, path, expected, bufs[w])
 	})
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -64,11 +65,11 @@ func DefaultSuiteConfig() SuiteConfig {
 		Repo:             ".",
 		Out:              "bench-results/suite",
 		Prefix:           "/registry",
-		Objects:          3000,
+		Objects:          2000,
 		Namespaces:       10,
-		Size:             SizeDist{Kind: "lognormal", Size: 24 << 10, Sigma: 0.6},
+		Size:             SizeDist{Kind: "lognormal", Size: 16 << 10, Sigma: 0.5},
 		ListDuration:     10 * time.Second,
-		FloodDuration:    20 * time.Second,
+		FloodDuration:    30 * time.Second,
 		FloodConcurrency: 16,
 		Informers:        4,
 		Idle:             3 * time.Second,
@@ -130,6 +131,10 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 		sr.Objects, sr.Namespaces, cfg.Size, HumanBytes(sr.Bytes), sr.Duration.Round(time.Millisecond))
 	logf("%s", rep.Data)
 
+	if out, err := exec.CommandContext(ctx, "git", "-C", cfg.Repo, "describe", "--always", "--dirty").Output(); err == nil && !cfg.SkipLazyAPI {
+		rep.Notes = append(rep.Notes, "lazyapi built from commit "+strings.TrimSpace(string(out)))
+	}
+
 	// Targets, each a func that starts it.
 	type starter struct {
 		name  string
@@ -151,7 +156,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 	if kubeErr == nil {
 		rep.Peer = "kube-apiserver v1.37.2 built from its Go module (" + kubeBin + "), with and without its watch cache"
 		for _, wc := range []bool{true, false} {
-			starters = append(starters, starter{"kube-apiserver", func() (*Proc, string, error) {
+			starters = append(starters, starter{"kube-apiserver --watch-cache=" + fmt.Sprint(wc), func() (*Proc, string, error) {
 				p, err := StartKubeAPIServer(script, etcd, cfg.Prefix, logDir, wc)
 				return p, "/readyz", err
 			}})

@@ -48,6 +48,7 @@ Commands:
   run        run a scenario (list, get, watch, listflood, informers, mixed) against targets
   suite      the standard suite against lazyapi and kube-apiserver (or the reference server)
   refserver  serve the reference read API (what kube-apiserver does per request) on loopback
+  record     rewrite the ## suite section of bench/RESULTS.md from a suite's results.json
 
 Run "lazybench COMMAND --help" for a command's flags.
 `
@@ -69,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSuite(ctx, args, stdout, stderr)
 	case "refserver":
 		return runRefServer(ctx, args, stderr)
+	case "record":
+		return runRecord(args, stdout)
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 }
@@ -437,5 +440,32 @@ func runRefServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	return nil
+}
+
+func runRecord(args []string, stdout io.Writer) error {
+	fs := newFlagSet("record", "record --report DIR/results.json [--repo .]", stdout)
+	report := fs.String("report", "", "results.json written by lazybench suite (required)")
+	repo := fs.String("repo", ".", "lazyapi source tree holding bench/RESULTS.md")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	if *report == "" {
+		return errors.New("--report is required")
+	}
+	f, err := os.Open(*report)
+	if err != nil {
+		return fmt.Errorf("cannot open --report: %w", err)
+	}
+	defer f.Close()
+	rep, err := bench.ReadReport(f)
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(*repo, "bench", "RESULTS.md")
+	if err := bench.UpdateResultsSection(p, "suite", rep.SuiteMarkdown()); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "updated ## suite in %s\n", p)
 	return nil
 }
