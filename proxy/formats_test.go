@@ -323,7 +323,10 @@ func TestCustomResources(t *testing.T) {
 			"group": "example.com", "scope": "Namespaced",
 			"names": map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
 			"versions": []any{
-				map[string]any{"name": "v1", "served": true, "storage": true},
+				map[string]any{"name": "v1", "served": true, "storage": true, "additionalPrinterColumns": []any{
+					map[string]any{"name": "Color", "type": "string", "jsonPath": ".spec.color"},
+					map[string]any{"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+				}},
 				map[string]any{"name": "v1beta1", "served": true, "storage": false},
 			},
 		},
@@ -396,6 +399,19 @@ func TestCustomResources(t *testing.T) {
 	// Protobuf-only Accept for a custom resource: 406.
 	if code, _, _ := e.raw(t, "GET", "/apis/example.com/v1/namespaces/ns/widgets", "application/vnd.kubernetes.protobuf"); code != 406 {
 		t.Errorf("protobuf widgets = %d, want 406", code)
+	}
+	// Table with the CRD's additionalPrinterColumns.
+	code, _, body := e.raw(t, "GET", "/apis/example.com/v1/namespaces/ns/widgets", kubectlTableAccept)
+	var tbl metav1.Table
+	if err := json.Unmarshal(body, &tbl); err != nil || code != 200 {
+		t.Fatalf("widgets table = %d %v %s", code, err, body)
+	}
+	var cols []string
+	for _, c := range tbl.ColumnDefinitions {
+		cols = append(cols, c.Name)
+	}
+	if fmt.Sprint(cols) != "[Name Color Size]" || len(tbl.Rows) != 3 || fmt.Sprint(tbl.Rows[2].Cells) != "[w3 blue 2]" {
+		t.Errorf("widgets table = columns %v rows %v", cols, tbl.Rows)
 	}
 	// Metadata client over a CR.
 	ml, err := metadata.NewForConfigOrDie(e.protCfg).Resource(gvr).Namespace("ns").List(ctx, metav1.ListOptions{})

@@ -343,6 +343,8 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg *store.Pager, p
 	out := st.out
 	apiVersion := r.APIVersion()
 	switch {
+	case out.target == targetTable && st.cc != nil:
+		sw.buf = codec.AppendCustomTableHead(sw.buf, st.cc, lm)
 	case out.target == targetTable:
 		sw.buf = sc.AppendTableHead(sw.buf, r.Group, r.Resource, lm)
 	case out.target == targetPartial && out.format == formatProtobuf:
@@ -371,7 +373,11 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg *store.Pager, p
 			if !first {
 				sw.buf = codec.AppendTableSep(sw.buf)
 			}
-			sw.buf, err = sc.AppendTableRow(sw.buf, r.Group, r.Resource, obj, rv, inc, l.now)
+			if st.cc != nil {
+				sw.buf, err = sc.AppendCustomTableRow(sw.buf, st.cc, obj, rv, inc, l.now)
+			} else {
+				sw.buf, err = sc.AppendTableRow(sw.buf, r.Group, r.Resource, obj, rv, inc, l.now)
+			}
 		case out.target == targetPartial && out.format == formatProtobuf:
 			sw.buf, err = codec.AppendPartialProtobufListItem(sw.buf, obj, rv)
 		case out.target == targetPartial:

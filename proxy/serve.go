@@ -50,6 +50,8 @@ type reqState struct {
 	verb    string
 	start   time.Time
 	release func()
+	// cc are a custom resource's Table columns (Table output only).
+	cc *codec.CustomColumns
 }
 
 // finish records the request's metrics and releases its admission.
@@ -123,6 +125,19 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		return
 	}
 	st.out = out
+	if out.target == targetTable && r.Custom {
+		cols := make([]codec.PrinterColumn, len(r.Columns))
+		for i, c := range r.Columns {
+			cols[i] = codec.PrinterColumn{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description,
+				Priority: c.Priority, JSONPath: c.JSONPath}
+		}
+		cc, err := codec.NewCustomColumns(cols)
+		if err != nil {
+			st.fail(rc, ef, internalErr(err.Error()))
+			return
+		}
+		st.cc = cc
+	}
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
 	if err := s.admit(ctx, rc, st); err != nil {
 		cancel()
@@ -345,8 +360,14 @@ func (s *Server) encodeObject(dst []byte, st *reqState, obj codec.Object, rv int
 	sc := s.schema
 	switch st.out.target {
 	case targetTable:
-		dst = sc.AppendTableHead(dst, st.r.Group, st.r.Resource, codec.ListMeta{ResourceVersion: rv})
-		dst, err := sc.AppendTableRow(dst, st.r.Group, st.r.Resource, obj, rv, includeObject(st.q.IncludeObject), time.Now())
+		var err error
+		if st.cc != nil {
+			dst = codec.AppendCustomTableHead(dst, st.cc, codec.ListMeta{ResourceVersion: rv})
+			dst, err = sc.AppendCustomTableRow(dst, st.cc, obj, rv, includeObject(st.q.IncludeObject), time.Now())
+		} else {
+			dst = sc.AppendTableHead(dst, st.r.Group, st.r.Resource, codec.ListMeta{ResourceVersion: rv})
+			dst, err = sc.AppendTableRow(dst, st.r.Group, st.r.Resource, obj, rv, includeObject(st.q.IncludeObject), time.Now())
+		}
 		if err != nil {
 			return dst, err
 		}
