@@ -458,7 +458,9 @@ func FuzzFraming(f *testing.F) {
 				t.Fatalf("PartialProtobufListItemSize = %d, item = %d bytes, %v", n, len(b), err)
 			}
 		}
-		for _, gr := range [][2]string{{"", "configmaps"}, {"", "secrets"}, {"", "pods"}, {"", "nodes"}, {"", "services"}, {"", "namespaces"}, {"apps", "deployments"}, {"batch", "jobs"}, {"example.com", "widgets"}} {
+		for _, gr := range [][2]string{{"", "configmaps"}, {"", "secrets"}, {"", "pods"}, {"", "nodes"}, {"", "services"}, {"", "namespaces"}, {"apps", "deployments"}, {"batch", "jobs"}, {"example.com", "widgets"},
+			{"", "events"}, {"", "persistentvolumes"}, {"", "persistentvolumeclaims"}, {"batch", "cronjobs"}, {"apps", "daemonsets"},
+			{"networking.k8s.io", "ingresses"}, {"policy", "poddisruptionbudgets"}, {"rbac.authorization.k8s.io", "rolebindings"}} {
 			for _, inc := range []IncludeObjectPolicy{IncludeMetadata, IncludeNone, IncludeObject} {
 				row, err := s.AppendTableRow(nil, gr[0], gr[1], obj, rv, inc, tableNow)
 				validJSON("table row", row, err)
