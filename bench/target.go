@@ -158,12 +158,11 @@ func newMemSampler(t Target, interval time.Duration) (*memSampler, error) {
 		return nil, err
 	}
 	c.Timeout = 2 * time.Second
-	return &memSampler{t: t, client: c, interval: interval}, nil
+	return &memSampler{t: t, client: c, interval: interval, start: time.Now()}, nil
 }
 
-// run samples until ctx ends.
+// run samples until ctx ends; sample times count from newMemSampler.
 func (m *memSampler) run(ctx context.Context) {
-	m.start = time.Now()
 	tick := time.NewTicker(m.interval)
 	defer tick.Stop()
 	for {

@@ -29,6 +29,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/lazyapi/lazyapi/bench"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 func main() {
@@ -48,6 +49,7 @@ Commands:
   run        run a scenario (list, get, watch, listflood, informers, mixed) against targets
   suite      the standard suite against lazyapi and kube-apiserver (or the reference server)
   refserver  serve the reference read API (what kube-apiserver does per request) on loopback
+  etcd       run an embedded etcd (for trying things without one)
   record     rewrite the ## suite section of bench/RESULTS.md from a suite's results.json
 
 Run "lazybench COMMAND --help" for a command's flags.
@@ -70,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSuite(ctx, args, stdout, stderr)
 	case "refserver":
 		return runRefServer(ctx, args, stderr)
+	case "etcd":
+		return runEtcd(ctx, args, stderr)
 	case "record":
 		return runRecord(args, stdout)
 	}
@@ -467,5 +471,30 @@ func runRecord(args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "updated ## suite in %s\n", p)
+	return nil
+}
+
+func runEtcd(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlagSet("etcd", "etcd [--listen 127.0.0.1:2379] [--data-dir DIR]", stderr)
+	listen := fs.String("listen", "127.0.0.1:2379", "client address")
+	dir := fs.String("data-dir", "", "data directory (default: a temporary one, removed at exit)")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "lazybench-etcd-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		*dir = d
+	}
+	e, err := store.StartEmbedded(store.EmbeddedConfig{Dir: *dir, ClientAddr: *listen, UnsafeNoFsync: true})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	fmt.Fprintf(stderr, "etcd on %s (data in %s); Ctrl-C stops it\n", e.Endpoint(), *dir)
+	<-ctx.Done()
 	return nil
 }
