@@ -3,6 +3,7 @@ package codec
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"reflect"
 	"sort"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	batchv1beta1 "k8s.io/api/batch/v1beta1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1beta1 "k8s.io/api/discovery/v1beta1"
 	extensionsv1beta1 "k8s.io/api/extensions/v1beta1"
 	rbacv1beta1 "k8s.io/api/rbac/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -32,7 +34,8 @@ import (
 // and cells follow kube-apiserver's printers (pkg/printers/internalversion)
 // with Wide output, as its TableConvertor uses them, for pods, configmaps,
 // secrets, namespaces, nodes, services, serviceaccounts, events,
-// persistentvolumes, persistentvolumeclaims, replicationcontrollers, apps
+// endpoints, persistentvolumes, persistentvolumeclaims,
+// replicationcontrollers, discovery endpointslices, apps
 // deployments, replicasets, daemonsets and statefulsets, batch jobs and
 // cronjobs, coordination leases, networking ingresses and networkpolicies,
 // policy poddisruptionbudgets and rbac (cluster)rolebindings. Other built-in
@@ -284,6 +287,16 @@ func initTablePrinters() {
 			metav1.TableColumnDefinition{Name: "Users", Type: "string", Priority: 1, Description: "Users in the clusterRoleBinding"},
 			metav1.TableColumnDefinition{Name: "Groups", Type: "string", Priority: 1, Description: "Groups in the clusterRoleBinding"},
 			metav1.TableColumnDefinition{Name: "ServiceAccounts", Type: "string", Priority: 1, Description: "ServiceAccounts in the clusterRoleBinding"},
+		),
+		{"", "endpoints"}: p(endpointsCells, name,
+			metav1.TableColumnDefinition{Name: "Endpoints", Type: "string", Description: corev1.Endpoints{}.SwaggerDoc()["subsets"]},
+			age,
+		),
+		{"discovery.k8s.io", "endpointslices"}: p(endpointSliceCells, name,
+			metav1.TableColumnDefinition{Name: "AddressType", Type: "string", Description: discoveryv1beta1.EndpointSlice{}.SwaggerDoc()["addressType"]},
+			metav1.TableColumnDefinition{Name: "Ports", Type: "string", Description: discoveryv1beta1.EndpointSlice{}.SwaggerDoc()["ports"]},
+			metav1.TableColumnDefinition{Name: "Endpoints", Type: "string", Description: discoveryv1beta1.EndpointSlice{}.SwaggerDoc()["endpoints"]},
+			age,
 		),
 	}
 	defaultPrinter = p(defaultCells, name,
@@ -1694,4 +1707,125 @@ func roleBindingCells(js []byte, now time.Time) ([]any, []tableRowCondition, err
 	}
 	return []any{o.Metadata.Name, o.RoleRef.Kind + "/" + o.RoleRef.Name, translateTimestampSince(o.Metadata.CreationTimestamp, now),
 		strings.Join(users, ", "), strings.Join(groups, ", "), strings.Join(sas, ", ")}, nil, nil
+}
+
+// Endpoints.
+
+// listWithMore joins list with "," and says how many more there were.
+func listWithMore(list []string, more bool, count, max int) string {
+	ret := strings.Join(list, ",")
+	if more {
+		return fmt.Sprintf("%s + %d more...", ret, count-max)
+	}
+	return ret
+}
+
+func endpointsCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata objMeta `json:"metadata"`
+		Subsets  []struct {
+			Addresses []struct {
+				IP string `json:"ip"`
+			} `json:"addresses"`
+			Ports []struct {
+				Port int32 `json:"port"`
+			} `json:"ports"`
+		} `json:"subsets"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	// formatEndpoints: up to three addresses (host:port per port).
+	cell := "<none>"
+	if len(o.Subsets) > 0 {
+		const max = 3
+		var list []string
+		more, count := false, 0
+		for _, ss := range o.Subsets {
+			if len(ss.Ports) == 0 {
+				count += len(ss.Addresses)
+				for _, a := range ss.Addresses {
+					if len(list) == max {
+						more = true
+						break
+					}
+					list = append(list, a.IP)
+				}
+				continue
+			}
+			for _, p := range ss.Ports {
+				count += len(ss.Addresses)
+				for _, a := range ss.Addresses {
+					if len(list) == max {
+						more = true
+						break
+					}
+					list = append(list, net.JoinHostPort(a.IP, strconv.Itoa(int(p.Port))))
+				}
+			}
+		}
+		cell = listWithMore(list, more, count, max)
+	}
+	return []any{o.Metadata.Name, cell, translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
+}
+
+func endpointSliceCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
+	var o struct {
+		Metadata    objMeta `json:"metadata"`
+		AddressType string  `json:"addressType"`
+		Ports       []struct {
+			Name *string `json:"name"`
+			Port *int32  `json:"port"`
+		} `json:"ports"`
+		Endpoints []struct {
+			Addresses []string `json:"addresses"`
+		} `json:"endpoints"`
+	}
+	if err := gojson.Unmarshal(js, &o); err != nil {
+		return nil, nil, err
+	}
+	const max = 3
+	unset := func(s string) string {
+		if s == "" {
+			return "<unset>"
+		}
+		return s
+	}
+	var ports []string
+	more, count := false, 0
+	for _, p := range o.Ports {
+		if len(ports) < max {
+			n := "*"
+			if p.Port != nil {
+				n = strconv.Itoa(int(*p.Port))
+			} else if p.Name != nil {
+				n = *p.Name
+			}
+			ports = append(ports, n)
+		} else if len(ports) == max {
+			more = true
+		}
+		count++
+	}
+	portsCell := listWithMore(ports, more, count, max)
+	if !more {
+		portsCell = unset(portsCell)
+	}
+	var addrs []string
+	more, count = false, 0
+	for _, e := range o.Endpoints {
+		for _, a := range e.Addresses {
+			if len(addrs) < max {
+				addrs = append(addrs, a)
+			} else if len(addrs) == max {
+				more = true
+			}
+			count++
+		}
+	}
+	addrsCell := listWithMore(addrs, more, count, max)
+	if !more {
+		addrsCell = unset(addrsCell)
+	}
+	return []any{o.Metadata.Name, o.AddressType, portsCell, addrsCell, translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
 }

@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -428,6 +429,37 @@ func tableCases() []tableCase {
 			objs:    []runtime.Object{&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "crb", CreationTimestamp: fxCreated}, RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "admin"}}},
 			columns: []columnSpec{{"Name", "string", "name", 0}, {"Role", "string", "", 0}, {"Age", "string", "", 0}, {"Users", "string", "", 1}, {"Groups", "string", "", 1}, {"ServiceAccounts", "string", "", 1}},
 			cells:   [][]any{{"crb", "ClusterRole/admin", age, "", "", ""}},
+		},
+		{
+			name: "endpoints", resource: "endpoints",
+			objs: []runtime.Object{
+				&corev1.Endpoints{ObjectMeta: podMeta("web"), Subsets: []corev1.EndpointSubset{
+					{Addresses: []corev1.EndpointAddress{{IP: "10.0.0.1"}, {IP: "fd00::2"}}, Ports: []corev1.EndpointPort{{Port: 80}, {Port: 443}}},
+					{Addresses: []corev1.EndpointAddress{{IP: "10.0.0.9"}}},
+				}},
+				&corev1.Endpoints{ObjectMeta: podMeta("headless"), Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.0.0.5"}}}}},
+				&corev1.Endpoints{ObjectMeta: podMeta("empty")},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"Endpoints", "string", "", 0}, {"Age", "string", "", 0}},
+			cells: [][]any{
+				{"web", "10.0.0.1:80,[fd00::2]:80,10.0.0.1:443 + 2 more...", age},
+				{"headless", "10.0.0.5", age},
+				{"empty", "<none>", age},
+			},
+		},
+		{
+			name: "endpointslices", group: "discovery.k8s.io", resource: "endpointslices",
+			objs: []runtime.Object{
+				&discoveryv1.EndpointSlice{ObjectMeta: podMeta("web-abc"), AddressType: discoveryv1.AddressTypeIPv4,
+					Ports:     []discoveryv1.EndpointPort{{Port: fxPtr(int32(80))}, {Name: fxPtr("metrics")}, {}, {Port: fxPtr(int32(9))}},
+					Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}, {Addresses: []string{"10.0.0.2", "10.0.0.3"}}}},
+				&discoveryv1.EndpointSlice{ObjectMeta: podMeta("none"), AddressType: discoveryv1.AddressTypeIPv6},
+			},
+			columns: []columnSpec{{"Name", "string", "name", 0}, {"AddressType", "string", "", 0}, {"Ports", "string", "", 0}, {"Endpoints", "string", "", 0}, {"Age", "string", "", 0}},
+			cells: [][]any{
+				{"web-abc", "IPv4", "80,metrics,* + 1 more...", "10.0.0.1,10.0.0.2,10.0.0.3", age},
+				{"none", "IPv6", "<unset>", "<unset>", age},
+			},
 		},
 		{
 			// kube-apiserver's default table convertor.
