@@ -125,8 +125,9 @@ func AppendProtobufListHead(dst []byte, apiVersion, listKind string, m ListMeta,
 	return appendListMetaProto(dst, m)
 }
 
-// AppendProtobufListItem appends obj (FormatProtobuf) with resourceVersion rv
-// as one item (field 2) of a protobuf list.
+// AppendProtobufListItem appends obj with resourceVersion rv as one item
+// (field 2) of a protobuf list. obj must be FormatProtobuf (a JSON-stored
+// object would be written as an empty item).
 func AppendProtobufListItem(dst []byte, obj Object, rv int64) []byte {
 	dst = pbAppendBytesHeader(dst, 2, ProtobufSize(obj, rv))
 	return AppendProtobuf(dst, obj, rv)

@@ -39,7 +39,9 @@ func appendJSONWatchEventHead(dst []byte, t EventType) []byte {
 
 // AppendProtobufWatchEvent appends one protobuf watch frame: a 4-byte
 // big-endian length, then metav1.WatchEvent{type, object: RawExtension{raw:
-// AppendProtobufEnvelope(obj, rv)}}. obj must be FormatProtobuf.
+// AppendProtobufEnvelope(obj, rv)}}. obj must be FormatProtobuf: a
+// JSON-stored object would give an empty object (the caller serves those
+// watches as JSON, as kube-apiserver serves custom resources).
 func AppendProtobufWatchEvent(dst []byte, t EventType, obj Object, rv int64) []byte {
 	objSize := ProtobufEnvelopeSize(obj, rv)
 	dst = appendProtobufWatchEventHead(dst, t, objSize)
