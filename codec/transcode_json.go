@@ -46,9 +46,7 @@ const (
 func safePrefix(s []byte) int {
 	i := 0
 	for ; len(s)-i >= 8; i += 8 {
-		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		if needsEscape(w) {
+		if needsEscape(binary.LittleEndian.Uint64(s[i:])) {
 			break
 		}
 	}
@@ -59,17 +57,15 @@ func safePrefix(s []byte) int {
 }
 
 // needsEscape reports whether any byte of w is < 0x20, >= 0x80, or one of
-// " \\ < > &.
+// " \\ < > & (SWAR: a byte is zero in v iff the top bit of
+// (v - 0x01) &^ v is set, exact for "any byte").
 func needsEscape(w uint64) bool {
 	hasZero := func(v uint64) uint64 { return (v - lsb) &^ v & msb }
-	m := (w - lsb*0x20) &^ w & msb // bytes < 0x20 (and >= 0x80, caught below)
-	m |= w & msb
-	m |= hasZero(w ^ (lsb * '"'))
+	m := (w-lsb*0x20)&^w | w                    // bytes < 0x20 or >= 0x80 (top bit)
+	m |= hasZero((w | lsb*0x04) ^ (lsb * 0x26)) // '"' 0x22, '&' 0x26
+	m |= hasZero((w | lsb*0x02) ^ (lsb * 0x3e)) // '<' 0x3c, '>' 0x3e
 	m |= hasZero(w ^ (lsb * '\\'))
-	m |= hasZero(w ^ (lsb * '<'))
-	m |= hasZero(w ^ (lsb * '>'))
-	m |= hasZero(w ^ (lsb * '&'))
-	return m != 0
+	return m&msb != 0
 }
 
 func appendJSONStringSlow(dst, s []byte, i int) []byte {
