@@ -188,8 +188,8 @@ func TestErrors(t *testing.T) {
 		{"GET", "/api/v1/namespaces/ns1/pods/p1/log", "", 404, metav1.StatusReasonNotFound, ""},
 		{"GET", "/api/v1/namespaces/ns1/pods/missing", "", 404, metav1.StatusReasonNotFound, `pods "missing" not found`},
 		{"GET", "/openapi/v2", "", 404, metav1.StatusReasonNotFound, ""},
-		{"GET", "/api/v1/watch/namespaces/ns1/configmaps", "", 501, "NotImplemented", "watch"},
-		{"GET", "/api/v1/namespaces/ns1/configmaps?watch=true", "", 501, "NotImplemented", "watch"},
+		{"GET", "/api/v1/watch/namespaces/ns1/configmaps?resourceVersion=5&resourceVersionMatch=Exact", "", 400, metav1.StatusReasonBadRequest, "resourceVersionMatch is forbidden for watch"},
+		{"GET", "/api/v1/namespaces/ns1/configmaps?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", "", 400, metav1.StatusReasonBadRequest, "allowWatchBookmarks"},
 		{"GET", "/openapi/v3", "", 404, metav1.StatusReasonNotFound, ""},
 	} {
 		code, hdr, body := e.raw(t, tt.method, tt.path, tt.accept)

@@ -196,7 +196,10 @@ func (p *Params) validate() error {
 	switch p.ResourceVersionMatch {
 	case "":
 	case matchNotOlderThan, matchExact:
-		if p.ResourceVersion == "" {
+		// A watch (WatchList: sendInitialEvents=true&resourceVersionMatch=
+		// NotOlderThan with no resourceVersion) has its own rules, see
+		// validateWatch.
+		if p.ResourceVersion == "" && !p.Watch && p.SendInitialEvents == nil {
 			return badf("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")
 		}
 		if p.Continue != "" {

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
@@ -52,6 +53,10 @@ type Config struct {
 	// request was routed and validated. Nil answers them 501. The cache
 	// developer plugs the watch cache in here; see WatchRequest.
 	Watch func(rc *fasthttp.RequestCtx, req *WatchRequest)
+	// Cache, when set, serves watches of cached, ready resources; others
+	// are watched in etcd directly. Used by the default Watch handler
+	// (installed when Watch is nil). The caller closes it.
+	Cache *cache.Cache
 	// Limiter, when set, admits every GET and LIST after routing and before
 	// any etcd read, with an estimate of its working set (one page + write
 	// buffers); a refusal is answered 429 with Retry-After. Watches are
@@ -166,6 +171,9 @@ func New(cfg Config) (*Server, error) {
 		}),
 	}
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
+	if s.cfg.Watch == nil {
+		s.cfg.Watch = s.serveWatchStream
+	}
 	s.decodeErrs = s.ms.GetOrCreateCounter("lazyapi_decode_errors_total")
 	s.passthru = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="passthrough"}`)
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)

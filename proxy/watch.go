@@ -1,0 +1,622 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lazyapi/lazyapi/cache"
+	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/ratelimit"
+	"github.com/lazyapi/lazyapi/resource"
+	"github.com/lazyapi/lazyapi/store"
+)
+
+// WATCH.
+//
+// A watch is served from the watch cache (Config.Cache) when the resource is
+// cached and ready, else from a direct etcd watch on the collection's prefix
+// (with an initial paged list at one revision when the request asks for the
+// current state). Both sources yield (type, stored value, resourceVersion)
+// and share the framing: JSON lines, protobuf length-prefixed
+// metav1.WatchEvent, Table rows (kubectl get -w) or PartialObjectMetadata
+// (metadata informers). The response is chunked and flushed after each batch
+// of events (when no further event is ready), each flush under a write
+// deadline so that a stalled client cannot hold its watch (and its
+// admission) for longer than watchWriteTimeout past its last read.
+//
+// A watch ends cleanly (the client re-watches) at its timeout, when the
+// cache closes the watcher for lag or a re-list, when the etcd watch breaks,
+// and at server shutdown (fasthttp's RequestCtx.Done).
+
+const (
+	// minRequestTimeout is kube-apiserver's --min-request-timeout default:
+	// a watch without timeoutSeconds lasts a random duration in
+	// [minRequestTimeout, 2*minRequestTimeout), as kube-apiserver does.
+	minRequestTimeout = 1800 * time.Second
+	// watchWriteTimeout bounds one flush of a watch to the client.
+	watchWriteTimeout = 60 * time.Second
+	// etcdBookmarkInterval is how often an etcd-backed watch that allows
+	// bookmarks asks etcd for a progress notification while idle.
+	etcdBookmarkInterval = time.Minute
+	// watchBufferBytes is a watch's admission estimate: its write buffer
+	// plus fasthttp's stream pipe.
+	watchBufferBytes = streamBufferBytes
+)
+
+// watchMetrics are the watch metrics in the server's set.
+type watchMetrics struct {
+	open     *metrics.Gauge
+	events   *metrics.Counter
+	lagging  *metrics.Counter
+	fallback *metrics.Counter
+}
+
+func (s *Server) watchMetrics() watchMetrics {
+	return watchMetrics{
+		open:     s.ms.GetOrCreateGauge("lazyapi_watchers_open", nil),
+		events:   s.ms.GetOrCreateCounter("lazyapi_watch_events_sent_total"),
+		lagging:  s.ms.GetOrCreateCounter("lazyapi_watchers_closed_lagging_total"),
+		fallback: s.ms.GetOrCreateCounter("lazyapi_watch_etcd_fallback_total"),
+	}
+}
+
+// validateWatch applies kube-apiserver's validateWatchOptions rules.
+func validateWatch(q *Params) error {
+	if q.SendInitialEvents != nil {
+		if q.ResourceVersionMatch != matchNotOlderThan {
+			return badf("resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
+		}
+		if !q.AllowWatchBookmarks {
+			return badf("allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true")
+		}
+		return nil
+	}
+	if q.ResourceVersionMatch != "" {
+		return badf("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
+	}
+	return nil
+}
+
+// watchTimeout returns how long a watch lasts.
+func watchTimeout(q *Params) time.Duration {
+	if q.TimeoutSeconds > 0 {
+		return time.Duration(q.TimeoutSeconds) * time.Second
+	}
+	return minRequestTimeout + time.Duration(rand.Int64N(int64(minRequestTimeout)))
+}
+
+// watchStart is where a watch starts, from its parameters.
+type watchStart struct {
+	initial    bool  // send the current state as ADDED first
+	initialEnd bool  // then a BOOKMARK annotated initial-events-end
+	rv         int64 // the resourceVersion parameter
+	any        bool  // rv "0": any (serializable / cached) state will do
+	fromNow    bool  // no initial state and no rv: changes from now
+}
+
+func parseWatchStart(q *Params) watchStart {
+	rv, _ := parseRV(q.ResourceVersion) // validated
+	ws := watchStart{rv: rv, any: q.ResourceVersion == "0"}
+	if q.SendInitialEvents != nil {
+		ws.initial = *q.SendInitialEvents
+		ws.initialEnd = ws.initial
+		ws.fromNow = !ws.initial && rv == 0
+		return ws
+	}
+	ws.initial = rv == 0
+	return ws
+}
+
+// serveWatchStream is the default Config.Watch: it serves req from the
+// watch cache or etcd.
+func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
+	accept := string(rc.Request.Header.Peek("Accept"))
+	ef := errorFormat(accept)
+	q := req.Params
+	r := req.Resource
+	if err := validateWatch(&q); err != nil {
+		s.writeStatus(rc, ef, badRequestErr(err.Error()))
+		return
+	}
+	out, ok := negotiate(accept, false, r.JSONStorage)
+	if !ok {
+		s.writeStatus(rc, ef, notAcceptable())
+		return
+	}
+	if out.format == formatYAML {
+		out.format = formatJSON // kube-apiserver has no YAML stream framing either
+	}
+	f, err := parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
+	if err != nil {
+		s.writeStatus(rc, ef, badRequestErr(err.Error()))
+		return
+	}
+	if req.Name != "" { // legacy /watch/.../{name}
+		f.fields = append(f.fields, fieldReq{field: "metadata.name", value: req.Name})
+	}
+	enc := &watchEncoder{s: s, r: r, out: out, inc: includeObject(q.IncludeObject)}
+	if out.target == targetTable && r.Custom {
+		cols := make([]codec.PrinterColumn, len(r.Columns))
+		for i, c := range r.Columns {
+			cols[i] = codec.PrinterColumn{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description,
+				Priority: c.Priority, JSONPath: c.JSONPath}
+		}
+		if enc.cc, err = codec.NewCustomColumns(cols); err != nil {
+			s.writeStatus(rc, ef, internalErr(err.Error()))
+			return
+		}
+	}
+
+	// The watch's context: its timeout, server shutdown (rc.Done closes
+	// when Shutdown starts), and the end of the stream.
+	ctx, cancel := context.WithTimeout(s.baseCtx, watchTimeout(&q))
+	shutdown := rc.Done()
+	go func() {
+		select {
+		case <-shutdown:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	streaming := false
+	var release func()
+	defer func() {
+		if !streaming {
+			cancel()
+			if release != nil {
+				release()
+			}
+		}
+	}()
+	if l := s.cfg.Limiter; l != nil {
+		t, err := l.Admit(ctx, ratelimit.Request{Client: rc.RemoteIP().String(), Class: "watch/" + r.GroupResource(),
+			Kind: ratelimit.Watch, Bytes: watchBufferBytes})
+		if err != nil {
+			s.writeStatus(rc, ef, tooManyRequests(err))
+			return
+		}
+		release = func() { t.Release(0) }
+	}
+	ws := parseWatchStart(&q)
+	prefix := req.KeyPrefix
+	start := func(run func(sw *watchWriter) error) {
+		streaming = true
+		ct := out.contentType(false)
+		if out.format == formatProtobuf {
+			ct += ";stream=watch"
+		}
+		rc.SetStatusCode(200)
+		rc.SetContentType(ct)
+		rc.SetBodyStreamWriter(func(w *bufio.Writer) {
+			m := s.watchMetrics()
+			m.open.Inc()
+			defer func() {
+				m.open.Dec()
+				cancel()
+				if release != nil {
+					release()
+				}
+				if v := recover(); v != nil {
+					s.panics.Inc()
+					s.log.Error("panic streaming watch", zap.String("key", prefix), zap.Any("panic", v), zap.Stack("stack"))
+				}
+			}()
+			buf := getBuf()
+			sw := &watchWriter{rc: rc, w: w, buf: (*buf)[:0], m: m}
+			err := run(sw)
+			if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				err = sw.flush()
+			}
+			*buf = sw.buf[:0]
+			putBuf(buf)
+			if err != nil {
+				s.log.Debug("watch ended", zap.String("key", prefix), zap.Error(err))
+			}
+		})
+	}
+
+	// The cache first.
+	if c := s.cfg.Cache; c != nil {
+		cr := c.Resource(cache.Spec{Name: r.GroupResource(), Prefix: s.listPrefix(r, ""), Namespaced: r.Namespaced,
+			Fields: r.FieldSelectors})
+		o := cache.WatchOptions{Initial: ws.initial, InitialEventsEnd: ws.initialEnd, Bookmarks: q.AllowWatchBookmarks}
+		if prefix != s.listPrefix(r, "") {
+			o.From, o.To = prefix, clientv3.GetPrefixRangeEnd(prefix)
+		}
+		if !f.empty() {
+			o.Filter = func(a cache.Attrs) bool { return f.matchesAttrs(a) }
+		}
+		switch {
+		case ws.initial && q.ResourceVersion == "":
+			o.Mode = cache.ReadConsistent
+		case ws.initial && ws.any:
+			o.Mode = cache.ReadAny
+		case ws.initial:
+			o.Mode, o.RV = cache.ReadNotOlderThan, ws.rv
+		case ws.fromNow:
+			o.RV = 0
+		default:
+			o.RV = ws.rv
+		}
+		w, err := cr.Watch(ctx, o)
+		var tooOld *cache.TooOldError
+		switch {
+		case err == nil:
+			start(func(sw *watchWriter) error { return enc.fromCache(ctx, sw, w) })
+			return
+		case errors.As(err, &tooOld):
+			start(func(sw *watchWriter) error {
+				sw.buf = enc.status(sw.buf, expired(tooOld.Message()))
+				return nil
+			})
+			return
+		case errors.Is(err, cache.ErrTooLarge):
+			s.writeStatus(rc, ef, tooLargeRV(o.RV, cr.Revision()))
+			return
+		case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrNotCaughtUp), errors.Is(err, cache.ErrSnapshotUnavailable):
+			// etcd below
+		default:
+			s.writeStatus(rc, ef, storeStatus(err, false, 0))
+			return
+		}
+	}
+
+	// etcd.
+	s.watchMetrics().fallback.Inc()
+	ew := &etcdWatch{s: s, enc: enc, f: &f, prefix: prefix, ws: ws, bookmarks: q.AllowWatchBookmarks}
+	if err := ew.prepare(ctx); err != nil {
+		s.writeStatus(rc, ef, storeStatus(err, false, ws.rv))
+		return
+	}
+	start(func(sw *watchWriter) error { return ew.run(ctx, sw) })
+}
+
+// matchesAttrs evaluates the filter on a cached object's attributes.
+func (f *filter) matchesAttrs(a cache.Attrs) bool {
+	if f.labels != nil && !f.labels.Matches(a.LabelSet()) {
+		return false
+	}
+	for i := range f.fields {
+		r := &f.fields[i]
+		v, _ := a.Field(r.field)
+		if (v == r.value) == r.not {
+			return false
+		}
+	}
+	return true
+}
+
+// watchWriter is the write side of a watch stream.
+type watchWriter struct {
+	rc  *fasthttp.RequestCtx
+	w   *bufio.Writer
+	buf []byte
+	m   watchMetrics
+}
+
+// flush writes buf to the client under a write deadline.
+func (sw *watchWriter) flush() error {
+	if len(sw.buf) == 0 {
+		return nil
+	}
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+	_, err := sw.w.Write(sw.buf)
+	sw.buf = sw.buf[:0]
+	if err == nil {
+		err = sw.w.Flush()
+	}
+	if err != nil {
+		return fmt.Errorf("cannot write watch events: %w", err)
+	}
+	return nil
+}
+
+// watchEncoder writes the events of one watch in its negotiated framing.
+type watchEncoder struct {
+	s          *Server
+	r          *resource.Resource
+	out        output
+	inc        codec.IncludeObjectPolicy
+	cc         *codec.CustomColumns
+	sentHeader bool // Table: the column definitions went out
+}
+
+// event appends one ADDED/MODIFIED/DELETED frame for a stored value. A value
+// that cannot be decoded is skipped (logged and counted).
+func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value []byte, rv int64) []byte {
+	obj, err := codec.Unwrap(value)
+	if err == nil && obj.Kind == "" {
+		obj.APIVersion, obj.Kind = e.r.APIVersion(), e.r.Kind
+	}
+	if err == nil {
+		start := len(dst)
+		sc := e.s.schema
+		switch {
+		case e.out.target == targetTable:
+			dst, err = sc.AppendTableWatchEvent(dst, t, e.r.Group, e.r.Resource, e.cc, obj, rv, e.inc, time.Now(), !e.sentHeader)
+			if err == nil {
+				e.sentHeader = true
+			}
+		case e.out.target == targetPartial && e.out.format == formatProtobuf:
+			dst, err = codec.AppendPartialProtobufWatchEvent(dst, t, obj, rv)
+		case e.out.target == targetPartial:
+			dst, err = sc.AppendPartialJSONWatchEvent(dst, t, obj, rv)
+		case e.out.format == formatProtobuf:
+			if obj.Format != codec.FormatProtobuf {
+				err = errJSONAsProtobuf
+				break
+			}
+			dst = codec.AppendProtobufWatchEvent(dst, t, obj, rv)
+		default:
+			dst, err = sc.AppendJSONWatchEvent(dst, t, obj, rv)
+		}
+		if err != nil {
+			dst = dst[:start]
+		}
+	}
+	if err != nil {
+		e.s.decodeErrs.Inc()
+		e.s.log.Error("cannot encode watch event; skipped", zap.String("key", key), zap.Error(err))
+	}
+	return dst
+}
+
+// bookmark appends a BOOKMARK frame at rv.
+func (e *watchEncoder) bookmark(dst []byte, rv int64, initialEnd bool) []byte {
+	apiVersion, kind := e.r.APIVersion(), e.r.Kind
+	switch e.out.target {
+	case targetTable:
+		apiVersion, kind = "meta.k8s.io/v1", "Table"
+	case targetPartial:
+		apiVersion, kind = "meta.k8s.io/v1", "PartialObjectMetadata"
+	}
+	if e.out.format == formatProtobuf {
+		return codec.AppendProtobufBookmark(dst, apiVersion, kind, rv, initialEnd)
+	}
+	return codec.AppendJSONBookmark(dst, apiVersion, kind, rv, initialEnd)
+}
+
+// status appends an ERROR frame.
+func (e *watchEncoder) status(dst []byte, st *StatusError) []byte {
+	if e.out.format == formatProtobuf {
+		return codec.AppendProtobufWatchStatus(dst, &st.Status)
+	}
+	return codec.AppendJSONWatchStatus(dst, &st.Status)
+}
+
+func codecType(t cache.EventType) codec.EventType {
+	switch t {
+	case cache.Added:
+		return codec.EventAdded
+	case cache.Modified:
+		return codec.EventModified
+	case cache.Deleted:
+		return codec.EventDeleted
+	}
+	return codec.EventBookmark
+}
+
+// fromCache streams a cache watcher's events until it ends.
+func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.Watcher) error {
+	defer w.Close()
+	for {
+		ev, err := w.Next(ctx)
+		if err != nil {
+			if errors.Is(err, cache.ErrLagging) {
+				sw.m.lagging.Inc()
+			}
+			return err
+		}
+		if ev.Type == cache.Bookmark {
+			if e.out.target == targetTable && !ev.InitialEventsEnd {
+				continue
+			}
+			sw.buf = e.bookmark(sw.buf, ev.Rev, ev.InitialEventsEnd)
+		} else {
+			sw.buf = e.event(sw.buf, codecType(ev.Type), ev.Key, ev.Value, ev.Rev)
+		}
+		sw.m.events.Inc()
+		if len(sw.buf) >= flushSize || !w.More() {
+			if err := sw.flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// etcdWatch is a watch served straight from etcd.
+type etcdWatch struct {
+	s         *Server
+	enc       *watchEncoder
+	f         *filter
+	prefix    string
+	ws        watchStart
+	bookmarks bool
+
+	meta codec.Meta
+	pg   *store.Pager
+	page []*mvccpb.KeyValue
+	rev  int64 // events after rev are sent
+}
+
+// prepare reads the first page of the initial state (pinning its
+// revision), or the revision to watch from, before the response starts.
+func (ew *etcdWatch) prepare(ctx context.Context) error {
+	s, ws := ew.s, ew.ws
+	switch {
+	case ws.initial:
+		if ws.rv > 0 && !ws.any {
+			if err := s.waitForRV(ctx, ws.rv); err != nil {
+				return err
+			}
+		}
+		ew.pg = s.store.NewPager(store.ListOptions{Prefix: ew.prefix, Serializable: ws.any})
+		page, err := ew.pg.Next(ctx)
+		if err != nil {
+			return err
+		}
+		ew.page, ew.rev = page, ew.pg.Rev()
+	case ws.fromNow:
+		rev, err := s.store.Revision(ctx)
+		if err != nil {
+			return err
+		}
+		ew.rev = rev
+	default:
+		ew.rev = ws.rv
+	}
+	return nil
+}
+
+// match evaluates the filter on a stored value; a value that cannot be
+// decoded does not match.
+func (ew *etcdWatch) match(kv *mvccpb.KeyValue) bool {
+	if kv == nil {
+		return false
+	}
+	if ew.f.empty() {
+		return true
+	}
+	obj, err := codec.Unwrap(kv.Value)
+	if err != nil {
+		return false
+	}
+	ew.meta.Reset()
+	if err := ew.s.schema.PeekMeta(obj, &ew.meta); err != nil {
+		return false
+	}
+	ok, err := ew.f.matches(ew.s.schema, obj, &ew.meta)
+	return err == nil && ok
+}
+
+// run streams the initial state, then the etcd watch's events.
+func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
+	e := ew.enc
+	// Start the watch before the initial pages so that a compaction
+	// during them is reported, not missed.
+	w := clientv3.NewWatcher(ew.s.cfg.Client)
+	defer w.Close()
+	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer wcancel()
+	wch := w.Watch(wctx, ew.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(ew.rev+1))
+	if ew.pg != nil {
+		page := ew.page
+		for {
+			for _, kv := range page {
+				if !ew.match(kv) {
+					continue
+				}
+				sw.buf = e.event(sw.buf, codec.EventAdded, string(kv.Key), kv.Value, kv.ModRevision)
+				sw.m.events.Inc()
+				if len(sw.buf) >= flushSize {
+					if err := sw.flush(); err != nil {
+						return err
+					}
+				}
+			}
+			if !ew.pg.More() {
+				break
+			}
+			var err error
+			if page, err = ew.pg.Next(ctx); err != nil {
+				return err
+			}
+		}
+		ew.pg, ew.page = nil, nil
+		if ew.ws.initialEnd {
+			sw.buf = e.bookmark(sw.buf, ew.rev, true)
+			sw.m.events.Inc()
+		}
+		if err := sw.flush(); err != nil {
+			return err
+		}
+	}
+	var tick <-chan time.Time
+	if ew.bookmarks && e.out.target != targetTable {
+		t := time.NewTicker(etcdBookmarkInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	last := ew.rev
+	idle := true
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick:
+			if idle {
+				_ = w.RequestProgress(wctx)
+			}
+			idle = true
+			continue
+		case resp, ok := <-wch:
+			if !ok {
+				return ctx.Err()
+			}
+			if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
+				sw.buf = e.status(sw.buf, expired(fmt.Sprintf("too old resource version: %d (%d)", ew.rev, resp.CompactRevision)))
+				return nil
+			}
+			if err := resp.Err(); err != nil {
+				return fmt.Errorf("cannot watch etcd: %w", err)
+			}
+			if resp.IsProgressNotify() {
+				if rev := resp.Header.Revision; rev > last && ew.bookmarks && e.out.target != targetTable {
+					last = rev
+					sw.buf = e.bookmark(sw.buf, rev, false)
+					sw.m.events.Inc()
+				}
+			}
+			for _, ev := range resp.Events {
+				ew.appendEvent(sw, ev)
+				last = ev.Kv.ModRevision
+				idle = false
+			}
+			if len(wch) == 0 || len(sw.buf) >= flushSize {
+				if err := sw.flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// appendEvent appends the frame of one etcd event: with a filter, an object
+// that moves into it is ADDED and one that moves out is DELETED (with its
+// previous state); DELETED carries the last state and the deletion's
+// revision.
+func (ew *etcdWatch) appendEvent(sw *watchWriter, ev *clientv3.Event) {
+	var cur, prev *mvccpb.KeyValue
+	if ev.Type == clientv3.EventTypePut {
+		cur = ev.Kv
+	}
+	prev = ev.PrevKv
+	curPass, oldPass := ew.match(cur), ew.match(prev)
+	var (
+		t   codec.EventType
+		val []byte
+	)
+	switch {
+	case curPass && !oldPass:
+		t, val = codec.EventAdded, cur.Value
+	case curPass && oldPass:
+		t, val = codec.EventModified, cur.Value
+	case oldPass:
+		t, val = codec.EventDeleted, prev.Value
+	default:
+		return
+	}
+	sw.buf = ew.enc.event(sw.buf, t, string(ev.Kv.Key), val, ev.Kv.ModRevision)
+	sw.m.events.Inc()
+}
