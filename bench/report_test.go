@@ -133,3 +133,19 @@ func TestUpdateResultsSection(t *testing.T) {
 		}
 	}
 }
+
+func TestSuiteMarkdown(t *testing.T) {
+	r := sampleReport()
+	md := r.SuiteMarkdown()
+	for _, want := range []string{
+		"Command:\n\n    lazybench run listflood --target a=http://x\n",
+		"Peer: reference server.",
+		"| lazyapi | - | 89.0 | 100.0 | 104.9 | 250.1 / 495.1 | 490/490 lists | 10 |",
+		"| kube-apiserver | - | 439.0 |",
+		"| lazyapi | listflood c=8 json | 500 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("suite section lacks %q:\n%s", want, md)
+		}
+	}
+}

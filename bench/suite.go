@@ -40,6 +40,9 @@ type SuiteConfig struct {
 	// Informers is the number of informers started in the informers phase
 	// (0 skips it).
 	Informers int
+	// Watchers is the number of watchers in the watch phase, which writes
+	// 20 objects/s for 8 s (0 skips it).
+	Watchers int
 	// Idle is how long idle memory is sampled before the first phase.
 	Idle time.Duration
 	// Reference adds the bench reference server as a target even when
@@ -72,6 +75,7 @@ func DefaultSuiteConfig() SuiteConfig {
 		FloodDuration:    30 * time.Second,
 		FloodConcurrency: 16,
 		Informers:        4,
+		Watchers:         8,
 		Idle:             3 * time.Second,
 		UpdateResults:    true,
 	}
@@ -234,6 +238,9 @@ func runSuitePhases(ctx context.Context, env Env, t Target, kind Kind, cfg Suite
 		{Name: ScenarioListFlood, Kind: kind, Concurrency: cfg.FloodConcurrency, Duration: cfg.FloodDuration, Accept: "json", Idle: time.Second},
 		{Name: ScenarioListFlood, Kind: kind, Concurrency: cfg.FloodConcurrency, Duration: cfg.FloodDuration / 2, Accept: "protobuf", Idle: time.Second},
 	}
+	if cfg.Watchers > 0 {
+		phases = append(phases, Scenario{Name: ScenarioWatch, Kind: kind, Concurrency: cfg.Watchers, Rate: 20, Duration: 8 * time.Second, Accept: "json", Idle: time.Second})
+	}
 	if cfg.Informers > 0 {
 		phases = append(phases, Scenario{Name: ScenarioInformers, Kind: kind, Concurrency: cfg.Informers, Duration: 60 * time.Second, Accept: "protobuf", Idle: time.Second})
 	}
@@ -289,8 +296,8 @@ func (r *Report) SuiteMarkdown() string {
 	if len(r.Notes) > 0 {
 		b.WriteString("\n")
 	}
-	b.WriteString("| target | idle RSS MiB (objects cached) | listflood peak RSS MiB | listflood req/s | listflood MB/s | listflood p50 / p99 ms | complete | 429 | TTFB p50 / p99 ms (1 client) | informer sync p50 ms |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| target | idle RSS MiB (objects cached) | listflood peak RSS MiB | listflood req/s | listflood MB/s | listflood p50 / p99 ms | complete | 429 | TTFB p50 / p99 ms (1 client) | informer sync p50 ms | watch delivery p50 / p99 ms (events) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	type agg struct {
 		idle, peak          int64
 		rps, mbps, p50, p99 float64
@@ -298,6 +305,8 @@ func (r *Report) SuiteMarkdown() string {
 		throttled           int64
 		ttfb50, ttfb99      float64
 		sync                float64
+		watch50, watch99    float64
+		events              string
 	}
 	var order []string
 	m := map[string]*agg{}
@@ -319,12 +328,18 @@ func (r *Report) SuiteMarkdown() string {
 			a.throttled = res.Throttled
 		case res.Scenario.Name == ScenarioInformers && res.Informers != nil:
 			a.sync = res.Informers.SyncTime.P50
+		case res.Scenario.Name == ScenarioWatch && res.Watch != nil:
+			a.watch50, a.watch99 = res.Watch.Latency.P50, res.Watch.Latency.P99
+			a.events = completeness(res)
 		}
 	}
 	for _, name := range order {
 		a := m[name]
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s / %s | %s | %d | %s / %s | %s |\n", name, mib(a.idle), mib(a.peak), f1(a.rps), f1(a.mbps),
-			f1(a.p50), f1(a.p99), a.complete, a.throttled, f1(a.ttfb50), f1(a.ttfb99), f1(a.sync))
+		if a.events == "" {
+			a.events = "-"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s / %s | %s | %d | %s / %s | %s | %s / %s (%s) |\n", name, mib(a.idle), mib(a.peak), f1(a.rps), f1(a.mbps),
+			f1(a.p50), f1(a.p99), a.complete, a.throttled, f1(a.ttfb50), f1(a.ttfb99), f1(a.sync), f1(a.watch50), f1(a.watch99), a.events)
 	}
 	b.WriteString("\nAll phases (listflood = concurrent full LISTs of all namespaces; complete = 200, parsed, item count equal to etcd's):\n\n")
 	r.writeMarkdownTable(&b)

@@ -382,6 +382,7 @@ func runSuite(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	floodDur := fs.Duration("flood-duration", d.FloodDuration, "concurrent full LIST phase (json; protobuf gets half)")
 	floodC := fs.Int("flood-concurrency", d.FloodConcurrency, "concurrent full LISTs")
 	informers := fs.Int("informers", d.Informers, "informers in the informers phase (0 skips it)")
+	watchers := fs.Int("watchers", d.Watchers, "watchers in the watch phase, 20 writes/s for 8s (0 skips it)")
 	reference := fs.Bool("reference", false, "add the reference server even when kube-apiserver is available")
 	noLazy := fs.Bool("skip-lazyapi", false, "leave lazyapi out")
 	noUpdate := fs.Bool("no-update-results", false, "do not rewrite the ## suite section of bench/RESULTS.md")
@@ -399,7 +400,7 @@ func runSuite(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg := bench.SuiteConfig{
 		Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Objects: *objects, Namespaces: *nss, Size: sd,
-		ListDuration: *listDur, FloodDuration: *floodDur, FloodConcurrency: *floodC, Informers: *informers, Idle: d.Idle,
+		ListDuration: *listDur, FloodDuration: *floodDur, FloodConcurrency: *floodC, Informers: *informers, Watchers: *watchers, Idle: d.Idle,
 		Reference: *reference, SkipLazyAPI: *noLazy, UpdateResults: !*noUpdate,
 		Command: "lazybench suite " + strings.Join(args, " "), Self: self, Log: stderr,
 	}
