@@ -66,7 +66,7 @@ type SuiteConfig struct {
 func DefaultSuiteConfig() SuiteConfig {
 	return SuiteConfig{
 		Repo:             ".",
-		Out:              "bench-results/suite",
+		Out:              filepath.Join(os.TempDir(), "lazybench-suite"),
 		Prefix:           "/registry",
 		Objects:          2000,
 		Namespaces:       10,

@@ -226,7 +226,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		rv          = fs.String("resource-version", "", "resourceVersion for LISTs (\"0\": from a watch cache)")
 		idle        = fs.Duration("idle", 2*time.Second, "memory sampling before the load starts")
 		sample      = fs.Duration("sample-every", 200*time.Millisecond, "memory sampling period (100-250ms)")
-		out         = fs.String("out", "", "results folder (default bench-results/<scenario>-<time>)")
+		out         = fs.String("out", "", "results folder (default $TMPDIR/lazybench-<scenario>-<time>)")
 		quiet       = fs.Bool("quiet", false, "no status line")
 	)
 	ef.add(fs)
@@ -294,7 +294,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer cli.Close()
 	}
 	if *out == "" {
-		*out = filepath.Join("bench-results", scenario+"-"+time.Now().UTC().Format("20060102-150405"))
+		*out = filepath.Join(os.TempDir(), "lazybench-"+scenario+"-"+time.Now().UTC().Format("20060102-150405"))
 	}
 	rep := &bench.Report{Date: time.Now().UTC().Truncate(time.Second), Command: "lazybench run " + strings.Join(args, " "), Machine: bench.ThisMachine(), Peer: "none (targets as given)"}
 	for _, t := range ts {
