@@ -11,6 +11,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+
+	"github.com/lazyapi/lazyapi/store"
 )
 
 var (
@@ -66,7 +68,25 @@ func (s *Server) etcdHealthy() error {
 	defer cancel()
 	_, err := s.store.Revision(ctx)
 	s.healthAt, s.healthErr = time.Now(), err
+	s.noteEtcd(err)
 	return err
+}
+
+// etcdDownHold is how long after etcd failed to answer requests are
+// refused with 503 without asking etcd.
+const etcdDownHold = time.Second
+
+// noteEtcd records an etcd failure (ErrUnavailable) for etcdDown.
+func (s *Server) noteEtcd(err error) {
+	if errors.Is(err, store.ErrUnavailable) {
+		s.etcdDownAt.Store(time.Now().UnixNano())
+	}
+}
+
+// etcdDown reports whether etcd failed to answer within etcdDownHold.
+func (s *Server) etcdDown() bool {
+	at := s.etcdDownAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < etcdDownHold
 }
 
 // serveHealth answers /healthz, /livez, /readyz (and /<x>/<check>) as

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -249,7 +250,7 @@ func TestDecodeErrorMidStream(t *testing.T) {
 }
 
 func TestDiscoveryHealthMetrics(t *testing.T) {
-	e := startEnv(t)
+	e := startEnv(t, func(c *proxy.Config) { c.EtcdCallTimeout = 500 * time.Millisecond })
 	seedMixed(t, e)
 	for _, tt := range []struct{ path, accept, ctype, contains string }{
 		{"/version", "", "application/json", `"gitVersion"`},
@@ -305,6 +306,14 @@ func TestDiscoveryHealthMetrics(t *testing.T) {
 	}
 	// etcd down: readyz fails (after the cached answer expires), lists 503.
 	e.etcd.Embedded.Close()
+	code, hdr, body := e.raw(t, "GET", "/api/v1/namespaces/ns1/configmaps", "")
+	if code != 503 || hdr.Get("Retry-After") != "1" || !strings.Contains(string(body), `"reason":"ServiceUnavailable"`) {
+		t.Errorf("LIST with etcd stopped = %d %v %s, want 503 with Retry-After", code, hdr, body)
+	}
+	start := time.Now()
+	if code, _, _ := e.raw(t, "GET", "/api/v1/namespaces/ns1/configmaps/cm-a", ""); code != 503 || time.Since(start) > 400*time.Millisecond {
+		t.Errorf("GET right after = %d after %v, want an immediate 503", code, time.Since(start))
+	}
 	waitFor(t, "readyz to fail with etcd stopped", func() error {
 		code, _, body := e.raw(t, "GET", "/readyz?verbose", "")
 		if code != 500 || !strings.Contains(string(body), "[-]etcd failed") {

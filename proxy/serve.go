@@ -73,6 +73,9 @@ func (st *reqState) finish(code int, bytes int) {
 
 // fail writes a Status error and records the request.
 func (st *reqState) fail(rc *fasthttp.RequestCtx, ef format, e *StatusError) {
+	if e.Status.Code == 503 {
+		st.s.etcdDownAt.Store(time.Now().UnixNano())
+	}
 	st.s.writeStatus(rc, ef, e)
 	st.finish(int(e.Status.Code), len(rc.Response.Body()))
 }
@@ -137,6 +140,10 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 			return
 		}
 		st.cc = cc
+	}
+	if s.etcdDown() {
+		st.fail(rc, ef, unavailable(store.ErrUnavailable))
+		return
 	}
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
 	if err := s.admit(ctx, rc, st); err != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -37,6 +38,10 @@ type Config struct {
 	PageSize int
 	// PageBytes is the byte cap per etcd page; 0 means store.DefaultPageBytes.
 	PageBytes int
+	// EtcdCallTimeout bounds one etcd call; when etcd does not answer in
+	// time the request gets 503 + Retry-After. 0 means
+	// store.DefaultCallTimeout (5s).
+	EtcdCallTimeout time.Duration
 	// RequestTimeout bounds non-watch requests (--request-timeout); 0 means
 	// 60s, as kube-apiserver.
 	RequestTimeout time.Duration
@@ -120,9 +125,12 @@ type Server struct {
 	prefix string
 
 	// health caches the etcd readiness check.
-	healthMu   sync.Mutex
-	healthAt   time.Time
-	healthErr  error
+	healthMu  sync.Mutex
+	healthAt  time.Time
+	healthErr error
+	// etcdDownAt is when etcd last failed to answer (unix ns); requests
+	// within etcdDownHold of it get 503 at once instead of waiting.
+	etcdDownAt atomic.Int64
 	decodeErrs *metrics.Counter
 	passthru   *metrics.Counter
 	transcoded *metrics.Counter
@@ -168,6 +176,7 @@ func New(cfg Config) (*Server, error) {
 		prefix: cfg.Prefix,
 		store: store.New(cfg.Client, store.Config{
 			Prefix: cfg.Prefix, PageSize: cfg.PageSize, PageBytes: cfg.PageBytes, Metrics: cfg.Metrics,
+			CallTimeout: cfg.EtcdCallTimeout,
 		}),
 	}
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())

@@ -34,6 +34,8 @@ const (
 	// not known yet, so that a collection of large values never costs
 	// PageSize of them.
 	firstPageProbe = 16
+	// DefaultCallTimeout is Config.CallTimeout's default.
+	DefaultCallTimeout = 5 * time.Second
 )
 
 // Config configures a Store.
@@ -48,6 +50,11 @@ type Config struct {
 	// chosen from the sizes seen so far so that a page stays near this
 	// many bytes. 0 means DefaultPageBytes.
 	PageBytes int
+	// CallTimeout bounds one etcd call. The etcd client retries an
+	// unreachable endpoint until its context ends; this turns that into
+	// ErrUnavailable (503 + Retry-After) instead of using up the whole
+	// request timeout. 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
 	// Metrics receives lazyapi_etcd_request_duration_seconds{op} and
 	// lazyapi_etcd_request_errors_total{op}. Nil disables them.
 	Metrics *metrics.Set
@@ -66,6 +73,9 @@ func New(cli *clientv3.Client, cfg Config) *Store {
 	}
 	if cfg.PageBytes <= 0 {
 		cfg.PageBytes = DefaultPageBytes
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
 	}
 	return &Store{cli: cli, cfg: cfg}
 }
@@ -91,11 +101,23 @@ func (s *Store) observe(op string, start time.Time, err error) {
 	}
 }
 
+// call is one etcd range bounded by CallTimeout. A call that runs out of
+// its own time while ctx is still live reports ErrUnavailable.
+func (s *Store) call(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	resp, err := s.cli.Get(cctx, key, opts...)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		return nil, fmt.Errorf("%w: no answer within %s: %v", ErrUnavailable, s.cfg.CallTimeout, err)
+	}
+	return resp, err
+}
+
 // Revision returns etcd's current revision with a linearizable read.
 func (s *Store) Revision(ctx context.Context) (int64, error) {
 	start := time.Now()
 	// A range over a key nobody writes returns the header cheaply.
-	resp, err := s.cli.Get(ctx, "\x00lazyapi-revision", clientv3.WithCountOnly())
+	resp, err := s.call(ctx, "\x00lazyapi-revision", clientv3.WithCountOnly())
 	s.observe("revision", start, err)
 	if err != nil {
 		return 0, mapError(ctx, "cannot read etcd revision", err)
@@ -125,7 +147,7 @@ func (s *Store) get(ctx context.Context, key string, rev int64, serializable boo
 		opts = append(opts, clientv3.WithSerializable())
 	}
 	start := time.Now()
-	resp, err := s.cli.Get(ctx, key, opts...)
+	resp, err := s.call(ctx, key, opts...)
 	s.observe("get", start, err)
 	if err != nil {
 		return KV{}, 0, false, mapError(ctx, fmt.Sprintf("cannot get %q", key), err)
@@ -289,7 +311,7 @@ func (p *Pager) Next(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 		opts = append(opts, clientv3.WithKeysOnly())
 	}
 	start := time.Now()
-	resp, err := p.s.cli.Get(ctx, p.next, opts...)
+	resp, err := p.s.call(ctx, p.next, opts...)
 	p.s.observe("range", start, err)
 	if err != nil {
 		p.done = true
@@ -331,6 +353,8 @@ func (p *Pager) nextLimit(kvs []*mvccpb.KeyValue) int64 {
 // keeps its own error (context.Canceled, context.DeadlineExceeded).
 func mapError(ctx context.Context, what string, err error) error {
 	switch {
+	case errors.Is(err, ErrUnavailable):
+		return fmt.Errorf("%s: %w", what, err)
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %w", what, ctx.Err())
 	case errors.Is(err, rpctypes.ErrCompacted):

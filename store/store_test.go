@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -136,18 +137,22 @@ func TestErrors(t *testing.T) {
 
 func TestUnavailable(t *testing.T) {
 	srv := etcdtest.Start(t)
-	s := store.New(srv.Client, store.Config{})
+	s := store.New(srv.Client, store.Config{CallTimeout: 500 * time.Millisecond})
 	srv.Embedded.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30e9)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// The client retries until its own per-call deadline; bound it.
-	cctx, ccancel := context.WithTimeout(ctx, 2e9)
-	defer ccancel()
-	_, err := s.Revision(cctx)
-	if err == nil {
-		t.Fatal("Revision with etcd stopped succeeded")
+	start := time.Now()
+	_, err := s.Revision(ctx)
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Revision with etcd stopped = %v, want ErrUnavailable", err)
 	}
-	if !errors.Is(err, store.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Revision with etcd stopped = %v, want ErrUnavailable or deadline", err)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("ErrUnavailable after %v, want about CallTimeout", d)
+	}
+	// The request's own deadline stays a deadline.
+	cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer ccancel()
+	if _, err := s.Revision(cctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Revision with a short request deadline = %v, want DeadlineExceeded", err)
 	}
 }
