@@ -24,6 +24,13 @@ import (
 // or an output out of proportion to the input. Seed corpora live in
 // testdata/fuzz/<FuzzName>/ and run in plain `go test`; regenerate them
 // with LAZYAPI_WRITE_FUZZ_CORPUS=1 go test -run TestWriteFuzzCorpus.
+//
+// Run with a short minimisation budget, e.g.
+//
+//	go test ./codec -run '^$' -fuzz '^FuzzTranscode$' -fuzztime=60s -fuzzminimizetime=2x
+//
+// the default (60s per new input) spends most of a short run minimising the
+// large realistic seeds and reports "0/sec".
 
 // fuzzKinds are the kinds FuzzTranscode decodes raw bytes as.
 var fuzzKinds = []struct {
