@@ -415,6 +415,7 @@ func eachElem(a []byte, fn func(e []byte) error) error {
 var (
 	bTrue  = []byte("true")
 	bFalse = []byte("false")
+	bZero  = []byte("0")
 )
 
 // PeekField reads one dotted JSON path ("spec.nodeName", "status.phase",
@@ -423,8 +424,11 @@ var (
 // their strings. For a protobuf object a scalar field that is absent reads
 // as its Go zero value ("", "false", "0"), which is what kube-apiserver's
 // field selectors see; ok is false when the path resolves to nothing (a
-// nil pointer, a JSON null or missing key). Strings are borrowed from
-// obj.Raw unless they had JSON escapes. Non-scalar targets are an error.
+// nil pointer, a JSON null or missing key). A JSON object whose APIVersion
+// and Kind name a built-in kind gets the same zero values for absent
+// non-pointer scalars. Strings are borrowed from obj.Raw unless they had
+// JSON escapes. Non-scalar targets are an error. The returned bytes must
+// not be modified.
 func (s *Schema) PeekField(obj Object, path string) (value []byte, ok bool, err error) {
 	switch obj.Format {
 	case FormatProtobuf:
@@ -434,7 +438,15 @@ func (s *Schema) PeekField(obj Object, path string) (value []byte, ok bool, err 
 		}
 		return peekFieldProtobuf(m, obj.Raw, path)
 	case FormatJSON:
-		return peekFieldJSON(obj.Raw, path)
+		v, ok, present, err := peekFieldJSON(obj.Raw, path)
+		if err == nil && !ok && present >= 0 {
+			// a built-in kind stored as JSON: an absent non-pointer
+			// scalar is the Go zero value, as for protobuf
+			if m := s.kinds[gvk{obj.APIVersion, obj.Kind}]; m != nil {
+				v, ok = zeroForPath(m, path, present)
+			}
+		}
+		return v, ok, err
 	}
 	return nil, false, fmt.Errorf("cannot read field %q: unknown object format %d", path, obj.Format)
 }
@@ -507,6 +519,35 @@ func peekFieldProtobuf(m *message, b []byte, path string) ([]byte, bool, error) 
 	}
 }
 
+// zeroForPath returns the zero value's string form of the scalar at path
+// when the first present segments exist in the object and every later
+// struct on the way is a non-pointer (ok=false otherwise).
+func zeroForPath(m *message, path string, present int) ([]byte, bool) {
+	for ; ; present-- {
+		seg, rest, more := strings.Cut(path, ".")
+		f, _ := m.fieldPath(seg)
+		if f == nil || (f.ptr && present <= 0) || f.card != cSingle {
+			return nil, false
+		}
+		if more {
+			if f.v.kind != kMessage {
+				return nil, false
+			}
+			m, path = f.v.msg, rest
+			continue
+		}
+		switch f.v.kind {
+		case kString:
+			return []byte{}, true
+		case kBool:
+			return bFalse, true
+		case kInt32, kInt64, kUint32, kUint64:
+			return bZero, true
+		}
+		return nil, false
+	}
+}
+
 // fieldPath finds the field with JSON name seg, looking into inline
 // structs; path lists the inline fields to go through.
 func (m *message) fieldPath(seg string) (*field, []*field) {
@@ -561,42 +602,49 @@ func lastPayload(b []byte, num int32) ([]byte, bool, error) {
 	return o.p, found, err
 }
 
-func peekFieldJSON(raw []byte, path string) ([]byte, bool, error) {
+// peekFieldJSON reads path from a JSON object. present is the number of
+// leading segments found as objects when the value is missing (-1 when
+// the path ended at a JSON null: a nil pointer).
+func peekFieldJSON(raw []byte, path string) (value []byte, ok bool, present int, err error) {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
-		return nil, false, corrupt(raw, i, "JSON value is not an object")
+		return nil, false, 0, corrupt(raw, i, "JSON value is not an object")
 	}
 	for {
 		seg, rest, more := strings.Cut(path, ".")
 		v, _, _, err := findTopKey(raw, i, seg)
 		if err != nil {
-			return nil, false, err
+			return nil, false, 0, err
 		}
-		if v.start < 0 || raw[v.start] == 'n' {
-			return nil, false, nil
+		if v.start < 0 {
+			return nil, false, present, nil
+		}
+		if raw[v.start] == 'n' {
+			return nil, false, -1, nil
 		}
 		val := raw[v.start:v.end]
 		if more {
 			if val[0] != '{' {
-				return nil, false, fmt.Errorf("cannot read field %q: %s is not an object", path, seg)
+				return nil, false, 0, fmt.Errorf("cannot read field %q: %s is not an object", path, seg)
 			}
 			raw, i, path = raw[:v.end], v.start, rest
+			present++
 			continue
 		}
 		switch val[0] {
 		case '"':
 			body := val[1 : len(val)-1]
 			if bytes.IndexByte(body, '\\') < 0 {
-				return body, true, nil
+				return body, true, present, nil
 			}
 			u, ok := unescapeInto(nil, body)
 			if !ok {
-				return nil, false, corrupt(val, 0, "bad JSON string escape")
+				return nil, false, 0, corrupt(val, 0, "bad JSON string escape")
 			}
-			return u, true, nil
+			return u, true, present, nil
 		case '{', '[':
-			return nil, false, fmt.Errorf("cannot read field %q: %s is not a scalar", path, seg)
+			return nil, false, 0, fmt.Errorf("cannot read field %q: %s is not a scalar", path, seg)
 		}
-		return val, true, nil
+		return val, true, present, nil
 	}
 }

@@ -228,6 +228,7 @@ func TestPeekFieldDifferential(t *testing.T) {
 				t.Fatal(err)
 			}
 			js := Object{Format: FormatJSON, Raw: want}
+			jsk := Object{Format: FormatJSON, Raw: want, APIVersion: o.APIVersion, Kind: o.Kind}
 			for _, p := range paths {
 				wv, wok := jsonPathValue(tree, p)
 				got, ok, err := s.PeekField(o, p)
@@ -249,6 +250,15 @@ func TestPeekFieldDifferential(t *testing.T) {
 				}
 				if jok != wok || string(jg) != wv {
 					t.Errorf("%v #%d: PeekField(JSON, %q) = %q, %v; want %q, %v", k, i, p, jg, jok, wv, wok)
+				}
+				kg, kok, err := s.PeekField(jsk, p)
+				if err != nil {
+					t.Fatalf("%v: PeekField(JSON with kind, %q): %v", k, p, err)
+				}
+				if kok != ok || string(kg) != string(got) && wok {
+					// with the kind known, JSON reads like protobuf (zero
+					// values for absent non-pointer scalars)
+					t.Errorf("%v #%d: PeekField(JSON with kind, %q) = %q, %v; protobuf gave %q, %v", k, i, p, kg, kok, got, ok)
 				}
 				checked++
 			}
