@@ -198,6 +198,8 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 		}
 		rc.SetStatusCode(200)
 		rc.SetContentType(ct)
+		// Headers go out now, as kube-apiserver's: a watch may stay quiet.
+		rc.Response.ImmediateHeaderFlush = true
 		rc.SetBodyStreamWriter(func(w *bufio.Writer) {
 			m := s.watchMetrics()
 			m.open.Inc()
@@ -407,11 +409,27 @@ func codecType(t cache.EventType) codec.EventType {
 	return codec.EventBookmark
 }
 
-// fromCache streams a cache watcher's events until it ends.
+// doneCtx is an ended context: Watcher.Next(doneCtx) returns an event
+// only if one is ready, without waiting.
+var doneCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// fromCache streams a cache watcher's events until it ends. It flushes when
+// no event is ready (Next would wait); Watcher.More says true for the whole
+// initial phase, so the non-blocking Next(doneCtx) decides.
 func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.Watcher) error {
 	defer w.Close()
 	for {
-		ev, err := w.Next(ctx)
+		ev, err := w.Next(doneCtx)
+		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			if err := sw.flush(); err != nil {
+				return err
+			}
+			ev, err = w.Next(ctx)
+		}
 		if err != nil {
 			if errors.Is(err, cache.ErrLagging) {
 				sw.m.lagging.Inc()
@@ -427,7 +445,7 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			sw.buf = e.event(sw.buf, codecType(ev.Type), ev.Key, ev.Value, ev.Rev)
 		}
 		sw.m.events.Inc()
-		if len(sw.buf) >= flushSize || !w.More() {
+		if len(sw.buf) >= flushSize {
 			if err := sw.flush(); err != nil {
 				return err
 			}
