@@ -56,6 +56,62 @@ func AppendJSONPassthrough(dst, raw []byte, rv int64) ([]byte, error) {
 	return append(dst, raw[mv.end:]...), nil
 }
 
+// stripTypeMeta removes the top-level "kind" and "apiVersion" members that
+// come before "metadata" from the JSON object o, in place, and returns the
+// shortened slice. Members after "metadata" are not looked at.
+func stripTypeMeta(o []byte) []byte {
+	i := skipSpace(o, 0)
+	if i >= len(o) || o[i] != '{' {
+		return o
+	}
+	i++
+	prevEnd := i // end of the previous member (before its comma)
+	for {
+		i = skipSpace(o, i)
+		if i >= len(o) || o[i] != '"' {
+			return o
+		}
+		ks := i
+		ke, err := skipString(o, i)
+		if err != nil {
+			return o
+		}
+		i = skipSpace(o, ke)
+		if i >= len(o) || o[i] != ':' {
+			return o
+		}
+		ve, err := skipValue(o, skipSpace(o, i+1))
+		if err != nil {
+			return o
+		}
+		k := o[ks+1 : ke-1]
+		j := skipSpace(o, ve)
+		if j >= len(o) {
+			return o
+		}
+		last := o[j] != ','
+		if keyEquals(k, "kind") || keyEquals(k, "apiVersion") {
+			var from, to int
+			if !last {
+				from, to = ks, skipSpace(o, j+1)
+			} else {
+				from, to = prevEnd, ve
+			}
+			o = append(o[:from], o[to:]...)
+			i = from
+			if last {
+				return o
+			}
+			continue
+		}
+		if keyEquals(k, "metadata") || last {
+			return o
+		}
+		prevEnd = ve
+		i = j + 1
+	}
+}
+
 // appendJSONMetadataPassthrough appends the metadata object of a stored
 // JSON object with resourceVersion patched.
 func appendJSONMetadataPassthrough(dst, raw []byte, rv int64) ([]byte, error) {

@@ -150,6 +150,14 @@ func TestJSONStoredBuiltins(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v: AppendJSON(FormatJSON): %v", k, err)
 			}
+			// as a list item: no kind/apiVersion, like kube-apiserver's typed list
+			item, err := s.AppendJSON(nil, o, rv, JSONOptions{OmitTypeMeta: true})
+			if err != nil {
+				t.Fatalf("%v: AppendJSON(FormatJSON, OmitTypeMeta): %v", k, err)
+			}
+			if d := jsonDiff(item, oracleListItem(t, stored, rv)); d != "" {
+				t.Errorf("%v #%d: OmitTypeMeta: %s\n got %s", k, i, d, item)
+			}
 			total++
 			if bytes.Equal(got, want) {
 				same++
@@ -182,6 +190,23 @@ func oracleFromJSON(t testing.TB, stored []byte, rv int64) []byte {
 		t.Fatalf("oracle JSON encode: %v", err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// oracleListItem is oracleFromJSON with the TypeMeta cleared, as items of
+// a built-in list are written.
+func oracleListItem(t testing.TB, stored []byte, rv int64) []byte {
+	t.Helper()
+	obj, _, err := oracleJSON.Decode(stored, nil, nil)
+	if err != nil {
+		t.Fatalf("oracle JSON decode: %v", err)
+	}
+	meta.NewAccessor().SetResourceVersion(obj, strconv.FormatInt(rv, 10))
+	obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+	b, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatalf("oracle JSON encode: %v", err)
+	}
+	return b
 }
 
 // randJSONValue returns a random value of the kinds unstructured holds.
@@ -324,6 +349,19 @@ func TestJSONPassthroughErrors(t *testing.T) {
 		}
 		if string(got) != "keep" {
 			t.Errorf("AppendJSONPassthrough(%q) changed dst on error: %q", s, got)
+		}
+	}
+	strip := []struct{ in, want string }{
+		{`{"kind":"Pod","apiVersion":"v1","metadata":{},"spec":{"kind":1}}`, `{"metadata":{},"spec":{"kind":1}}`},
+		{`{"apiVersion":"v1","kind":"Pod","metadata":{}}`, `{"metadata":{}}`},
+		{`{ "kind" : "Pod" , "x":1, "apiVersion":"v1" }`, `{ "x":1 }`},
+		{`{"kind":"Pod"}`, `{}`},
+		{`{"a":{"kind":1},"kind":"X","metadata":{},"apiVersion":"v1"}`, `{"a":{"kind":1},"metadata":{},"apiVersion":"v1"}`},
+		{`{}`, `{}`},
+	}
+	for _, c := range strip {
+		if got := stripTypeMeta([]byte(c.in)); string(got) != c.want {
+			t.Errorf("stripTypeMeta(%s) = %s, want %s", c.in, got, c.want)
 		}
 	}
 	cases := []struct{ in, want string }{

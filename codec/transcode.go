@@ -63,8 +63,9 @@ func (s *Schema) putState(st *state) {
 // unless o.OmitTypeMeta, then the fields as encoding/json writes the Go
 // struct (struct field order, map keys sorted, HTML-safe escaping), with
 // metadata.resourceVersion set to rv when rv != 0. A FormatJSON object goes
-// through AppendJSONPassthrough (typemeta kept as stored). On error dst is
-// returned unchanged (same length).
+// through AppendJSONPassthrough (typemeta kept as stored, or dropped with
+// OmitTypeMeta when it comes before "metadata", as in both struct and
+// sorted key order). On error dst is returned unchanged (same length).
 //
 // The output is bounded by the input: an occurrence of a message (at least
 // 2 bytes of protobuf) writes at most its zero-value JSON (under 300 bytes
@@ -74,7 +75,13 @@ func (s *Schema) putState(st *state) {
 func (s *Schema) AppendJSON(dst []byte, obj Object, rv int64, o JSONOptions) ([]byte, error) {
 	switch obj.Format {
 	case FormatJSON:
-		return AppendJSONPassthrough(dst, obj.Raw, rv)
+		mark := len(dst)
+		dst, err := AppendJSONPassthrough(dst, obj.Raw, rv)
+		if err != nil || !o.OmitTypeMeta {
+			return dst, err
+		}
+		// a built-in kind stored as JSON, written as a list item
+		return append(dst[:mark], stripTypeMeta(dst[mark:])...), nil
 	case FormatProtobuf:
 	default:
 		return dst, fmt.Errorf("cannot write JSON: unknown object format %d", obj.Format)
