@@ -29,7 +29,7 @@ var (
 // Defaults for Config fields left zero.
 const (
 	DefaultPageSize  = 500
-	DefaultPageBytes = 2 << 20
+	DefaultPageBytes = 1 << 20
 	// firstPageProbe bounds the first page of a range whose value sizes are
 	// not known yet, so that a collection of large values never costs
 	// PageSize of them.
