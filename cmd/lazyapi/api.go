@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/resource"
 )
@@ -30,7 +31,29 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		return fmt.Errorf("cannot load CustomResourceDefinitions from etcd: %w", err)
 	}
 
-	// 5. HTTP server.
+	// 5. Watch cache (closed after the server has drained).
+	var wc *cache.Cache
+	if c.watchCache {
+		var err error
+		wc, err = cache.New(cache.Config{
+			Client:      cli,
+			Logger:      lg.Named("cache"),
+			Metrics:     pt.metrics,
+			MemoryBytes: c.cacheBytes,
+			Sizes:       c.cacheSizes,
+		})
+		if err != nil {
+			return fmt.Errorf("cannot create the watch cache: %w", err)
+		}
+		defer func() {
+			if err := wc.Close(); err != nil {
+				lg.Warn("cannot close the watch cache", zap.Error(err))
+			}
+			lg.Debug("watch cache closed")
+		}()
+	}
+
+	// 6. HTTP server.
 	srv, err := proxy.New(proxy.Config{
 		Client:         cli,
 		Prefix:         c.etcdPrefix,
@@ -41,6 +64,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		Logger:         lg.Named("proxy"),
 		Metrics:        pt.metrics,
 		Limiter:        pt.limiter,
+		Cache:          wc,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)

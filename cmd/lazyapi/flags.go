@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/ratelimit"
 )
 
@@ -37,6 +38,9 @@ type config struct {
 	memoryLimit    int64 // bytes; 0: no limit set (a GOMEMLIMIT env var stays in force)
 	logLevel       zapcore.Level
 	limits         ratelimit.Config // --max-requests-inflight, --max-inflight-bytes, ...; MaxInflightBytes derived when 0
+	watchCache     bool             // --watch-cache
+	cacheSizes     map[string]int   // --watch-cache-sizes, by resource[.group]
+	cacheBytes     int64            // --watch-cache-memory; derived from --memory-limit when 0
 	dataDir        string
 	demo           bool
 	version        bool
@@ -109,6 +113,13 @@ func parseFlags(args []string) (*config, error) {
 		"Soft memory limit of the process (sets GOMEMLIMIT), e.g. 512Mi or 2Gi. 0: leave the Go default or the GOMEMLIMIT environment variable.")
 	c.limits = ratelimit.DefaultConfig()
 	c.limits.AddFlags(fs)
+	var cacheSizes []string
+	fs.BoolVar(&c.watchCache, "watch-cache", true,
+		"Serve watches from an in-memory cache of stored bytes (one etcd watch per resource); false: every watch watches etcd.")
+	fs.StringSliceVar(&cacheSizes, "watch-cache-sizes", nil,
+		"Watch cache history sizes in events, comma separated resource[.group]#size (e.g. configmaps#1000,deployments.apps#0); 0 disables caching of that resource.")
+	fs.Var((*ratelimit.Bytes)(&c.cacheBytes), "watch-cache-memory",
+		"Byte budget of the watch cache: values, index and history of all cached resources (quantity). 0 = a quarter of --memory-limit (of 1Gi when unset).")
 	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error. Logs are JSON on stderr.")
 	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir(),
 		"Data directory of the embedded etcd (used only without --etcd-servers).")
@@ -155,10 +166,25 @@ func parseFlags(args []string) (*config, error) {
 	if err := c.logLevel.Set(logLevel); err != nil || c.logLevel < zapcore.DebugLevel || c.logLevel > zapcore.ErrorLevel {
 		return nil, usageErrorf("invalid --log-level %q: want debug, info, warn or error", logLevel)
 	}
+	sizes, err := cache.ParseWatchCacheSizes(cacheSizes)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	c.cacheSizes = sizes
+	if c.cacheBytes == 0 {
+		memoryLimit := c.memoryLimit
+		if memoryLimit <= 0 {
+			memoryLimit = ratelimit.DefaultMemoryLimit
+		}
+		c.cacheBytes = cache.DefaultMemoryBytes(memoryLimit)
+	}
 	if c.limits.MaxInflightBytes == 0 {
-		// No watch cache is wired yet, so no cache budget is taken out of
-		// half the memory limit.
-		v, err := ratelimit.DefaultInflightBytes(c.memoryLimit, 0)
+		// Half the memory limit minus the cache's budget (none when off).
+		cacheBytes := c.cacheBytes
+		if !c.watchCache {
+			cacheBytes = 0
+		}
+		v, err := ratelimit.DefaultInflightBytes(c.memoryLimit, cacheBytes)
 		if err != nil {
 			return nil, usageError{err}
 		}

@@ -37,6 +37,7 @@ func TestParseFlagsValues(t *testing.T) {
 		"--etcd-servers=http://a:2379, http://b:2379", "--etcd-prefix=kube/registry/",
 		"--bind-address=0.0.0.0", "--port=0", "--list-page-size=7", "--list-page-bytes=512Ki",
 		"--request-timeout=5s", "--log-level=debug", "--memory-limit=1.5Gi",
+		"--watch-cache-sizes=configmaps#100,deployments.apps#0",
 	})
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
@@ -50,6 +51,14 @@ func TestParseFlagsValues(t *testing.T) {
 	if c.bindAddress.String() != "0.0.0.0" || c.port != 0 || c.listPageSize != 7 || c.listPageBytes != 512<<10 ||
 		c.requestTimeout != 5*time.Second || c.logLevel != zapcore.DebugLevel || c.memoryLimit != 3<<29 {
 		t.Errorf("parseFlags = %+v", c)
+	}
+	if c.cacheSizes["configmaps"] != 100 || c.cacheSizes["deployments.apps"] != 0 || len(c.cacheSizes) != 2 || !c.watchCache {
+		t.Errorf("watch cache flags: sizes %v, enabled %v", c.cacheSizes, c.watchCache)
+	}
+	// Budgets derived from --memory-limit: cache a quarter, in-flight half
+	// minus the cache.
+	if c.cacheBytes != (3<<29)/4 || c.limits.MaxInflightBytes != (3<<29)/2-(3<<29)/4 {
+		t.Errorf("cache %d, in-flight %d bytes from --memory-limit=1.5Gi", c.cacheBytes, c.limits.MaxInflightBytes)
 	}
 }
 
@@ -79,6 +88,10 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--log-level=loud"}, "--log-level"},
 		{[]string{"--memory-limit=-1Gi"}, "--memory-limit"},
 		{[]string{"--memory-limit=lots"}, "--memory-limit"},
+		{[]string{"--watch-cache-sizes=configmaps"}, "--watch-cache-sizes"},
+		{[]string{"--watch-cache-sizes=configmaps#-1"}, "--watch-cache-sizes"},
+		{[]string{"--watch-cache-memory=-5Mi"}, "--watch-cache-memory"},
+		{[]string{"--max-requests-inflight=abc"}, "--max-requests-inflight"},
 		{[]string{"--bind-address=not-an-ip"}, "--bind-address"},
 		{[]string{"--etcd-servers=127.0.0.1:2379"}, "--etcd-servers"},
 		{[]string{"--etcd-prefix="}, "--etcd-prefix"},

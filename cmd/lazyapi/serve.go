@@ -106,7 +106,7 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 		}
 	}
 
-	// 4, 5. Resource table and HTTP server.
+	// 4-6. Resource table, watch cache and HTTP server.
 	return serveAPI(ctx, c, pt, cli, ln, lg, stdout)
 }
 
