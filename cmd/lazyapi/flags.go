@@ -19,6 +19,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/ratelimit"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 // config is the validated command line.
@@ -48,16 +49,16 @@ type config struct {
 	usage          string // flag usage text, printed for --help
 }
 
-// Defaults. --list-page-bytes caps one etcd range response: 8 MiB keeps a
-// page of typical objects (1-10 KiB) at the item limit while bounding a page
-// of large objects (ConfigMaps and Secrets near the 1.5 MiB etcd limit) to a
-// handful of items.
+// Defaults. --list-page-bytes caps the values of one etcd page: the store's
+// default, 1 MiB, keeps a page of typical objects (1-2 KiB) at the item limit
+// while a LIST of large objects holds about one MiB page at a time (see
+// bench/RESULTS.md, proxy section: larger caps raised a LIST's heap rise).
 const (
 	defaultEtcdPrefix     = "/registry"
 	defaultBindAddress    = "127.0.0.1"
 	defaultPort           = 8080
 	defaultListPageSize   = 500
-	defaultListPageBytes  = 8 << 20
+	defaultListPageBytes  = store.DefaultPageBytes
 	defaultRequestTimeout = time.Minute
 )
 
@@ -106,7 +107,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.listPageSize, "list-page-size", defaultListPageSize,
 		"Maximum number of items read from etcd in one range request of a LIST.")
 	fs.Var(&listPageBytes, "list-page-bytes",
-		"Maximum bytes of stored values read from etcd in one range request of a LIST (e.g. 8Mi, 1048576).")
+		"Target bytes of stored values per etcd range request of a LIST; the next page's item count is chosen from the sizes seen (e.g. 1Mi, 4Mi).")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", defaultRequestTimeout,
 		"Upper bound on a non-watch request, and on draining in-flight requests at shutdown.")
 	fs.Var((*ratelimit.Bytes)(&c.memoryLimit), "memory-limit",

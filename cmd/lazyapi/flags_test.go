@@ -26,7 +26,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Fatalf("parseFlags(nil) = %v", err)
 	}
 	if len(c.etcdServers) != 0 || c.etcdPrefix != "/registry" || c.bindAddress.String() != "127.0.0.1" ||
-		c.port != 8080 || c.listPageSize != 500 || c.listPageBytes != 8<<20 || c.requestTimeout != time.Minute ||
+		c.port != 8080 || c.listPageSize != 500 || c.listPageBytes != 1<<20 || c.requestTimeout != time.Minute ||
 		c.logLevel != zapcore.InfoLevel || c.dataDir == "" || c.demo || c.etcdTLS != nil || c.memoryLimit != 0 {
 		t.Errorf("parseFlags(nil) = %+v, want the documented defaults", c)
 	}
