@@ -155,6 +155,9 @@ type WatchResult struct {
 	Latency   Percentiles `json:"delivery_latency"`
 	CDF       []CDFPoint  `json:"delivery_cdf,omitempty"`
 	Reconnect int64       `json:"reconnects"`
+	// Opened counts watchers whose response headers arrived within 2 s of
+	// the request, before any write.
+	Opened int `json:"opened_before_writes"`
 }
 
 // InformerResult measures informer start-up.
@@ -681,12 +684,18 @@ func runWatch(ctx context.Context, env Env, cl *client, s *Scenario) (*WatchResu
 			}
 		})
 	}
-	// Wait until every watcher has its response headers (or the phase ends).
+	// Wait up to 2 s for every watcher's response headers; a server may
+	// hold them until the first event, so writing starts regardless.
+	readyBy := time.After(2 * time.Second)
+wait:
 	for range s.Concurrency {
 		select {
 		case <-ready:
+			wr.Opened++
 		case <-ctx.Done():
-		case <-time.After(10 * time.Second):
+			break wait
+		case <-readyBy:
+			break wait
 		}
 	}
 

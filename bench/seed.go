@@ -145,7 +145,9 @@ func Seed(ctx context.Context, cli *clientv3.Client, cfg SeedConfig) (SeedResult
 					ops[i] = clientv3.OpPut(e.key, string(e.val))
 					n += int64(len(e.val))
 				}
-				resp, err := cli.Txn(ctx).Then(ops...).Commit()
+				tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+				resp, err := cli.Txn(tctx).Then(ops...).Commit()
+				tcancel()
 				if err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("cannot write %d objects to etcd: %w", len(b), err); cancel() })
 					continue

@@ -102,6 +102,12 @@ func (e *etcdFlags) connect(required bool) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to etcd %v: %w", e.servers, err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Get(ctx, "lazybench-health", clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("cannot reach etcd %v (--etcd-servers): %w", e.servers, err)
+	}
 	return cli, nil
 }
 
