@@ -73,11 +73,11 @@ func (c *churner) put(t *testing.T, ctx context.Context, i int) clientv3.Op {
 	return clientv3.OpPut(storagefmt.Key("/registry", "configmaps", ns, name), string(val))
 }
 
-// seed creates every ConfigMap, 200 per transaction.
+// seed creates every ConfigMap, 100 per transaction.
 func (c *churner) seed(t *testing.T, ctx context.Context) {
-	for i := 0; i < c.n; i += 200 {
-		ops := make([]clientv3.Op, 0, 200)
-		for j := i; j < min(i+200, c.n); j++ {
+	for i := 0; i < c.n; i += 100 {
+		ops := make([]clientv3.Op, 0, 100)
+		for j := i; j < min(i+100, c.n); j++ {
 			ops = append(ops, c.put(t, ctx, j))
 		}
 		if _, err := c.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
