@@ -228,11 +228,9 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 func runSuitePhases(ctx context.Context, env Env, t Target, kind Kind, cfg SuiteConfig, logf func(string, ...any)) ([]Result, error) {
 	// Warm up: one full LIST (fills any cache that fills on first use).
 	warm := Scenario{Name: ScenarioList, Kind: kind, Concurrency: 1, Duration: 60 * time.Second, Accept: "json"}
-	warmRes, err := runUntilOneList(ctx, env, t, warm)
-	if err != nil {
+	if err := runUntilOneList(ctx, t, warm); err != nil {
 		return nil, fmt.Errorf("warm-up LIST failed: %w", err)
 	}
-	_ = warmRes
 	phases := []Scenario{
 		{Name: ScenarioList, Kind: kind, Concurrency: 1, Duration: cfg.ListDuration, Accept: "json", Idle: cfg.Idle},
 		{Name: ScenarioListFlood, Kind: kind, Concurrency: cfg.FloodConcurrency, Duration: cfg.FloodDuration, Accept: "json", Idle: time.Second},
@@ -262,22 +260,21 @@ func runSuitePhases(ctx context.Context, env Env, t Target, kind Kind, cfg Suite
 func withDefaults(s Scenario) Scenario { s.setDefaults(); return s }
 
 // runUntilOneList issues full LISTs until one returns 200.
-func runUntilOneList(ctx context.Context, env Env, t Target, s Scenario) (Result, error) {
+func runUntilOneList(ctx context.Context, t Target, s Scenario) error {
 	deadline := time.Now().Add(s.Duration)
 	for {
-		s.Duration = 0
 		hc, err := t.httpClient(1)
 		if err != nil {
-			return Result{}, err
+			return err
 		}
 		cl := &client{t: t, http: hc, accept: "application/json", c: newCollector()}
 		_, code, err := cl.get(ctx, s.Kind.Path(""), nil)
 		hc.CloseIdleConnections()
 		if err == nil && code == 200 {
-			return Result{}, nil
+			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return Result{}, fmt.Errorf("status %d, %v", code, err)
+			return fmt.Errorf("status %d, %v", code, err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
