@@ -210,6 +210,17 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	// Pass over the first page: complete answer?
 	var ws walkState
 	pageBytes := 0
+	// A protobuf answer up to protoBufferBytes is kept encoded during the
+	// size pass, so that it needs no second read of etcd.
+	var pre *[]byte
+	if l.needSizes() {
+		pre = getBuf()
+		defer func() {
+			if pre != nil {
+				putBuf(pre)
+			}
+		}()
+	}
 	sizeEmit := func(obj codec.Object, kv *mvccpb.KeyValue) error {
 		pageBytes += len(kv.Value)
 		if l.needSizes() {
@@ -218,6 +229,15 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 				return &decodeError{key: string(kv.Key), err: err}
 			}
 			ws.size += n
+			if pre != nil {
+				if *pre, err = l.appendProtoItem(*pre, obj, kv.ModRevision); err != nil {
+					return &decodeError{key: string(kv.Key), err: err}
+				}
+				if len(*pre) > protoBufferBytes {
+					*pre = nil // too large: drop it, stream in a second pass
+					pre = nil
+				}
+			}
 		}
 		return nil
 	}
@@ -233,6 +253,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		// the range, one page at a time; then stream from the start again.
 		page = nil
 		if l.f.empty() && !l.needSizes() {
+			pg.Close()
 			// Only the limit-th key is needed: read keys only.
 			var n int64
 			res, err := s.store.List(ctx, store.ListOptions{Prefix: l.prefix, Start: l.start, End: l.end, Rev: l.rev,
@@ -245,10 +266,15 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 				return
 			}
 			ws = walkState{n: n, lastKey: res.LastKey, hasMore: n == l.limit && res.More, remaining: res.Remaining}
-		} else if err := l.walk(ctx, pg, nil, &ws, false, sizeEmit); err != nil {
-			s.logListError(l.uri, err)
-			st.fail(rc, ef, statusOf(err))
-			return
+		} else {
+			pg.SetPrefetch(ctx, true)
+			err := l.walk(ctx, pg, nil, &ws, false, sizeEmit)
+			pg.Close()
+			if err != nil {
+				s.logListError(l.uri, err)
+				st.fail(rc, ef, statusOf(err))
+				return
+			}
 		}
 		ws.partial = false
 		if ws.hasMore {
@@ -267,6 +293,19 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 
 	rc.SetStatusCode(200)
 	rc.SetContentType(st.out.contentType(true))
+	if pre != nil && !planned.partial {
+		// Protobuf, all items encoded by the size pass.
+		buf := getBuf()
+		b := l.appendProtoHead((*buf)[:0], lm, planned.size)
+		b = append(b, *pre...)
+		b = codec.AppendProtobufListTail(b)
+		rc.SetBody(b)
+		*buf = b
+		putBuf(buf)
+		s.countServed(codec.Object{Format: codec.FormatProtobuf}, st.out, int(planned.n))
+		st.finish(200, len(rc.Response.Body()))
+		return
+	}
 	if firstComplete && pageBytes <= inlineBytes {
 		// Everything is in the first page and small: encode it here.
 		buf := getBuf()
@@ -310,6 +349,29 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	})
 }
 
+// protoBufferBytes bounds a protobuf list kept encoded during its size
+// pass (see serveList).
+const protoBufferBytes = 2 << 20
+
+// appendProtoItem appends one protobuf list item.
+func (l *lister) appendProtoItem(dst []byte, obj codec.Object, rv int64) ([]byte, error) {
+	if l.st.out.target == targetPartial {
+		return codec.AppendPartialProtobufListItem(dst, obj, rv)
+	}
+	if obj.Format != codec.FormatProtobuf {
+		return dst, errJSONAsProtobuf
+	}
+	return codec.AppendProtobufListItem(dst, obj, rv), nil
+}
+
+// appendProtoHead appends a protobuf list's head.
+func (l *lister) appendProtoHead(dst []byte, lm codec.ListMeta, itemsSize int) []byte {
+	if l.st.out.target == targetPartial {
+		return codec.AppendPartialProtobufListHead(dst, lm, itemsSize)
+	}
+	return codec.AppendProtobufListHead(dst, l.st.r.APIVersion(), l.st.r.ListKind, lm, itemsSize)
+}
+
 // setContinue fills lm's continue and remainingItemCount from a walk.
 func (l *lister) setContinue(lm *codec.ListMeta, ws *walkState) error {
 	if !ws.hasMore {
@@ -337,6 +399,12 @@ func (s *Server) logListError(uri string, err error) {
 // is completed by this walk).
 func (l *lister) write(ctx context.Context, sw *streamWriter, pg *store.Pager, page []*mvccpb.KeyValue,
 	lm codec.ListMeta, planned walkState, inline bool) error {
+	defer pg.Close()
+	if !inline {
+		// Read the next etcd page while this one is written: up to two
+		// pages held, etcd round trips overlap the encoding.
+		pg.SetPrefetch(ctx, true)
+	}
 	st := l.st
 	r := st.r
 	sc := l.s.schema

@@ -249,6 +249,10 @@ type Pager struct {
 	avg     int   // average key+value size of the last page
 	got     int   // keys consumed so far (for Want)
 	page    []*mvccpb.KeyValue
+
+	prefetch bool
+	pending  chan fetched       // the background read of the next page
+	cancel   context.CancelFunc // cancels the background read
 }
 
 // NewPager returns a Pager over opts's range. No etcd call happens before
@@ -291,32 +295,22 @@ func (p *Pager) RemainingAfter(i int) int64 { return p.count - int64(i) - 1 }
 // of the range. The page's bytes are valid until the following Next.
 func (p *Pager) Next(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 	p.page = nil // let the previous page go before reading the next
-	if p.done || (p.started && !p.more) || p.next >= p.end {
-		p.more = false
-		return nil, nil
+	var r fetched
+	if p.pending != nil {
+		r = <-p.pending
+		p.pending = nil
+	} else {
+		if p.done || (p.started && !p.more) || p.next >= p.end {
+			p.more = false
+			return nil, nil
+		}
+		r = p.fetch(ctx, p.next, p.nextRangeLimit())
 	}
-	limit := p.limit
-	if p.opts.Want > 0 {
-		limit = min(limit, int64(max(p.opts.Want-p.got, 1)))
-	}
-	opts := make([]clientv3.OpOption, 0, 5)
-	opts = append(opts, clientv3.WithRange(p.end), clientv3.WithLimit(limit))
-	if p.rev > 0 {
-		opts = append(opts, clientv3.WithRev(p.rev))
-	}
-	if p.opts.Serializable {
-		opts = append(opts, clientv3.WithSerializable())
-	}
-	if p.opts.KeysOnly {
-		opts = append(opts, clientv3.WithKeysOnly())
-	}
-	start := time.Now()
-	resp, err := p.s.call(ctx, p.next, opts...)
-	p.s.observe("range", start, err)
-	if err != nil {
+	if r.err != nil {
 		p.done = true
-		return nil, mapError(ctx, fmt.Sprintf("cannot list %q at revision %d", p.next, p.rev), err)
+		return nil, r.err
 	}
+	resp := r.resp
 	p.started = true
 	if p.rev == 0 {
 		p.rev = resp.Header.Revision
@@ -333,7 +327,85 @@ func (p *Pager) Next(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 	if !p.opts.KeysOnly {
 		p.limit = p.nextLimit(resp.Kvs)
 	}
+	if p.prefetch {
+		p.startPrefetch(ctx)
+	}
 	return resp.Kvs, nil
+}
+
+// fetched is the result of one range.
+type fetched struct {
+	resp *clientv3.GetResponse
+	err  error
+}
+
+// nextRangeLimit is the limit of the next range.
+func (p *Pager) nextRangeLimit() int64 {
+	limit := p.limit
+	if p.opts.Want > 0 {
+		limit = min(limit, int64(max(p.opts.Want-p.got, 1)))
+	}
+	return limit
+}
+
+// fetch reads one page starting at from. It uses only immutable pager
+// fields (and rev, fixed after the first page), so a prefetch may run it.
+func (p *Pager) fetch(ctx context.Context, from string, limit int64) fetched {
+	opts := make([]clientv3.OpOption, 0, 5)
+	opts = append(opts, clientv3.WithRange(p.end), clientv3.WithLimit(limit))
+	if p.rev > 0 {
+		opts = append(opts, clientv3.WithRev(p.rev))
+	}
+	if p.opts.Serializable {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	if p.opts.KeysOnly {
+		opts = append(opts, clientv3.WithKeysOnly())
+	}
+	start := time.Now()
+	resp, err := p.s.call(ctx, from, opts...)
+	p.s.observe("range", start, err)
+	if err != nil {
+		return fetched{err: mapError(ctx, fmt.Sprintf("cannot list %q at revision %d", from, p.rev), err)}
+	}
+	return fetched{resp: resp}
+}
+
+// SetPrefetch turns read-ahead on or off. With it on, once a page is
+// returned the next one is read in the background while the caller
+// consumes this one: the pager then holds up to two pages. Turning it on
+// after a page was returned starts reading the next page at once. ctx
+// bounds the background read. Call Close when done early.
+func (p *Pager) SetPrefetch(ctx context.Context, on bool) {
+	p.prefetch = on
+	if on && p.started {
+		p.startPrefetch(ctx)
+	}
+}
+
+func (p *Pager) startPrefetch(ctx context.Context) {
+	if p.pending != nil || p.done || !p.more || p.next >= p.end {
+		return
+	}
+	ch := make(chan fetched, 1)
+	p.pending = ch
+	from, limit := p.next, p.nextRangeLimit()
+	pctx, cancel := context.WithCancel(ctx)
+	p.cancel = cancel
+	go func() {
+		defer cancel()
+		ch <- p.fetch(pctx, from, limit)
+	}()
+}
+
+// Close cancels a background read. The Pager must not be used after.
+func (p *Pager) Close() {
+	if p.cancel != nil {
+		p.cancel()
+	}
+	p.pending = nil
+	p.page = nil
+	p.done = true
 }
 
 // nextLimit sizes the next page so that its values stay near PageBytes,

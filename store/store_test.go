@@ -63,6 +63,48 @@ func TestListPagesAtOneRevision(t *testing.T) {
 	}
 }
 
+func TestPagerPrefetch(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	for i := range 100 {
+		put(t, srv.Client, fmt.Sprintf("/r/cm/ns/c-%03d", i), strings.Repeat("v", 50))
+	}
+	s := store.New(srv.Client, store.Config{PageSize: 7})
+	p := s.NewPager(store.ListOptions{Prefix: "/r/cm/"})
+	p.SetPrefetch(ctx, true)
+	var keys []string
+	for {
+		page, err := p.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range page {
+			keys = append(keys, string(kv.Key))
+		}
+		if !p.More() {
+			break
+		}
+	}
+	if len(keys) != 100 || keys[99] != "/r/cm/ns/c-099" {
+		t.Fatalf("prefetching pager read %d keys, last %q", len(keys), keys[len(keys)-1])
+	}
+	for i := range keys {
+		if want := fmt.Sprintf("/r/cm/ns/c-%03d", i); keys[i] != want {
+			t.Fatalf("key %d = %q, want %q", i, keys[i], want)
+		}
+	}
+	// Turned on after the first page, closed early: no error, no leak.
+	p = s.NewPager(store.ListOptions{Prefix: "/r/cm/"})
+	if _, err := p.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.SetPrefetch(ctx, true)
+	p.Close()
+	if page, err := p.Next(ctx); err != nil || len(page) != 0 {
+		t.Fatalf("Next after Close = %d keys, %v", len(page), err)
+	}
+}
+
 func TestListStopRemaining(t *testing.T) {
 	srv := etcdtest.Start(t)
 	ctx := context.Background()
