@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,54 +45,7 @@ func TestWatch(t *testing.T) {
 	defer cancel()
 	kv := etcdSrv.Client
 
-	next := func(t *testing.T, w watch.Interface) watch.Event {
-		t.Helper()
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				t.Fatal("watch closed")
-			}
-			return ev
-		case <-time.After(30 * time.Second):
-			t.Fatal("no watch event within 30s")
-		}
-		return watch.Event{}
-	}
-
-	t.Run("events", func(t *testing.T) {
-		list, err := cs.CoreV1().ConfigMaps("team-a").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := cs.CoreV1().ConfigMaps("team-a").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-		if err != nil {
-			t.Fatalf("watch: %v", err)
-		}
-		defer w.Stop()
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: "watched", Namespace: "team-a", UID: "uid-watched", Labels: map[string]string{"app": "w"}},
-			Data:       map[string]string{"v": "1"},
-		}
-		rev := putConfigMap(t, ctx, kv, cm)
-		ev := next(t, w)
-		if got, ok := ev.Object.(*corev1.ConfigMap); ev.Type != watch.Added || !ok || got.Name != "watched" || got.Data["v"] != "1" || got.ResourceVersion != strconv.FormatInt(rev, 10) {
-			t.Errorf("event = %s %+v, want ADDED watched at rv %d", ev.Type, ev.Object, rev)
-		}
-		cm.Data["v"] = "2"
-		rev = putConfigMap(t, ctx, kv, cm)
-		ev = next(t, w)
-		if got, ok := ev.Object.(*corev1.ConfigMap); ev.Type != watch.Modified || !ok || got.Data["v"] != "2" || got.ResourceVersion != strconv.FormatInt(rev, 10) {
-			t.Errorf("event = %s %+v, want MODIFIED v=2 at rv %d", ev.Type, ev.Object, rev)
-		}
-		del, err := etcdSrv.Client.Delete(ctx, storagefmt.Key("/registry", "configmaps", "team-a", "watched"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev = next(t, w)
-		if got, ok := ev.Object.(*corev1.ConfigMap); ev.Type != watch.Deleted || !ok || got.Name != "watched" || got.ResourceVersion != strconv.FormatInt(del.Header.Revision, 10) {
-			t.Errorf("event = %s %+v, want DELETED watched at rv %d", ev.Type, ev.Object, del.Header.Revision)
-		}
-	})
+	t.Run("events", func(t *testing.T) { checkWatchEvents(t, ctx, cs, kv) })
 
 	t.Run("informer", func(t *testing.T) {
 		f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("team-b"))
@@ -130,4 +84,68 @@ func TestWatch(t *testing.T) {
 			// drain until the server closes the stream
 		}
 	})
+}
+
+// checkWatchEvents watches ConfigMaps in team-a from a list's
+// resourceVersion and writes, updates and deletes one in etcd.
+func checkWatchEvents(t *testing.T, ctx context.Context, cs *kubernetes.Clientset, kv *clientv3.Client) {
+	next := func(t *testing.T, w watch.Interface) watch.Event {
+		t.Helper()
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch closed")
+			}
+			return ev
+		case <-time.After(30 * time.Second):
+			t.Fatal("no watch event within 30s")
+		}
+		return watch.Event{}
+	}
+
+	list, err := cs.CoreV1().ConfigMaps("team-a").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.CoreV1().ConfigMaps("team-a").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	defer w.Stop()
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "watched", Namespace: "team-a", UID: "uid-watched", Labels: map[string]string{"app": "w"}},
+		Data:       map[string]string{"v": "1"},
+	}
+	rev := putConfigMap(t, ctx, kv, cm)
+	ev := next(t, w)
+	if got, ok := ev.Object.(*corev1.ConfigMap); ev.Type != watch.Added || !ok || got.Name != "watched" || got.Data["v"] != "1" || got.ResourceVersion != strconv.FormatInt(rev, 10) {
+		t.Errorf("event = %s %+v, want ADDED watched at rv %d", ev.Type, ev.Object, rev)
+	}
+	cm.Data["v"] = "2"
+	rev = putConfigMap(t, ctx, kv, cm)
+	ev = next(t, w)
+	if got, ok := ev.Object.(*corev1.ConfigMap); ev.Type != watch.Modified || !ok || got.Data["v"] != "2" || got.ResourceVersion != strconv.FormatInt(rev, 10) {
+		t.Errorf("event = %s %+v, want MODIFIED v=2 at rv %d", ev.Type, ev.Object, rev)
+	}
+	del, err := kv.Delete(ctx, storagefmt.Key("/registry", "configmaps", "team-a", "watched"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev = next(t, w)
+	if got, ok := ev.Object.(*corev1.ConfigMap); ev.Type != watch.Deleted || !ok || got.Name != "watched" || got.ResourceVersion != strconv.FormatInt(del.Header.Revision, 10) {
+		t.Errorf("event = %s %+v, want DELETED watched at rv %d", ev.Type, ev.Object, del.Header.Revision)
+	}
+}
+
+// TestWatchWithoutCache serves watches from etcd directly (--watch-cache=false).
+func TestWatchWithoutCache(t *testing.T) {
+	etcdSrv, _ := seededEtcd(t)
+	p := start(t, "--etcd-servers="+etcdSrv.Endpoint, "--watch-cache=false")
+	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: p.URL, QPS: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	checkWatchEvents(t, ctx, cs, etcdSrv.Client)
+	if m := string(httpGet(t, p.URL+"/metrics", "text/plain")); strings.Contains(m, "lazyapi_cache_budget_bytes") {
+		t.Errorf("/metrics shows a watch cache with --watch-cache=false")
+	}
 }
