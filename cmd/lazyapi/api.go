@@ -15,9 +15,9 @@ import (
 	"github.com/lazyapi/lazyapi/resource"
 )
 
-// serveAPI starts the resource table (built-ins, then CRDs from etcd) and the
-// HTTP server, serves until ctx ends, drains, and stops them in reverse
-// order.
+// serveAPI starts the resource table (built-ins, then CRDs from etcd), the
+// watch cache and the HTTP server, serves until ctx ends, drains, and stops
+// them in reverse order.
 func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln net.Listener, lg *zap.Logger, stdout io.Writer) error {
 	// 4. Resource table. The CRD watch runs until the server has drained.
 	res := resource.NewBuiltin()
@@ -86,9 +86,9 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		return fmt.Errorf("cannot serve on %s: %w", bound, err)
 	}
 
-	// Stop: stop accepting, drain in-flight requests for at most
-	// --request-timeout, then let the deferred stops run (CRD watch, etcd
-	// client, embedded etcd).
+	// Stop: stop accepting, end watches, drain in-flight requests for at
+	// most --request-timeout, then let the deferred stops run (watch cache,
+	// CRD watch, etcd client, embedded etcd).
 	lg.Info("shutting down: draining in-flight requests", zap.Duration("timeout", c.requestTimeout))
 	dctx, cancel := context.WithTimeout(context.Background(), c.requestTimeout)
 	defer cancel()

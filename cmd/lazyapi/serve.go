@@ -31,9 +31,9 @@ var etcdBenign = map[string]bool{
 }
 
 // serve starts the components in order — the listener, etcd (embedded or
-// remote), the etcd client, demo data, the resource table, the HTTP server —
-// and stops them in reverse order when ctx ends. Each stop is a defer registered right after
-// its start.
+// remote), the etcd client, demo data, the resource table, the watch cache,
+// the HTTP server — and stops them in reverse order when ctx ends. Each stop
+// is a defer registered right after its start.
 func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.Writer) error {
 	// etcd's server and client log a lot at info and retry noisily at warn;
 	// keep their problems only.
