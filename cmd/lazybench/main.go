@@ -302,7 +302,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *out == "" {
 		*out = filepath.Join(os.TempDir(), "lazybench-"+scenario+"-"+time.Now().UTC().Format("20060102-150405"))
 	}
-	rep := &bench.Report{Date: time.Now().UTC().Truncate(time.Second), Command: "lazybench run " + strings.Join(args, " "), Machine: bench.ThisMachine(), Peer: "none (targets as given)"}
+	rep := &bench.Report{Date: time.Now().UTC().Truncate(time.Second), Command: commandName() + " run " + strings.Join(args, " "), Machine: bench.ThisMachine(), Peer: "none (targets as given)"}
 	for _, t := range ts {
 		if strings.Contains(t.Name, "kube-apiserver") {
 			rep.Peer = "kube-apiserver at " + t.URL + " (as given by --target " + t.Name + ")"
@@ -408,7 +408,7 @@ func runSuite(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Objects: *objects, Namespaces: *nss, Size: sd,
 		ListDuration: *listDur, FloodDuration: *floodDur, FloodConcurrency: *floodC, Informers: *informers, Watchers: *watchers, Idle: d.Idle,
 		Reference: *reference, SkipLazyAPI: *noLazy, UpdateResults: !*noUpdate,
-		Command: "lazybench suite " + strings.Join(args, " "), Self: self, Log: stderr,
+		Command: commandName() + " suite " + strings.Join(args, " "), Self: self, Log: stderr,
 	}
 	if !*quiet {
 		cfg.Status, cfg.StatusTTY = stderr, isTTY(stderr)
@@ -504,4 +504,13 @@ func runEtcd(ctx context.Context, args []string, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "etcd on %s (data in %s); Ctrl-C stops it\n", e.Endpoint(), *dir)
 	<-ctx.Done()
 	return nil
+}
+
+// commandName is how this binary was invoked, for reports: "go run
+// ./cmd/lazybench" when it runs from go run's build cache.
+func commandName() string {
+	if self, err := os.Executable(); err == nil && strings.Contains(self, "go-build") {
+		return "go run ./cmd/lazybench"
+	}
+	return "lazybench"
 }
