@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -181,18 +182,30 @@ func (s objectSpec) meta() metav1.ObjectMeta {
 	}
 }
 
-// filler returns n bytes of config-file-like text: realistic, and as
-// compressible as real configuration.
-func filler(r *rand.Rand, n int) string {
-	if n <= 0 {
-		return ""
-	}
+// fillerText is 2 MiB of config-file-like text, built once (immutable).
+var fillerText = sync.OnceValue(func() string {
+	r := rand.New(rand.NewPCG(11, 13))
 	var b strings.Builder
+	const n = 2 << 20
 	b.Grow(n + 64)
 	for b.Len() < n {
 		fmt.Fprintf(&b, "%s.%s.%s = %d\n", words[r.IntN(len(words))], words[r.IntN(len(words))], words[r.IntN(len(words))], r.IntN(100000))
 	}
-	return b.String()[:n]
+	return b.String()
+})
+
+// filler returns n bytes of config-file-like text from a random offset of
+// fillerText: realistic, and as compressible as real configuration.
+func filler(r *rand.Rand, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	text := fillerText()
+	if n > len(text) {
+		return strings.Repeat(text, n/len(text)+1)[:n]
+	}
+	off := r.IntN(len(text) - n + 1)
+	return strings.Clone(text[off : off+n])
 }
 
 // build returns the object for s with a payload of n bytes.
