@@ -49,9 +49,14 @@ const (
 	// etcdBookmarkInterval is how often an etcd-backed watch that allows
 	// bookmarks asks etcd for a progress notification while idle.
 	etcdBookmarkInterval = time.Minute
-	// watchBufferBytes is a watch's admission estimate: its write buffer
-	// plus fasthttp's stream pipe.
-	watchBufferBytes = streamBufferBytes
+	// watchBufferBytes is a watch's admission estimate: its idle write
+	// buffer, fasthttp's connection buffers and stream pipe, goroutine
+	// stacks (measured: ~40 KiB of heap per idle watch, see bench/RESULTS.md
+	// ## watch). A busy watch's buffer grows to flushSize and shrinks back.
+	watchBufferBytes = 64 << 10
+	// watchIdleBuf is the write buffer a watch keeps between flushes; one
+	// that grew past flushSize is dropped after the flush.
+	watchIdleBuf = 2 << 10
 )
 
 // watchMetrics are the watch metrics in the server's set.
@@ -214,14 +219,13 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 					s.log.Error("panic streaming watch", zap.String("key", prefix), zap.Any("panic", v), zap.Stack("stack"))
 				}
 			}()
-			buf := getBuf()
-			sw := &watchWriter{rc: rc, w: w, buf: (*buf)[:0], m: m}
+			// A watch is long-lived and mostly idle: it keeps a small buffer
+			// of its own rather than a pooled flushSize one.
+			sw := &watchWriter{rc: rc, w: w, buf: make([]byte, 0, watchIdleBuf), m: m}
 			err := run(sw)
 			if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				err = sw.flush()
 			}
-			*buf = sw.buf[:0]
-			putBuf(buf)
 			if err != nil {
 				s.log.Debug("watch ended", zap.String("key", prefix), zap.Error(err))
 			}
@@ -315,6 +319,9 @@ func (sw *watchWriter) flush() error {
 	_ = sw.rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
 	_, err := sw.w.Write(sw.buf)
 	sw.buf = sw.buf[:0]
+	if cap(sw.buf) > flushSize+flushSize/4 {
+		sw.buf = make([]byte, 0, watchIdleBuf)
+	}
 	if err == nil {
 		err = sw.w.Flush()
 	}
