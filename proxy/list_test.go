@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -255,5 +256,67 @@ func TestResourceVersionSemantics(t *testing.T) {
 	}
 	if _, err := cms.Get(ctx, "cm-late", metav1.GetOptions{ResourceVersion: strconv.FormatInt(rev2, 10)}); err != nil {
 		t.Fatalf("Get rv=N: %v", err)
+	}
+}
+
+// TestRelistAtOldRevision: a reflector's relist after a broken watch is
+// LIST resourceVersion=N&limit=500 (legacy Exact) followed by continue
+// pages; it must return etcd's state at N exactly, not the current one.
+func TestRelistAtOldRevision(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	rev := seedConfigMaps(t, e, "ns", 1200, 10)
+	// Changes after rev: updates, deletes, creates.
+	for i := 0; i < 1200; i += 7 {
+		name := fmt.Sprintf("cm-%05d", i)
+		switch i % 3 {
+		case 0:
+			e.put(t, "configmaps", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string]string{"payload": "changed"}})
+		case 1:
+			if _, err := e.cli.Delete(ctx, "/registry/configmaps/ns/"+name); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			e.put(t, "configmaps", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name + "-new"}})
+		}
+	}
+	want := map[string]string{}
+	resp, err := e.cli.Get(ctx, "/registry/configmaps/ns/", clientv3.WithPrefix(), clientv3.WithRev(rev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		want[strings.TrimPrefix(string(kv.Key), "/registry/configmaps/ns/")] = strconv.FormatInt(kv.ModRevision, 10)
+	}
+	for name, cs := range map[string]kubernetes.Interface{"json": e.cs, "protobuf": e.pcs} {
+		got := map[string]string{}
+		opts := metav1.ListOptions{ResourceVersion: strconv.FormatInt(rev, 10), Limit: 500}
+		for {
+			l, err := cs.CoreV1().ConfigMaps("").List(ctx, opts)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if l.ResourceVersion != strconv.FormatInt(rev, 10) {
+				t.Fatalf("%s: list RV %s, want %d", name, l.ResourceVersion, rev)
+			}
+			for _, cm := range l.Items {
+				if cm.Data["payload"] == "changed" {
+					t.Fatalf("%s: %s has a value written after %d", name, cm.Name, rev)
+				}
+				got[cm.Name] = cm.ResourceVersion
+			}
+			if l.Continue == "" {
+				break
+			}
+			opts = metav1.ListOptions{Limit: 500, Continue: l.Continue}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: relist at %d = %d objects, want %d", name, rev, len(got), len(want))
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Fatalf("%s: %s RV %q, want %q", name, k, got[k], v)
+			}
+		}
 	}
 }
