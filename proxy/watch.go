@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -205,6 +206,11 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 		rc.SetContentType(ct)
 		// Headers go out now, as kube-apiserver's: a watch may stay quiet.
 		rc.Response.ImmediateHeaderFlush = true
+		// The stream writer sets write deadlines on the connection itself
+		// (rc may be recycled by fasthttp while the writer still runs, when
+		// the client went away), so the connection serves this watch only.
+		rc.SetConnectionClose()
+		conn := rc.Conn()
 		rc.SetBodyStreamWriter(func(w *bufio.Writer) {
 			m := s.watchMetrics()
 			m.open.Inc()
@@ -221,7 +227,7 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 			}()
 			// A watch is long-lived and mostly idle: it keeps a small buffer
 			// of its own rather than a pooled flushSize one.
-			sw := &watchWriter{rc: rc, w: w, buf: make([]byte, 0, watchIdleBuf), m: m}
+			sw := &watchWriter{conn: conn, w: w, buf: make([]byte, 0, watchIdleBuf), m: m}
 			err := run(sw)
 			if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				err = sw.flush()
@@ -305,10 +311,10 @@ func (f *filter) matchesAttrs(a cache.Attrs) bool {
 
 // watchWriter is the write side of a watch stream.
 type watchWriter struct {
-	rc  *fasthttp.RequestCtx
-	w   *bufio.Writer
-	buf []byte
-	m   watchMetrics
+	conn net.Conn // for write deadlines; never rc, which may be recycled
+	w    *bufio.Writer
+	buf  []byte
+	m    watchMetrics
 }
 
 // flush writes buf to the client under a write deadline.
@@ -316,7 +322,7 @@ func (sw *watchWriter) flush() error {
 	if len(sw.buf) == 0 {
 		return nil
 	}
-	_ = sw.rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+	_ = sw.conn.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
 	_, err := sw.w.Write(sw.buf)
 	sw.buf = sw.buf[:0]
 	if cap(sw.buf) > flushSize+flushSize/4 {
