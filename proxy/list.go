@@ -10,9 +10,22 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.uber.org/zap"
 
+	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/store"
 )
+
+// pager is a range read page by page at one revision: a store.Pager (etcd)
+// or a cachePager (a watch cache snapshot).
+type pager interface {
+	Next(ctx context.Context) ([]*mvccpb.KeyValue, error)
+	More() bool
+	RemainingAfter(i int) int64
+	Rev() int64
+	AvgSize() int
+	SetPrefetch(ctx context.Context, on bool)
+	Close()
+}
 
 // LIST, streamed.
 //
@@ -46,6 +59,19 @@ type lister struct {
 	meta   codec.Meta
 	now    time.Time
 	uri    string // for logs from the stream writer
+	// snap, when set, is the watch cache snapshot the list is served
+	// from instead of etcd; attrs: the filter can be evaluated on its
+	// items' cache.Attrs.
+	snap  *cache.Snapshot
+	attrs bool
+}
+
+// newPager returns a pager over opts's range from the snapshot or etcd.
+func (l *lister) newPager(opts store.ListOptions) pager {
+	if l.snap != nil {
+		return newCachePager(l.snap, opts.Prefix, opts.Start, opts.End)
+	}
+	return l.s.store.NewPager(opts)
 }
 
 // walkState accumulates a walk over the range.
@@ -59,13 +85,17 @@ type walkState struct {
 }
 
 // item unwraps kv and evaluates the filter.
-func (l *lister) item(kv *mvccpb.KeyValue) (codec.Object, bool, error) {
+// kv is the i-th item of pg's last page.
+func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue) (codec.Object, bool, error) {
 	obj, err := l.s.unwrap(l.st.r, kv)
 	if err != nil {
 		return obj, false, err
 	}
 	if l.f.empty() {
 		return obj, true, nil
+	}
+	if cp, ok := pg.(*cachePager); ok && l.attrs && i < len(cp.attrs) && cp.attrs[i].Valid() {
+		return obj, l.f.matchesAttrs(cp.attrs[i]), nil
 	}
 	l.meta.Reset()
 	if err := l.s.schema.PeekMeta(obj, &l.meta); err != nil {
@@ -82,11 +112,11 @@ func (l *lister) item(kv *mvccpb.KeyValue) (codec.Object, bool, error) {
 
 // walk visits the matching items of page and, unless onePage, of the
 // following pages of pg, until limit matches or the end of the range.
-func (l *lister) walk(ctx context.Context, pg *store.Pager, page []*mvccpb.KeyValue, ws *walkState, onePage bool,
+func (l *lister) walk(ctx context.Context, pg pager, page []*mvccpb.KeyValue, ws *walkState, onePage bool,
 	emit func(obj codec.Object, kv *mvccpb.KeyValue) error) error {
 	for {
 		for i, kv := range page {
-			obj, ok, err := l.item(kv)
+			obj, ok, err := l.item(pg, i, kv)
 			if err != nil {
 				return err
 			}
@@ -160,7 +190,20 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 			return
 		}
 		l.serial = q.ResourceVersion == "0"
-	} else {
+	}
+	// The watch cache first; etcd when it cannot answer.
+	if cr := s.cacheResource(r); cr != nil {
+		snap, outcome, se := s.cacheSnapshot(ctx, cr, cacheReadOptions(q, l.rev, true))
+		switch outcome {
+		case cacheFail:
+			st.fail(rc, ef, se)
+			return
+		case cacheServe:
+			l.snap = snap
+			l.attrs = l.f.attrsCover(r)
+		}
+	}
+	if q.Continue == "" && l.snap == nil {
 		rv, _ := parseRV(q.ResourceVersion) // validated
 		switch {
 		case q.ResourceVersion == "":
@@ -195,7 +238,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	if h, ok := s.sizeHints.Load(hintKey); ok {
 		opts.SizeHint = h.(int)
 	}
-	pg := s.store.NewPager(opts)
+	pg := l.newPager(opts)
 	page, err := pg.Next(ctx)
 	if avg := pg.AvgSize(); avg > 0 && avg != opts.SizeHint {
 		s.sizeHints.Store(hintKey, avg)
@@ -252,7 +295,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		// Plan pass: sizes, last key and remaining count over the rest of
 		// the range, one page at a time; then stream from the start again.
 		page = nil
-		if l.f.empty() && !l.needSizes() {
+		if l.f.empty() && !l.needSizes() && l.snap == nil {
 			pg.Close()
 			// Only the limit-th key is needed: read keys only.
 			var n int64
@@ -280,7 +323,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		if ws.hasMore {
 			opts.End = string(ws.lastKey)
 		}
-		pg = s.store.NewPager(opts)
+		pg = l.newPager(opts)
 	}
 	planned := ws // the metadata known before the first byte
 	lm := codec.ListMeta{ResourceVersion: l.rev}
@@ -397,7 +440,7 @@ func (s *Server) logListError(uri string, err error) {
 // pages of pg, tail. page is the already-read first page (nil: read from
 // pg). planned holds the metadata known before the first byte (for YAML it
 // is completed by this walk).
-func (l *lister) write(ctx context.Context, sw *streamWriter, pg *store.Pager, page []*mvccpb.KeyValue,
+func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*mvccpb.KeyValue,
 	lm codec.ListMeta, planned walkState, inline bool) error {
 	defer pg.Close()
 	if !inline {

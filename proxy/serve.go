@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.uber.org/zap"
 
+	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
@@ -173,6 +174,11 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 			avg = int64(h.(int))
 		}
 		items := 1
+		if cr := s.cacheResource(st.r); cr != nil && cr.Ready() {
+			// A cache read holds no copy of the values: only the
+			// write buffers count (a fallback to etcd is rare).
+			avg = 0
+		}
 		if st.p.Name == "" {
 			cfg := s.store.Config()
 			items = int(max(min(int64(cfg.PageSize), int64(cfg.PageBytes)/max(avg, 1)), 1))
@@ -300,14 +306,32 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 	r, q := st.r, st.q
 	key := s.listPrefix(r, st.p.Namespace) + st.p.Name
 	var (
-		kv    store.KV
-		found bool
-		err   error
+		kv     store.KV
+		found  bool
+		err    error
+		cached bool
 	)
-	switch q.ResourceVersion {
-	case "":
+	// The watch cache first; etcd when it cannot answer.
+	if cr := s.cacheResource(r); cr != nil {
+		o := cacheReadOptions(q, 0, false)
+		snap, outcome, se := s.cacheSnapshot(ctx, cr, o)
+		switch outcome {
+		case cacheFail:
+			st.fail(rc, ef, se)
+			return
+		case cacheServe:
+			cached = true
+			var it cache.Item
+			if it, found = snap.Get(key); found {
+				kv = store.KV{Key: s2b(it.Key), Value: it.Value, ModRevision: it.Rev}
+			}
+		}
+	}
+	switch {
+	case cached:
+	case q.ResourceVersion == "":
 		kv, _, found, err = s.store.Get(ctx, key, 0)
-	case "0":
+	case q.ResourceVersion == "0":
 		kv, _, found, err = s.store.GetSerializable(ctx, key, 0)
 	default:
 		rv, _ := parseRV(q.ResourceVersion) // validated

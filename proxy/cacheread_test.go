@@ -1,0 +1,233 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/lazyapi/lazyapi/cache"
+	"github.com/lazyapi/lazyapi/proxy"
+)
+
+// cacheTwins is one etcd served by two proxies: cached (Config.Cache set,
+// ConfigMaps cached and ready) and etcd (no cache).
+type cacheTwins struct {
+	cached, etcd *env
+	cr           *cache.Resource
+}
+
+// history is the cache's DefaultHistory (0: the default).
+func startCacheTwins(t testing.TB, history int) *cacheTwins {
+	t.Helper()
+	var c *cache.Cache
+	e := startEnv(t, func(cfg *proxy.Config) {
+		var err error
+		c, err = cache.New(cache.Config{Client: cfg.Client, MemoryBytes: 1 << 30, Metrics: cfg.Metrics, DefaultHistory: history,
+			ProgressInterval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cfg.Cache = c
+	})
+	// A second proxy on the same etcd, without a cache.
+	srv, err := proxy.New(proxy.Config{Client: e.cli, Prefix: "/registry", PageSize: 50,
+		RequestTimeout: 20 * time.Second, Resources: e.table, Metrics: metrics.NewSet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-served
+	})
+	tw := &cacheTwins{cached: e, etcd: &env{url: "http://" + ln.Addr().String(), cli: e.cli, srv: srv}}
+	// The proxy's first request creates the cache of ConfigMaps.
+	e.raw(t, "GET", "/api/v1/configmaps?limit=1", "")
+	tw.cr = c.Resource(cache.Spec{Name: "configmaps", Prefix: "/registry/configmaps/", Namespaced: true})
+	return tw
+}
+
+// waitCached waits until the cache is ready and holds revision rev.
+func (tw *cacheTwins) waitCached(t testing.TB, rev int64) {
+	t.Helper()
+	waitFor(t, "configmaps cached", func() error {
+		if !tw.cr.Ready() {
+			st, why := tw.cr.Status()
+			return fmt.Errorf("cache state %s: %s", st, why)
+		}
+		if got := tw.cr.Revision(); got < rev {
+			return fmt.Errorf("cache at revision %d, want %d", got, rev)
+		}
+		return nil
+	})
+}
+
+func (tw *cacheTwins) hits(t testing.TB) float64 {
+	t.Helper()
+	v, err := metricValue(tw.cached.ms, `lazyapi_cache_requests_total{resource="configmaps",result="hit"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestCacheReadIdentical: the same LIST and GET served from the watch cache
+// and from etcd (a proxy without a cache, same etcd, same revision) are
+// byte-identical in every format, paged (following the continue tokens of
+// either source against both) and unpaged, with and without selectors.
+func TestCacheReadIdentical(t *testing.T) {
+	tw := startCacheTwins(t, 0)
+	e := tw.cached
+	seedConfigMaps(t, e, "ns", 300, 100)
+	seedConfigMaps(t, e, "other", 20, 10)
+	if _, err := e.cli.Delete(context.Background(), "/registry/configmaps/ns/cm-00007"); err != nil {
+		t.Fatal(err)
+	}
+	rev := e.put(t, "configmaps", cm("zz", "web", "v"))
+	tw.waitCached(t, rev)
+	h0 := tw.hits(t)
+
+	accepts := []string{"application/json", "application/vnd.kubernetes.protobuf", "application/yaml",
+		kubectlTableAccept, "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"}
+	paths := []string{"/api/v1/namespaces/ns/configmaps", "/api/v1/configmaps"}
+	rvs := []string{"", "resourceVersion=0", fmt.Sprintf("resourceVersion=%d&resourceVersionMatch=Exact", rev),
+		fmt.Sprintf("resourceVersion=%d&resourceVersionMatch=NotOlderThan", rev), fmt.Sprintf("resourceVersion=%d", rev)}
+	sels := []string{"", "labelSelector=parity%3Dodd", "fieldSelector=metadata.name%3Dcm-00005",
+		"fieldSelector=metadata.name!%3Dcm-00005,metadata.namespace%3Dns", "labelSelector=app%3Dweb"}
+	limits := []string{"", "limit=70", "limit=1000"}
+	get := func(e *env, path, accept string) []byte {
+		t.Helper()
+		code, _, body := e.raw(t, "GET", path, accept)
+		if code != 200 {
+			t.Fatalf("GET %s %s: %d %s", e.url, path, code, body)
+		}
+		return body
+	}
+	compare := func(path, accept string) []byte {
+		t.Helper()
+		a, b := get(tw.cached, path, accept), get(tw.etcd, path, accept)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("GET %s (%s): cache and etcd differ:\ncache %d bytes: %.600q\netcd  %d bytes: %.600q", path, accept, len(a), a, len(b), b)
+		}
+		return a
+	}
+	n := 0
+	for _, p := range paths {
+		for _, rv := range rvs {
+			for _, sel := range sels {
+				for _, lim := range limits {
+					for _, acc := range accepts {
+						q := url.Values{}
+						for _, part := range []string{rv, sel, lim} {
+							if part == "" {
+								continue
+							}
+							v, _ := url.ParseQuery(part)
+							for k, vs := range v {
+								q[k] = vs
+							}
+						}
+						path := p + "?" + q.Encode()
+						body := compare(path, acc)
+						n++
+						if lim != "limit=70" || acc != "application/json" {
+							continue
+						}
+						// Follow the continue tokens; tokens come from
+						// the cache on even pages, from etcd on odd ones.
+						for page := 0; ; page++ {
+							var l struct {
+								Metadata struct{ Continue string } `json:"metadata"`
+							}
+							if err := json.Unmarshal(body, &l); err != nil {
+								t.Fatal(err)
+							}
+							if l.Metadata.Continue == "" {
+								break
+							}
+							cq := url.Values{"limit": {"70"}, "continue": {l.Metadata.Continue}}
+							if v, _ := url.ParseQuery(sel); len(v) > 0 {
+								for k, vs := range v {
+									cq[k] = vs
+								}
+							}
+							cpath := p + "?" + cq.Encode()
+							for _, acc := range accepts[1:] {
+								compare(cpath, acc)
+							}
+							src := tw.cached
+							if page%2 == 1 {
+								src = tw.etcd
+							}
+							body = get(src, cpath, "application/json")
+							if other := get(map[*env]*env{tw.cached: tw.etcd, tw.etcd: tw.cached}[src], cpath, "application/json"); !bytes.Equal(body, other) {
+								t.Fatalf("continue page %d of %s differs", page, path)
+							}
+							n++
+						}
+					}
+				}
+			}
+		}
+	}
+	// GET of one object.
+	for _, rv := range []string{"", "?resourceVersion=0", fmt.Sprintf("?resourceVersion=%d", rev)} {
+		for _, acc := range accepts[:4] {
+			compare("/api/v1/namespaces/ns/configmaps/cm-00003"+rv, acc)
+			n++
+		}
+		code, _, _ := tw.cached.raw(t, "GET", "/api/v1/namespaces/ns/configmaps/cm-00007"+rv, "")
+		if code != 404 {
+			t.Errorf("GET of a deleted object%s from the cache: %d, want 404", rv, code)
+		}
+	}
+	t.Logf("%d requests compared, %v cache hits", n, tw.hits(t)-h0)
+	if got := tw.hits(t) - h0; got < float64(n) {
+		t.Errorf("cache hits %v over %d requests: some were not served from the cache", got, n)
+	}
+}
+
+// TestCacheReadFallback: a continue token at a revision the cache cannot
+// reconstruct is served from etcd; a NotOlderThan of a future revision is
+// 504 ResourceVersionTooLarge.
+func TestCacheReadFallback(t *testing.T) {
+	tw := startCacheTwins(t, 10) // the history holds 10 events
+	e := tw.cached
+	first := seedConfigMaps(t, e, "ns", 120, 10)
+	tw.waitCached(t, first)
+	// Exact at a revision before the cache's history: etcd answers, same
+	// as the uncached proxy.
+	old := first - 1
+	f0, err := metricValue(e.ms, `lazyapi_cache_requests_total{resource="configmaps",result="fallback"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := fmt.Sprintf("/api/v1/namespaces/ns/configmaps?resourceVersion=%d&resourceVersionMatch=Exact&limit=10", old)
+	c1, _, b1 := tw.cached.raw(t, "GET", path, "application/json")
+	c2, _, b2 := tw.etcd.raw(t, "GET", path, "application/json")
+	if c1 != 200 || c1 != c2 || !bytes.Equal(b1, b2) {
+		t.Fatalf("Exact at %d: cache proxy %d %.300s, etcd proxy %d %.300s", old, c1, b1, c2, b2)
+	}
+	if f1, _ := metricValue(e.ms, `lazyapi_cache_requests_total{resource="configmaps",result="fallback"}`); f1 != f0+1 {
+		t.Errorf("cache fallbacks %v -> %v, want one more", f0, f1)
+	}
+	code, _, body := tw.cached.raw(t, "GET", fmt.Sprintf("/api/v1/namespaces/ns/configmaps?resourceVersion=%d&resourceVersionMatch=NotOlderThan", first+1000), "application/json")
+	if code != 504 || !bytes.Contains(body, []byte("ResourceVersionTooLarge")) {
+		t.Fatalf("NotOlderThan future: %d %s", code, body)
+	}
+}
