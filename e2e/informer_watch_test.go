@@ -247,7 +247,7 @@ func TestInformersMatchEtcd(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%s after %s: store differs from etcd: %s", ti.name, stage, diffStates(want, got))
+					t.Fatalf("%s after %s: store differs from etcd: %s\nlazyapi stderr:\n%s", ti.name, stage, diffStates(want, got), p.stderr)
 				}
 				time.Sleep(100 * time.Millisecond) // polling the informer's store to a deadline
 			}
