@@ -24,7 +24,8 @@ type cacheTwins struct {
 }
 
 // history is the cache's DefaultHistory (0: the default).
-func startCacheTwins(t testing.TB, history int) *cacheTwins {
+// opts apply to both proxies.
+func startCacheTwins(t testing.TB, history int, opts ...envOption) *cacheTwins {
 	t.Helper()
 	var c *cache.Cache
 	e := startEnv(t, func(cfg *proxy.Config) {
@@ -36,10 +37,18 @@ func startCacheTwins(t testing.TB, history int) *cacheTwins {
 		}
 		t.Cleanup(func() { c.Close() })
 		cfg.Cache = c
+	}, func(cfg *proxy.Config) {
+		for _, o := range opts {
+			o(cfg)
+		}
 	})
 	// A second proxy on the same etcd, without a cache.
-	srv, err := proxy.New(proxy.Config{Client: e.cli, Prefix: "/registry", PageSize: 50,
-		RequestTimeout: 20 * time.Second, Resources: e.table, Metrics: metrics.NewSet()})
+	cfg := proxy.Config{Client: e.cli, Prefix: "/registry", PageSize: 50,
+		RequestTimeout: 20 * time.Second, Resources: e.table, Metrics: metrics.NewSet()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := proxy.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
