@@ -225,6 +225,7 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 					s.log.Error("panic streaming watch", zap.String("key", prefix), zap.Any("panic", v), zap.Stack("stack"))
 				}
 			}()
+			go watchHangup(conn, cancel)
 			// A watch is long-lived and mostly idle: it keeps a small buffer
 			// of its own rather than a pooled flushSize one.
 			sw := &watchWriter{conn: conn, w: w, buf: make([]byte, 0, watchIdleBuf), m: m}
@@ -292,6 +293,33 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 		return
 	}
 	start(func(sw *watchWriter) error { return ew.run(ctx, sw) })
+}
+
+// watchHangup cancels a watch when its client closes the connection.
+// fasthttp does not tell a stream writer that the client left, and a quiet
+// watch writes nothing that could fail, so the watch reads the connection
+// itself: the response has Connection: close and the client sends nothing
+// more, so a read returns only when the connection closes (or fasthttp's
+// request read deadline passes: then it reads on without one).
+func watchHangup(conn net.Conn, cancel context.CancelFunc) {
+	if conn == nil {
+		return
+	}
+	var b [64]byte
+	for {
+		_, err := conn.Read(b[:])
+		if err == nil {
+			continue // unexpected bytes: ignored
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			if conn.SetReadDeadline(time.Time{}) == nil {
+				continue
+			}
+		}
+		cancel()
+		return
+	}
 }
 
 // matchesAttrs evaluates the filter on a cached object's attributes.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/proxy"
+	"github.com/lazyapi/lazyapi/ratelimit"
 )
 
 // watchEnv is startEnv with the watch cache (cached=true, waiting until
@@ -340,5 +341,58 @@ func TestWatchBadRequests(t *testing.T) {
 		if code != 400 || !strings.Contains(string(body), `"reason":"BadRequest"`) {
 			t.Errorf("GET ?%s = %d %s, want 400 BadRequest", q, code, body)
 		}
+	}
+}
+
+// TestWatchAdmission: with one watch slot and no queue, a second watch gets
+// 429 while the first is open; the slot is released when the watch ends,
+// and server shutdown ends an open watch promptly.
+func TestWatchAdmission(t *testing.T) {
+	cfg := ratelimit.DefaultConfig()
+	cfg.MaxWatchesInflight = 1
+	cfg.MaxQueued = 0
+	cfg.MaxInflightBytes = 1 << 30
+	lim, err := ratelimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
+	ctx := context.Background()
+	w, err := e2.cs.CoreV1().ConfigMaps("ns").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (raw HTTP: client-go retries 429s for ~10 s)
+	if code, hdr, body := e2.raw(t, "GET", "/api/v1/namespaces/ns/configmaps?watch=true", ""); code != 429 || hdr.Get("Retry-After") == "" {
+		t.Fatalf("second watch = %d %s, want 429 TooManyRequests with Retry-After", code, body)
+	}
+	w.Stop()
+	waitFor(t, "watch slot released", func() error {
+		w, err := e2.cs.CoreV1().ConfigMaps("ns").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		return nil
+	})
+	// Shutdown ends an open watch promptly.
+	w, err = e2.cs.CoreV1().ConfigMaps("ns").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := e2.srv.Shutdown(sctx); err != nil {
+		t.Fatalf("Shutdown with an open watch = %v after %s", err, time.Since(start))
+	}
+	select {
+	case _, ok := <-w.ResultChan():
+		if ok {
+			t.Fatal("event after shutdown, want the stream to end")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch still open 10s after Shutdown")
 	}
 }
