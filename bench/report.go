@@ -205,8 +205,20 @@ func (r *Report) WriteTerminal(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, res := range r.Results {
+		if res.Probe != nil {
+			fmt.Fprintf(w, "%s\n", res.probeLine())
+		}
+	}
 	fmt.Fprintln(w, "latency columns: per request; for watch the write-to-receipt delivery latency; for informers the time to sync")
 	return nil
+}
+
+// probeLine describes a listflood's GET probe.
+func (r Result) probeLine() string {
+	p := r.Probe
+	return fmt.Sprintf("%s %s GET probe (1 client, %d/s, own connection and remote IP): %d GETs, p50 %s ms, p99 %s ms, max %s ms, 429 %d, errors %d, codes %s",
+		r.Target, scenarioLabel(r.Scenario), probeRate, p.Requests, f2(p.Latency.P50), f2(p.Latency.P99), f2(p.Latency.Max), p.Throttled, p.Errors, codes(p.StatusCodes))
 }
 
 // WriteMarkdown writes the report as Markdown tables.
@@ -222,6 +234,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\n")
 	r.writeMarkdownTable(w)
+	for _, res := range r.Results {
+		if res.Probe != nil {
+			fmt.Fprintf(w, "\n- %s", res.probeLine())
+		}
+	}
 	fmt.Fprintf(w, "\nLatency columns are per request; for watch they are write-to-receipt delivery latency, for informers time to sync.\n")
 	fmt.Fprintf(w, "Complete: a LIST counts only when every page returned 200, parsed, and the item count matched etcd's count.\n")
 	var targets []string

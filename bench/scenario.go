@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -137,6 +138,9 @@ type Result struct {
 
 	Watch     *WatchResult    `json:"watch,omitempty"`
 	Informers *InformerResult `json:"informers,omitempty"`
+	// Probe is the listflood GET probe: one more client, on its own
+	// connection, GETting single objects while the lists run.
+	Probe *ProbeResult `json:"probe,omitempty"`
 
 	Memory      []MemSample `json:"memory,omitempty"`
 	IdleRSS     int64       `json:"idle_rss_bytes"`
@@ -159,6 +163,20 @@ type WatchResult struct {
 	// the request, before any write.
 	Opened int `json:"opened_before_writes"`
 }
+
+// ProbeResult measures the GET probe that runs beside a listflood: is a
+// small request still served while the big ones saturate the server?
+type ProbeResult struct {
+	Requests    int64            `json:"requests"`
+	Errors      int64            `json:"errors"` // transport errors and non-2xx other than 429
+	Throttled   int64            `json:"throttled"`
+	StatusCodes map[string]int64 `json:"status_codes"`
+	Latency     Percentiles      `json:"latency"`
+	FirstError  string           `json:"first_error,omitempty"`
+}
+
+// probeRate is the listflood GET probe's request rate (one at a time).
+const probeRate = 20
 
 // InformerResult measures informer start-up.
 type InformerResult struct {
@@ -390,8 +408,10 @@ func RunScenario(ctx context.Context, env Env, t Target, s Scenario) (Result, er
 
 	var runErr error
 	switch s.Name {
-	case ScenarioList, ScenarioListFlood:
+	case ScenarioList:
 		runErr = runLists(lctx, cl, &s, res.ExpectedItems)
+	case ScenarioListFlood:
+		res.Probe, runErr = runListFlood(lctx, env, t, cl, &s, res.ExpectedItems)
 	case ScenarioGet:
 		runErr = runGets(lctx, env, cl, &s)
 	case ScenarioMixed:
@@ -525,6 +545,50 @@ func runLists(ctx context.Context, cl *client, s *Scenario, expected int64) erro
 		bufs[w] = cl.listOnce(ctx, s, path, expected, bufs[w])
 	})
 	return nil
+}
+
+// runListFlood runs the lists and, when etcd is known, a GET probe beside
+// them: one client on its own connection (from 127.0.0.2 when the target is
+// 127.0.0.1) GETting random objects at probeRate, with its own latency
+// histogram.
+func runListFlood(ctx context.Context, env Env, t Target, cl *client, s *Scenario, expected int64) (*ProbeResult, error) {
+	if env.Etcd == nil {
+		return nil, runLists(ctx, cl, s, expected)
+	}
+	names, err := objectNames(ctx, env, s.Kind, s.Namespace, 100000)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := t.httpClient(1)
+	if err != nil {
+		return nil, err
+	}
+	defer hc.CloseIdleConnections()
+	if u, err := url.Parse(t.URL); err == nil && u.Hostname() == "127.0.0.1" {
+		// Another remote IP than the listers': servers that key fairness
+		// by client address see the probe as another client, as a
+		// controller on another host would be.
+		hc.Transport.(*http.Transport).DialContext = (&net.Dialer{Timeout: 5 * time.Second,
+			LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext
+	}
+	pc := &client{t: t, http: hc, accept: cl.accept, c: newCollector()}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		workers(ctx, 1, rate.NewLimiter(probeRate, 1), func(ctx context.Context, _ int, r *rand.Rand) {
+			n := names[r.IntN(len(names))]
+			_, _, _ = pc.get(ctx, s.Kind.Path(n[0])+"/"+n[1], nil)
+		})
+	})
+	err = runLists(ctx, cl, s, expected)
+	wg.Wait()
+	return &ProbeResult{
+		Requests:    pc.c.requests.Load(),
+		Errors:      pc.c.errs.Load(),
+		Throttled:   pc.c.throttled.Load(),
+		StatusCodes: pc.c.codes,
+		Latency:     pc.c.lat.Summary(),
+		FirstError:  pc.c.firstErr,
+	}, err
 }
 
 // objectNames returns namespace/name of the kind's objects in etcd (in ns

@@ -1,0 +1,245 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/proxy"
+	"github.com/lazyapi/lazyapi/ratelimit"
+)
+
+// TestListFloodAdmission is issue 6 at small scale: 300 ConfigMaps of
+// 100 KiB (~30 MiB stored), a proxy whose limiter has an 8 MiB byte budget,
+// a queue of 4 and a 5 s queue wait, 16 clients each listing everything
+// listFloodAttempts times at once, and one more client (its own remote IP,
+// so its own fairness queue) GETting single objects until the listers stop.
+// Every LIST must be a complete, parseable list of all 300 items or a 429
+// TooManyRequests Status with Retry-After; nothing else (no 5xx, no cut
+// body). At least one of each must happen, and every GET must be answered
+// 200: a small request is not starved by the flood. Counts and codes only,
+// no timing assertions.
+func TestListFloodAdmission(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and lists ~30 MiB repeatedly")
+	}
+	const (
+		items             = 300
+		itemBytes         = 100 << 10
+		listers           = 16
+		listFloodAttempts = 4
+	)
+	cfg := ratelimit.DefaultConfig()
+	cfg.MaxInflightBytes = 8 << 20
+	cfg.MaxQueued = 4
+	cfg.MaxQueueWait = 5 * time.Second
+	lim, err := ratelimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
+	// etcd takes requests up to 2 MiB: 10 puts of 100 KiB per transaction.
+	payload := strings.Repeat("x", itemBytes)
+	for i := 0; i < items; i += 10 {
+		var ops []clientv3.Op
+		for j := i; j < min(i+10, items); j++ {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "flood", Name: fmt.Sprintf("cm-%05d", j)},
+				Data: map[string]string{"payload": payload}}
+			val, err := storagefmt.Protobuf(cm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops = append(ops, clientv3.OpPut(storagefmt.Key("/registry", "configmaps", "flood", cm.Name), string(val)))
+		}
+		if _, err := e.cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
+			t.Fatalf("cannot seed: %v", err)
+		}
+	}
+	const listPath = "/api/v1/namespaces/flood/configmaps"
+
+	type outcome struct {
+		code       int
+		retryAfter string
+		items      int
+		err        error
+	}
+	// Each lister has its own connection (a Transport per client), as 16
+	// separate processes would; all share 127.0.0.1, one fairness key.
+	listOnce := func(hc *http.Client) outcome {
+		req, err := http.NewRequest(http.MethodGet, e.url+listPath, nil)
+		if err != nil {
+			return outcome{err: err}
+		}
+		req.Header.Set("Accept", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return outcome{err: fmt.Errorf("cannot list: %w", err)}
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		o := outcome{code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+		if err != nil {
+			o.err = fmt.Errorf("cannot read the %d body: %w", resp.StatusCode, err)
+			return o
+		}
+		switch resp.StatusCode {
+		case http.StatusOK:
+			var list struct {
+				Kind  string `json:"kind"`
+				Items []struct {
+					Metadata struct {
+						Name string `json:"name"`
+					} `json:"metadata"`
+				} `json:"items"`
+			}
+			if err := json.Unmarshal(body, &list); err != nil {
+				o.err = fmt.Errorf("cannot parse a 200 list (%d bytes): %w", len(body), err)
+				return o
+			}
+			if list.Kind != "ConfigMapList" {
+				o.err = fmt.Errorf("200 list kind = %q", list.Kind)
+			}
+			o.items = len(list.Items)
+			for i, it := range list.Items {
+				if want := fmt.Sprintf("cm-%05d", i); it.Metadata.Name != want {
+					o.err = fmt.Errorf("item %d = %q, want %q", i, it.Metadata.Name, want)
+					break
+				}
+			}
+		case http.StatusTooManyRequests:
+			var st struct {
+				Kind   string `json:"kind"`
+				Status string `json:"status"`
+				Reason string `json:"reason"`
+				Code   int    `json:"code"`
+			}
+			if err := json.Unmarshal(body, &st); err != nil {
+				o.err = fmt.Errorf("cannot parse the 429 Status %q: %w", body, err)
+			} else if st.Kind != "Status" || st.Status != "Failure" || st.Reason != "TooManyRequests" || st.Code != 429 {
+				o.err = fmt.Errorf("429 body = %+v, want a Failure Status TooManyRequests 429", st)
+			}
+		}
+		return o
+	}
+
+	// The GET client dials from 127.0.0.2: another remote IP, so another
+	// fairness key than the listers'.
+	getClient := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)},
+	}).DialContext}}
+	defer getClient.CloseIdleConnections()
+	done := make(chan struct{})
+	var gets, getsOK int
+	var getErrs []string
+	getDone := make(chan struct{})
+	go func() {
+		defer close(getDone)
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			path := fmt.Sprintf("%s/cm-%05d", listPath, i%items)
+			resp, err := getClient.Get(e.url + path)
+			gets++
+			if err != nil {
+				getErrs = append(getErrs, err.Error())
+				continue
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch {
+			case err != nil:
+				getErrs = append(getErrs, fmt.Sprintf("GET %s: cannot read body: %v", path, err))
+			case resp.StatusCode != http.StatusOK:
+				getErrs = append(getErrs, fmt.Sprintf("GET %s = %d (Retry-After %q): %.200s", path, resp.StatusCode, resp.Header.Get("Retry-After"), body))
+			default:
+				getsOK++
+			}
+		}
+	}()
+
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var complete, throttled int
+	var bad []string
+	var wg sync.WaitGroup
+	for range listers {
+		wg.Go(func() {
+			hc := &http.Client{Transport: &http.Transport{}}
+			defer hc.CloseIdleConnections()
+			for range listFloodAttempts {
+				o := listOnce(hc)
+				mu.Lock()
+				codes[o.code]++
+				switch {
+				case o.err != nil:
+					bad = append(bad, o.err.Error())
+				case o.code == http.StatusOK && o.items == items:
+					complete++
+				case o.code == http.StatusOK:
+					bad = append(bad, fmt.Sprintf("200 list with %d items, want %d", o.items, items))
+				case o.code == http.StatusTooManyRequests:
+					if secs, err := strconv.Atoi(o.retryAfter); err != nil || secs < 1 {
+						bad = append(bad, fmt.Sprintf("429 with Retry-After %q, want whole seconds >= 1", o.retryAfter))
+					} else {
+						throttled++
+					}
+				default:
+					bad = append(bad, fmt.Sprintf("LIST answered %d, want 200 or 429", o.code))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	<-getDone
+
+	st := lim.Stats()
+	t.Logf("lists: %d complete, %d throttled, codes %v; gets: %d ok of %d; limiter after: %+v", complete, throttled, codes, getsOK, gets, st)
+	for i, b := range bad {
+		if i == 10 {
+			t.Errorf("... %d more", len(bad)-10)
+			break
+		}
+		t.Errorf("bad LIST outcome: %s", b)
+	}
+	if complete == 0 {
+		t.Errorf("no complete list in %d attempts", listers*listFloodAttempts)
+	}
+	if throttled == 0 {
+		t.Errorf("no 429 in %d attempts with an 8 MiB budget and a queue of 4", listers*listFloodAttempts)
+	}
+	for i, g := range getErrs {
+		if i == 10 {
+			t.Errorf("... %d more", len(getErrs)-10)
+			break
+		}
+		t.Errorf("GET not served: %s", g)
+	}
+	if getsOK == 0 {
+		t.Errorf("the GET client got no answer during the flood")
+	}
+	// Everything released: the reservations went back when the responses ended.
+	waitFor(t, "reservations released", func() error {
+		if s := lim.Stats(); s.InflightRequests != 0 || s.ReservedBytes != 0 {
+			return fmt.Errorf("stats after the flood: %+v", s)
+		}
+		return nil
+	})
+}
