@@ -103,7 +103,8 @@ func TestCacheReadIdentical(t *testing.T) {
 	tw := startCacheTwins(t, 0)
 	e := tw.cached
 	seedConfigMaps(t, e, "ns", 300, 100)
-	seedConfigMaps(t, e, "other", 20, 10)
+	// mid: a revision the cache reconstructs from its history.
+	mid := seedConfigMaps(t, e, "other", 20, 10)
 	if _, err := e.cli.Delete(context.Background(), "/registry/configmaps/ns/cm-00007"); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,8 @@ func TestCacheReadIdentical(t *testing.T) {
 		kubectlTableAccept, "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"}
 	paths := []string{"/api/v1/namespaces/ns/configmaps", "/api/v1/configmaps"}
 	rvs := []string{"", "resourceVersion=0", fmt.Sprintf("resourceVersion=%d&resourceVersionMatch=Exact", rev),
-		fmt.Sprintf("resourceVersion=%d&resourceVersionMatch=NotOlderThan", rev), fmt.Sprintf("resourceVersion=%d", rev)}
+		fmt.Sprintf("resourceVersion=%d&resourceVersionMatch=NotOlderThan", rev), fmt.Sprintf("resourceVersion=%d", rev),
+		fmt.Sprintf("resourceVersion=%d&resourceVersionMatch=Exact", mid)}
 	sels := []string{"", "labelSelector=parity%3Dodd", "fieldSelector=metadata.name%3Dcm-00005",
 		"fieldSelector=metadata.name!%3Dcm-00005,metadata.namespace%3Dns", "labelSelector=app%3Dweb"}
 	limits := []string{"", "limit=70", "limit=1000"}

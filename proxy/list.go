@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -367,8 +369,11 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		return
 	}
 	streaming = true
-	rc.SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer cancel()
+	body := &listBody{done: func(n int) {
+		cancel()
+		st.finish(200, n)
+	}}
+	body.write = func(w *bufio.Writer) (n int) {
 		defer func() {
 			if v := recover(); v != nil {
 				s.panics.Inc()
@@ -377,6 +382,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		}()
 		buf := getBuf()
 		sw := streamWriter{w: w, buf: (*buf)[:0]}
+		defer func() { n = sw.n }()
 		err := l.write(ctx, &sw, pg, page, lm, planned, false)
 		if err == nil {
 			err = sw.flush()
@@ -388,8 +394,87 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 			// truncated body.
 			s.logListError(l.uri, err)
 		}
-		st.finish(200, sw.n)
-	})
+		return sw.n
+	}
+	rc.SetBodyStream(body, -1)
+}
+
+// listBody is a streamed LIST body. fasthttp writes it by calling WriteTo
+// on the connection's goroutine, so that each flush of the streamWriter
+// (flushSize bytes) becomes one HTTP chunk; SetBodyStreamWriter would copy
+// the body through a pipe in 4 KiB chunks, one write syscall each, which
+// made a large LIST cost several times its encoding. Read (for fasthttp
+// paths that read the stream) runs write through fasthttp's pipe.
+type listBody struct {
+	write func(w *bufio.Writer) int // writes the whole body, returns its size
+	done  func(n int)               // called once: the body is written or dropped
+	once  sync.Once
+	ran   bool
+	r     io.Reader
+}
+
+var _ fasthttp.BodyWriterTo = (*listBody)(nil)
+
+func (b *listBody) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo writes the body to w, once.
+func (b *listBody) WriteTo(w io.Writer) (int64, error) {
+	if b.ran {
+		return 0, nil
+	}
+	b.ran = true
+	cw := &errWriter{w: w}
+	// Writes of a full buffer (len >= 512) bypass bw's buffer: one chunk
+	// per streamWriter flush.
+	bw := bufio.NewWriterSize(cw, 512)
+	n := b.write(bw)
+	_ = bw.Flush()
+	b.once.Do(func() { b.done(n) })
+	return int64(n), cw.err
+}
+
+func (b *listBody) Read(p []byte) (int, error) {
+	if b.r == nil {
+		if b.ran {
+			return 0, io.EOF
+		}
+		b.ran = true
+		b.r = fasthttp.NewStreamReader(func(w *bufio.Writer) {
+			n := b.write(w)
+			b.once.Do(func() { b.done(n) })
+		})
+	}
+	return b.r.Read(p)
+}
+
+// Close releases the request when the body was never written.
+func (b *listBody) Close() error {
+	var err error
+	if c, ok := b.r.(io.Closer); ok {
+		err = c.Close()
+	}
+	if !b.ran {
+		b.ran = true
+		b.once.Do(func() { b.done(0) })
+	}
+	return err
+}
+
+// errWriter keeps the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (w *errWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	n, err := w.w.Write(p)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
 }
 
 // protoBufferBytes bounds a protobuf list kept encoded during its size

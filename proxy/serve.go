@@ -174,12 +174,17 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 			avg = int64(h.(int))
 		}
 		items := 1
+		cached := false
 		if cr := s.cacheResource(st.r); cr != nil && cr.Ready() {
-			// A cache read holds no copy of the values: only the
-			// write buffers count (a fallback to etcd is rare).
-			avg = 0
+			// A cache read holds no copy of the values, only a page of
+			// KeyValue headers and the write buffers (a fallback to
+			// etcd is rare).
+			avg, cached = 0, true
 		}
-		if st.p.Name == "" {
+		switch {
+		case st.p.Name == "" && cached:
+			items = cachePageItems
+		case st.p.Name == "":
 			cfg := s.store.Config()
 			items = int(max(min(int64(cfg.PageSize), int64(cfg.PageBytes)/max(avg, 1)), 1))
 		}
