@@ -169,6 +169,7 @@ func run(t *testing.T, args ...string) *process {
 		args = append([]string{"--port=0"}, args...)
 	}
 	cmd := exec.Command(lazyapiBin, args...)
+	dieWithParent(cmd)
 	// The default --data-dir is under the user's cache dir: keep it in the
 	// test's temp dir.
 	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir(), "HOME="+t.TempDir())
