@@ -213,7 +213,12 @@ func TestInformersMatchEtcd(t *testing.T) {
 	ch := &churner{cli: etcd.Client, rnd: rand.New(rand.NewPCG(1, 2)), n: informerObjects(t)}
 	ch.seed(t, ctx)
 	port := "--port=" + strconv.Itoa(freePort(t))
-	p := start(t, "--etcd-servers="+etcd.Endpoint, port)
+	args := []string{"--etcd-servers=" + etcd.Endpoint, port}
+	if extra := os.Getenv("LAZYAPI_E2E_INFORMER_FLAGS"); extra != "" {
+		// e.g. --watch-cache=false, to tell the cache's part from etcd's
+		args = append(args, strings.Fields(extra)...)
+	}
+	p := start(t, args...)
 
 	var infs []testInformer
 	for _, wl := range []bool{false, true} {
@@ -263,7 +268,7 @@ func TestInformersMatchEtcd(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	ch.churn(t, ctx, 300)
-	p = start(t, "--etcd-servers="+etcd.Endpoint, port)
+	p = start(t, args...)
 	ch.churn(t, ctx, 300)
 	check("restart")
 
@@ -280,7 +285,7 @@ func TestInformersMatchEtcd(t *testing.T) {
 	if _, err := etcd.Client.Compact(ctx, resp.Header.Revision); err != nil {
 		t.Fatal(err)
 	}
-	p = start(t, "--etcd-servers="+etcd.Endpoint, port)
+	p = start(t, args...)
 	ch.churn(t, ctx, 300)
 	check("compaction")
 }
