@@ -39,8 +39,14 @@ type Config struct {
 	// DefaultHistory is the history size of resources not in Sizes.
 	DefaultHistory int
 
-	// PageSize is the number of keys per etcd range while filling.
+	// PageSize is the most keys per etcd range while filling.
 	PageSize int
+	// PageBytes is the target size of the values of one etcd range while
+	// filling: after the first (small) page, the number of keys per range
+	// is PageBytes divided by the mean value size seen so far (at most
+	// PageSize), so a resource of large objects is never read in ranges of
+	// hundreds of MB.
+	PageBytes int
 	// WaitTimeout bounds a NotOlderThan read waiting for the cache to reach
 	// its revision (kube-apiserver: 3 s, then 504 ResourceVersionTooLarge).
 	WaitTimeout time.Duration
@@ -65,6 +71,7 @@ func defaultConfig() Config {
 	return Config{
 		DefaultHistory:    1000,
 		PageSize:          1000,
+		PageBytes:         1 << 20,
 		WaitTimeout:       3 * time.Second,
 		ConsistentTimeout: 3 * time.Second,
 		WatcherLagBytes:   16 << 20,
@@ -87,6 +94,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.DefaultHistory <= 0 {
 		c.DefaultHistory = d.DefaultHistory
+	}
+	if c.PageBytes <= 0 {
+		c.PageBytes = d.PageBytes
 	}
 	if c.PageSize <= 0 {
 		c.PageSize = d.PageSize

@@ -286,9 +286,9 @@ func (r *Resource) fill(ctx context.Context, d *deriver) (*tree, int64, error) {
 	t := newTree()
 	end := clientv3.GetPrefixRangeEnd(r.spec.Prefix)
 	key := r.spec.Prefix
-	var rev, charged int64
+	var rev, charged, seenBytes, seen int64
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(r.c.cfg.PageSize)), clientv3.WithSerializable()}
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(fillPageLimit(r.c.cfg, seen, seenBytes)), clientv3.WithSerializable()}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
@@ -308,6 +308,8 @@ func (r *Resource) fill(ctx context.Context, d *deriver) (*tree, int64, error) {
 					errRefused, r.name, r.c.cfg.MemoryBytes-r.c.used.Load(), r.c.cfg.MemoryBytes, t.n, charged)
 			}
 			charged += e.cost()
+			seenBytes += int64(len(kv.Value))
+			seen++
 			t.put(e)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
@@ -315,6 +317,18 @@ func (r *Resource) fill(ctx context.Context, d *deriver) (*tree, int64, error) {
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// fillPageLimit returns the number of keys of the next fill range: a small
+// first page, then cfg.PageBytes worth of values at the mean size seen so
+// far, between 1 and cfg.PageSize.
+func fillPageLimit(cfg Config, seen, seenBytes int64) int64 {
+	const firstPage = 16
+	if seen == 0 {
+		return min(firstPage, int64(cfg.PageSize))
+	}
+	mean := max(seenBytes/seen, 1)
+	return max(1, min(int64(cfg.PageBytes)/mean, int64(cfg.PageSize)))
 }
 
 // progress records that etcd sent everything up to rev.
