@@ -242,3 +242,29 @@ func TestCacheReadFallback(t *testing.T) {
 		t.Fatalf("NotOlderThan future: %d %s", code, body)
 	}
 }
+
+// TestStreamedListRecorded: a streamed LIST (larger than the inline limit)
+// is recorded once it is written, and also when its body is never written
+// (HEAD), from the cache and from etcd.
+func TestStreamedListRecorded(t *testing.T) {
+	tw := startCacheTwins(t, 0)
+	e := tw.cached
+	rev := seedConfigMaps(t, e, "ns", 100, 4<<10) // ~400 KiB: streamed
+	tw.waitCached(t, rev)
+	name := `lazyapi_apiserver_request_total{verb="list",resource="configmaps",code="200",format="json"}`
+	for _, q := range []string{"?resourceVersion=0", "?resourceVersion=0&labelSelector=parity%3Dodd&limit=1000", ""} {
+		for _, method := range []string{"GET", "HEAD"} {
+			before, _ := metricValue(e.ms, name)
+			code, _, body := e.raw(t, method, "/api/v1/namespaces/ns/configmaps"+q, "application/json")
+			if code != 200 || (method == "GET") != (len(body) > 100<<10) {
+				t.Fatalf("%s %s: %d, %d bytes", method, q, code, len(body))
+			}
+			waitFor(t, method+" recorded", func() error {
+				if v, _ := metricValue(e.ms, name); v != before+1 {
+					return fmt.Errorf("%s = %v, want %v", name, v, before+1)
+				}
+				return nil
+			})
+		}
+	}
+}
