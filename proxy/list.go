@@ -203,6 +203,14 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		case cacheServe:
 			l.snap = snap
 			l.attrs = l.f.attrsCover(r)
+			if q.ResourceVersion == "0" && q.Continue == "" {
+				// As kube-apiserver's watch cache: resourceVersion=0 ignores
+				// limit. client-go's reflector relies on it: a paginated
+				// first LIST makes it page its re-lists with
+				// resourceVersion=X (an Exact read at X) and re-watch from
+				// X, which the cache answers 410 after a restart, forever.
+				l.limit = 0
+			}
 		}
 	}
 	if q.Continue == "" && l.snap == nil {
@@ -373,28 +381,32 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		cancel()
 		st.finish(200, n)
 	}}
-	body.write = func(w *bufio.Writer) (n int) {
+	body.write = func(w *bufio.Writer) (n int, err error) {
 		defer func() {
 			if v := recover(); v != nil {
 				s.panics.Inc()
 				s.log.Error("panic streaming list", zap.String("uri", l.uri), zap.Any("panic", v), zap.Stack("stack"))
+				err = errStreamAborted
 			}
 		}()
 		buf := getBuf()
 		sw := streamWriter{w: w, buf: (*buf)[:0]}
 		defer func() { n = sw.n }()
-		err := l.write(ctx, &sw, pg, page, lm, planned, false)
+		err = l.write(ctx, &sw, pg, page, lm, planned, false)
 		if err == nil {
 			err = sw.flush()
 		}
 		*buf = sw.buf
 		putBuf(buf)
 		if err != nil {
-			// Headers are out: end the stream; the client sees a
-			// truncated body.
+			// Headers are out: abort the stream. WriteTo returns the
+			// error, so fasthttp writes no terminating chunk and closes
+			// the connection: the client sees an incomplete response
+			// (as kube-apiserver's http.ErrAbortHandler gives), never a
+			// well-formed 200 missing items.
 			s.logListError(l.uri, err)
 		}
-		return sw.n
+		return sw.n, err
 	}
 	rc.SetBodyStream(body, -1)
 }
@@ -406,11 +418,12 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 // made a large LIST cost several times its encoding. Read (for fasthttp
 // paths that read the stream) runs write through fasthttp's pipe.
 type listBody struct {
-	write func(w *bufio.Writer) int // writes the whole body, returns its size
-	done  func(n int)               // called once: the body is written or dropped
+	write func(w *bufio.Writer) (int, error) // writes the whole body, returns its size
+	done  func(n int)                        // called once: the body is written or dropped
 	once  sync.Once
 	ran   bool
 	r     io.Reader
+	err   error // the stream's failure on the Read path
 }
 
 var _ fasthttp.BodyWriterTo = (*listBody)(nil)
@@ -427,10 +440,13 @@ func (b *listBody) WriteTo(w io.Writer) (int64, error) {
 	// Writes of a full buffer (len >= 512) bypass bw's buffer: one chunk
 	// per streamWriter flush.
 	bw := bufio.NewWriterSize(cw, 512)
-	n := b.write(bw)
+	n, err := b.write(bw)
 	_ = bw.Flush()
 	b.once.Do(func() { b.done(n) })
-	return int64(n), cw.err
+	if err == nil {
+		err = cw.err
+	}
+	return int64(n), err
 }
 
 func (b *listBody) Read(p []byte) (int, error) {
@@ -440,11 +456,17 @@ func (b *listBody) Read(p []byte) (int, error) {
 		}
 		b.ran = true
 		b.r = fasthttp.NewStreamReader(func(w *bufio.Writer) {
-			n := b.write(w)
+			n, err := b.write(w)
+			b.err = err // read by Read after the pipe's EOF
 			b.once.Do(func() { b.done(n) })
 		})
 	}
-	return b.r.Read(p)
+	n, err := b.r.Read(p)
+	if err == io.EOF && b.err != nil {
+		// Not EOF: fasthttp then writes no terminating chunk.
+		err = b.err
+	}
+	return n, err
 }
 
 // Close releases the request when the body was never written.
@@ -459,6 +481,9 @@ func (b *listBody) Close() error {
 	}
 	return err
 }
+
+// errStreamAborted reports a list stream ended by a panic.
+var errStreamAborted = errors.New("list stream aborted")
 
 // errWriter keeps the first write error.
 type errWriter struct {
