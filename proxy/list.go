@@ -203,14 +203,15 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		case cacheServe:
 			l.snap = snap
 			l.attrs = l.f.attrsCover(r)
-			if q.ResourceVersion == "0" && q.Continue == "" {
-				// As kube-apiserver's watch cache: resourceVersion=0 ignores
-				// limit. client-go's reflector relies on it: a paginated
-				// first LIST makes it page its re-lists with
-				// resourceVersion=X (an Exact read at X) and re-watch from
-				// X, which the cache answers 410 after a restart, forever.
-				l.limit = 0
-			}
+		}
+		if q.ResourceVersion == "0" && q.Continue == "" {
+			// As kube-apiserver's watch cache: resourceVersion=0 ignores
+			// limit, also while the cache fills (etcd answers, streamed).
+			// client-go's reflector relies on it: a paginated first LIST
+			// makes it page its re-lists with resourceVersion=X (an Exact
+			// read at X) and re-watch from X, which a cache filled after X
+			// (a restart) answers 410 Expired, forever.
+			l.limit = 0
 		}
 	}
 	if q.Continue == "" && l.snap == nil {

@@ -37,11 +37,15 @@ type cachedProxy struct {
 	stop func()
 }
 
-func startCachedProxy(t *testing.T, etcd *etcdtest.Server, table *resource.Table, addr string) *cachedProxy {
+// startCachedProxy starts a proxy with a watch cache of memory bytes and
+// waits until the cache of ConfigMaps is in state want (StateReady, or
+// StateRefused for a cache too small: reads go to etcd).
+func startCachedProxy(t *testing.T, etcd *etcdtest.Server, table *resource.Table, addr string, memory int64,
+	want cache.State) *cachedProxy {
 	t.Helper()
 	ms := metrics.NewSet()
-	c, err := cache.New(cache.Config{Client: etcd.Client, MemoryBytes: 64 << 20, Metrics: ms, DefaultHistory: 1000,
-		ProgressInterval: 100 * time.Millisecond})
+	c, err := cache.New(cache.Config{Client: etcd.Client, MemoryBytes: memory, Metrics: ms, DefaultHistory: 1000,
+		ProgressInterval: 100 * time.Millisecond, RetryInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,9 +62,8 @@ func startCachedProxy(t *testing.T, etcd *etcdtest.Server, table *resource.Table
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	r := c.Resource(cache.Spec{Name: "configmaps", Prefix: "/registry/configmaps/", Namespaced: true})
-	waitFor(t, "configmaps cached", func() error {
-		if !r.Ready() {
-			st, why := r.Status()
+	waitFor(t, "configmaps cache state "+want.String(), func() error {
+		if st, why := r.Status(); st != want {
 			return fmt.Errorf("cache state %s: %s", st, why)
 		}
 		return nil
@@ -88,8 +91,22 @@ func startCachedProxy(t *testing.T, etcd *etcdtest.Server, table *resource.Table
 // first LIST (limit=500&resourceVersion=0) was not paginated, as
 // kube-apiserver's watch cache answers it: a paginated answer makes client-go
 // page its re-list with resourceVersion=X (an Exact read, at X) and re-watch
-// from X again, forever.
+// from X again, forever. Before the restart the cache is ready, or too
+// small (the first LIST is served from etcd, while a cache would fill).
 func TestClassicInformerSurvivesRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		memory int64
+		state  cache.State
+	}{
+		{"cache ready", 64 << 20, cache.StateReady},
+		{"cache refused", 1 << 10, cache.StateRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testClassicInformerRestart(t, tc.memory, tc.state) })
+	}
+}
+
+func testClassicInformerRestart(t *testing.T, memory int64, state cache.State) {
 	etcd := etcdtest.Start(t)
 	table := resource.NewBuiltin()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -108,7 +125,7 @@ func TestClassicInformerSurvivesRestart(t *testing.T) {
 		kvs = append(kvs, [2]string{"/registry/configmaps/ns/" + fmt.Sprintf("cm-%04d", i), string(val)})
 	}
 	e.putMany(t, kvs)
-	p := startCachedProxy(t, etcd, table, "127.0.0.1:0")
+	p := startCachedProxy(t, etcd, table, "127.0.0.1:0", memory, state)
 
 	var (
 		mu  sync.Mutex
@@ -166,7 +183,7 @@ func TestClassicInformerSurvivesRestart(t *testing.T) {
 	for i := range 5 {
 		e.put(t, "configmaps", cm("cm-0002", "web", strconv.Itoa(i)))
 	}
-	startCachedProxy(t, etcd, table, p.addr)
+	startCachedProxy(t, etcd, table, p.addr, 64<<20, cache.StateReady)
 	e.put(t, "configmaps", cm("cm-0003", "web", "after"))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
