@@ -3,24 +3,19 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -356,167 +351,4 @@ func TestKubectlGetWatch(t *testing.T) {
 		f := strings.Fields(l)
 		return len(f) >= 3 && f[0] == "cm-00023" && f[1] == "2"
 	})
-}
-
-// metricOf reads one sample from lazyapi's /metrics.
-func metricOf(t *testing.T, url, name string) float64 {
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
-}
-
-// TestWatchBench is the issue's watch benchmark (not part of CI; run with
-// LAZYAPI_WATCHBENCH=1): 1,000 concurrent JSON watchers on ConfigMaps in
-// one namespace of a lazyapi process while 100 changes/s are written to
-// etcd for 10 s. It reports lazyapi's heap growth (max heap in use during
-// the run minus before the watchers) and the delivery latency from the etcd
-// write to the event decoded by the client (p50/p99/max).
-func TestWatchBench(t *testing.T) {
-	if os.Getenv("LAZYAPI_WATCHBENCH") != "1" {
-		t.Skip("set LAZYAPI_WATCHBENCH=1 to run the watch benchmark")
-	}
-	watchers, rate, dur := 1000, 100, 10*time.Second
-	etcd := etcdtest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	ch := &churner{cli: etcd.Client, rnd: rand.New(rand.NewPCG(5, 6)), n: 1000}
-	ch.seed(t, ctx)
-	p := start(t, "--etcd-servers="+etcd.Endpoint, "--max-watches-inflight=2000")
-	base := p.URL + "/api/v1/namespaces/ns-1/configmaps"
-	// Prime the cache: watch until one is served from it.
-	for i := 0; ; i++ {
-		resp, err := http.Get(base + "?watch=true&timeoutSeconds=1")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		if metricOf(t, p.URL, `lazyapi_cache_requests_total{resource="configmaps",result="hit"}`) > 0 {
-			break
-		}
-		if i > 100 {
-			t.Fatal("watch cache did not become ready")
-		}
-	}
-	heap0 := metricOf(t, p.URL, "go_memstats_heap_inuse_bytes")
-	rv := strconv.FormatInt(func() int64 {
-		r, err := etcd.Client.Get(ctx, "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Header.Revision
-	}(), 10)
-
-	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
-	var mu sync.Mutex
-	var received, opened atomic.Int64
-	tr := &http.Transport{MaxIdleConnsPerHost: watchers}
-	hc := &http.Client{Transport: tr}
-	wctx, wcancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	ready := make(chan struct{}, watchers)
-	for range watchers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequestWithContext(wctx, "GET", base+"?watch=true&resourceVersion="+rv, nil)
-			resp, err := hc.Do(req)
-			ready <- struct{}{}
-			if err != nil {
-				return
-			}
-			defer resp.Body.Close()
-			if resp.StatusCode != 200 {
-				return
-			}
-			opened.Add(1)
-			dec := json.NewDecoder(resp.Body)
-			var ev struct {
-				Object struct {
-					Data struct {
-						T string `json:"t"`
-					} `json:"data"`
-				} `json:"object"`
-			}
-			local := make([]int64, 0, 1024)
-			for dec.Decode(&ev) == nil {
-				if ns, err := strconv.ParseInt(ev.Object.Data.T, 10, 64); err == nil {
-					local = append(local, time.Now().UnixNano()-ns)
-				}
-				ev.Object.Data.T = ""
-			}
-			mu.Lock()
-			for _, d := range local {
-				hist.RecordValue(max(d/1000, 1))
-			}
-			mu.Unlock()
-			received.Add(int64(len(local)))
-		}()
-	}
-	for range watchers {
-		<-ready
-	}
-	if open := metricOf(t, p.URL, "lazyapi_watchers_open"); open < float64(watchers) {
-		t.Errorf("%v watchers open, want %d", open, watchers)
-	}
-	heapIdle := metricOf(t, p.URL, "go_memstats_heap_inuse_bytes")
-	// 100 changes/s to ConfigMaps of ns-1 (keys cm-xxxx1), data.t = write time.
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	end := time.Now().Add(dur)
-	var heapMax float64
-	var wwg sync.WaitGroup
-	writes := 0
-	lastSample := time.Now()
-	for time.Now().Before(end) {
-		<-tick.C
-		i := 1 + 10*ch.rnd.IntN(100)
-		ns, name := ch.key(i)
-		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name)},
-			Data: map[string]string{"t": strconv.FormatInt(time.Now().UnixNano(), 10), "pad": strings.Repeat("x", 500)}}
-		val, err := storagefmt.Protobuf(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Asynchronous writes keep the rate when etcd is slow to answer.
-		wwg.Add(1)
-		go func() {
-			defer wwg.Done()
-			if _, err := etcd.Client.Put(ctx, storagefmt.Key("/registry", "configmaps", ns, name), string(val)); err != nil {
-				t.Error(err)
-			}
-		}()
-		writes++
-		if time.Since(lastSample) > 500*time.Millisecond {
-			heapMax = max(heapMax, metricOf(t, p.URL, "go_memstats_heap_inuse_bytes"))
-			lastSample = time.Now()
-		}
-	}
-	tick.Stop()
-	wwg.Wait()
-	want := int64(writes) * opened.Load()
-	deadline := time.Now().Add(60 * time.Second)
-	for received.Load() < want && time.Now().Before(deadline) {
-		heapMax = max(heapMax, metricOf(t, p.URL, "go_memstats_heap_inuse_bytes"))
-		time.Sleep(200 * time.Millisecond) // polling until delivered or the deadline
-	}
-	wcancel()
-	wg.Wait()
-	lag := metricOf(t, p.URL, "lazyapi_watchers_closed_lagging_total")
-	fallback := metricOf(t, p.URL, "lazyapi_watch_etcd_fallback_total")
-	t.Logf("watch bench: %d watchers, %d writes in %s (%d/s): delivered %d of %d events; lazyapi heap in use %.1f MiB before, %.1f MiB with the watchers idle, max %.1f MiB during (delta %.1f MiB, includes uncollected garbage); latency write->decoded p50 %.1f ms, p99 %.1f ms, max %.1f ms; lagging closes %v, etcd fallbacks %v",
-		watchers, writes, dur, rate, received.Load()-0, want, heap0/(1<<20), heapIdle/(1<<20), heapMax/(1<<20), (heapMax-heap0)/(1<<20),
-		float64(hist.ValueAtQuantile(50))/1000, float64(hist.ValueAtQuantile(99))/1000, float64(hist.Max())/1000, lag, fallback)
-	if received.Load() < want {
-		t.Errorf("delivered %d of %d events", received.Load(), want)
-	}
 }
