@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -45,6 +46,20 @@ type Config struct {
 	// PerClientBurst (--per-client-burst, default 100) is the token-bucket
 	// burst of PerClientQPS; it must be >= 1 when PerClientQPS > 0.
 	PerClientBurst int
+	// MaxBulkInflight (--max-bulk-lists-inflight) bounds the number of bulk
+	// LISTs (see IsBulk) served at once. 0 means GOMAXPROCS.
+	MaxBulkInflight int
+	// BulkListBytes (--bulk-list-threshold, default 16Mi) is the estimated
+	// response size above which a LIST is Bulk.
+	BulkListBytes int64
+	// ShortReservedBytes (--short-reserved-inflight-bytes) is the part of
+	// MaxInflightBytes that bulk requests cannot reserve. 0 means a quarter
+	// of MaxInflightBytes; it must be below MaxInflightBytes.
+	ShortReservedBytes int64
+	// BulkYield (--bulk-list-yield, default 50ms) is the longest a bulk
+	// stream pauses per flush while short requests are in flight (Yield);
+	// 0 turns yielding off.
+	BulkYield time.Duration
 	// MaxClasses bounds the number of estimate classes whose correction ratio
 	// is remembered (default 1024); classes beyond it are not corrected.
 	MaxClasses int
@@ -70,6 +85,8 @@ func defaultConfig() Config {
 		MaxQueued:           1000,
 		MaxQueueWait:        15 * time.Second,
 		PerClientBurst:      100,
+		BulkListBytes:       16 << 20,
+		BulkYield:           50 * time.Millisecond,
 		MaxClasses:          1024,
 	}
 }
@@ -91,6 +108,14 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"Maximum number of requests waiting for admission over all clients; 0 rejects at once.")
 	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait,
 		"Maximum time a request waits for admission before a 429.")
+	fs.IntVar(&c.MaxBulkInflight, "max-bulk-lists-inflight", c.MaxBulkInflight,
+		"Maximum number of bulk LISTs (estimated response above --bulk-list-threshold) served at once; others queue per client, then get a 429. 0 = GOMAXPROCS.")
+	fs.Var((*Bytes)(&c.BulkListBytes), "bulk-list-threshold",
+		"Estimated LIST response size (items x average stored size) above which a LIST is bulk (quantity, e.g. 16Mi).")
+	fs.Var((*Bytes)(&c.ShortReservedBytes), "short-reserved-inflight-bytes",
+		"Part of --max-inflight-bytes that bulk LISTs cannot reserve, kept for GETs and small LISTs (quantity). 0 = a quarter of --max-inflight-bytes.")
+	fs.DurationVar(&c.BulkYield, "bulk-list-yield", c.BulkYield,
+		"Longest pause of a bulk LIST stream per flush while GETs or small LISTs are in flight; 0 = never pause.")
 	fs.Float64Var(&c.PerClientQPS, "per-client-qps", c.PerClientQPS,
 		"Sustained requests per second admitted per client (user or remote IP); 0 = unlimited.")
 	fs.IntVar(&c.PerClientBurst, "per-client-burst", c.PerClientBurst,
@@ -113,6 +138,27 @@ func (c *Config) validate() error {
 	}
 	if c.MaxSingleRequestBytes < c.MaxInflightBytes {
 		return fmt.Errorf("--max-single-request-bytes (%d) must be 0 or >= --max-inflight-bytes (%d)", c.MaxSingleRequestBytes, c.MaxInflightBytes)
+	}
+	if c.MaxBulkInflight < 0 {
+		return fmt.Errorf("--max-bulk-lists-inflight must be >= 0, got %d", c.MaxBulkInflight)
+	}
+	if c.MaxBulkInflight == 0 {
+		c.MaxBulkInflight = runtime.GOMAXPROCS(0)
+	}
+	if c.BulkListBytes <= 0 {
+		return fmt.Errorf("--bulk-list-threshold must be > 0, got %d", c.BulkListBytes)
+	}
+	if c.ShortReservedBytes < 0 {
+		return fmt.Errorf("--short-reserved-inflight-bytes must be >= 0, got %d", c.ShortReservedBytes)
+	}
+	if c.ShortReservedBytes == 0 {
+		c.ShortReservedBytes = c.MaxInflightBytes / 4
+	}
+	if c.ShortReservedBytes >= c.MaxInflightBytes {
+		return fmt.Errorf("--short-reserved-inflight-bytes (%d) must be below --max-inflight-bytes (%d)", c.ShortReservedBytes, c.MaxInflightBytes)
+	}
+	if c.BulkYield < 0 {
+		return fmt.Errorf("--bulk-list-yield must be >= 0, got %s", c.BulkYield)
 	}
 	if c.MaxQueued < 0 {
 		return fmt.Errorf("--max-queued-requests must be >= 0, got %d", c.MaxQueued)

@@ -17,6 +17,9 @@ type limiterMetrics struct {
 	wait           *metrics.Histogram
 	usedBytes      *metrics.Counter
 	estimatedBytes *metrics.Counter
+	yields         *metrics.Counter
+	yieldTimeouts  *metrics.Counter
+	yieldWait      *metrics.Histogram
 }
 
 func newLimiterMetrics(l *Limiter, s *metrics.Set) *limiterMetrics {
@@ -28,6 +31,8 @@ func newLimiterMetrics(l *Limiter, s *metrics.Set) *limiterMetrics {
 	}
 	s.NewGauge(`lazyapi_ratelimit_inflight{kind="short"}`, stat(func(st Stats) float64 { return float64(st.InflightRequests) }))
 	s.NewGauge(`lazyapi_ratelimit_inflight{kind="watch"}`, stat(func(st Stats) float64 { return float64(st.InflightWatches) }))
+	s.NewGauge(`lazyapi_ratelimit_inflight{kind="bulk"}`, stat(func(st Stats) float64 { return float64(st.InflightBulk) }))
+	s.NewGauge(`lazyapi_ratelimit_bulk_reserved_bytes`, stat(func(st Stats) float64 { return float64(st.BulkReservedBytes) }))
 	s.NewGauge(`lazyapi_ratelimit_queued`, stat(func(st Stats) float64 { return float64(st.Queued) }))
 	s.NewGauge(`lazyapi_ratelimit_reserved_bytes`, stat(func(st Stats) float64 { return float64(st.ReservedBytes) }))
 	s.NewGauge(`lazyapi_ratelimit_budget_bytes`, stat(func(st Stats) float64 { return float64(st.BudgetBytes) }))
@@ -42,6 +47,9 @@ func newLimiterMetrics(l *Limiter, s *metrics.Set) *limiterMetrics {
 		wait:           s.NewHistogram(`lazyapi_ratelimit_queue_wait_seconds`),
 		usedBytes:      s.NewCounter(`lazyapi_ratelimit_used_bytes_total`),
 		estimatedBytes: s.NewCounter(`lazyapi_ratelimit_estimated_bytes_total`),
+		yields:         s.NewCounter(`lazyapi_ratelimit_bulk_yields_total`),
+		yieldTimeouts:  s.NewCounter(`lazyapi_ratelimit_bulk_yield_timeouts_total`),
+		yieldWait:      s.NewHistogram(`lazyapi_ratelimit_bulk_yield_seconds`),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,18 +16,25 @@ import (
 type Kind uint8
 
 const (
-	// Short is a GET or LIST, limited by Config.MaxRequestsInflight.
+	// Short is a GET or a small LIST, limited by Config.MaxRequestsInflight.
 	Short Kind = iota
 	// Watch is a WATCH, limited by Config.MaxWatchesInflight.
 	Watch
+	// Bulk is a large LIST (Limiter.IsBulk), limited by
+	// Config.MaxBulkInflight and by the byte budget minus
+	// Config.ShortReservedBytes.
+	Bulk
 
 	numKinds
 )
 
-// String returns "short" or "watch".
+// String returns "short", "watch" or "bulk".
 func (k Kind) String() string {
-	if k == Watch {
+	switch k {
+	case Watch:
 		return "watch"
+	case Bulk:
+		return "bulk"
 	}
 	return "short"
 }
@@ -84,6 +92,10 @@ const sweepEvery = 1024
 // exceed it by that one oversize request's excess, which the headroom of
 // --memory-limit absorbs.
 //
+// Requests of kind Bulk have their own seats and may not reserve the bytes
+// kept for short requests; bulk streams Yield to short requests (see
+// levels.go).
+//
 // A Limiter is safe for concurrent use; one mutex (mu) guards all mutable
 // fields. It starts no goroutines and needs no Close: a queued request waits
 // in its own goroutine (the caller's).
@@ -94,15 +106,25 @@ type Limiter struct {
 	met         *limiterMetrics
 	maxInflight [numKinds]int
 
+	// bulkBudget is the part of MaxInflightBytes bulk requests may reserve
+	// together: MaxInflightBytes - ShortReservedBytes.
+	bulkBudget int64
+
+	// shortNow mirrors inflight[Short] for Yield's lock-free fast path.
+	shortNow atomic.Int64
+
 	mu       sync.Mutex
 	inflight [numKinds]int            // admitted and not yet released, per kind
 	reserved int64                    // sum of admitted reservations; <= cfg.MaxInflightBytes
+	bulkRes  int64                    // sum of admitted bulk reservations; <= bulkBudget
+	idle     chan struct{}            // closed when inflight[Short] drops to 0; nil when nobody waits
 	queued   int                      // waiters over all clients
 	queues   map[queueKey]*client     // queues with waiters
 	limiters map[string]*rate.Limiter // per-client rate limiters (PerClientQPS > 0)
 	ring     []*client                // queues with waiters, in round-robin order
 	next     int                      // index in ring of the client served next
 	classes  map[string]*class        // correction per class; entries are never removed
+	counts   map[string]countEntry    // collection counts (SetCount), at most MaxClasses
 	sweepIn  int                      // rate-limited Admit calls until the next sweep
 }
 
@@ -153,6 +175,7 @@ func New(cfg Config) (*Limiter, error) {
 		queues:   make(map[queueKey]*client),
 		limiters: make(map[string]*rate.Limiter),
 		classes:  make(map[string]*class),
+		counts:   make(map[string]countEntry),
 		sweepIn:  sweepEvery,
 	}
 	if l.clock == nil {
@@ -163,6 +186,8 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l.maxInflight[Short] = cfg.MaxRequestsInflight
 	l.maxInflight[Watch] = cfg.MaxWatchesInflight
+	l.maxInflight[Bulk] = cfg.MaxBulkInflight
+	l.bulkBudget = cfg.MaxInflightBytes - cfg.ShortReservedBytes
 	l.met = newLimiterMetrics(l, cfg.Metrics)
 	return l, nil
 }
@@ -209,8 +234,18 @@ func (t *Ticket) Release(used int64) {
 	l.mu.Lock()
 	l.inflight[t.kind]--
 	l.reserved -= t.reserved
-	if l.inflight[t.kind] < 0 || l.reserved < 0 {
-		panic(fmt.Sprintf("BUG: negative in-flight state: %d %s, %d bytes", l.inflight[t.kind], t.kind, l.reserved))
+	switch t.kind {
+	case Bulk:
+		l.bulkRes -= t.reserved
+	case Short:
+		l.shortNow.Add(-1)
+		if l.inflight[Short] == 0 && l.idle != nil {
+			close(l.idle)
+			l.idle = nil
+		}
+	}
+	if l.inflight[t.kind] < 0 || l.reserved < 0 || l.bulkRes < 0 {
+		panic(fmt.Sprintf("BUG: negative in-flight state: %d %s, %d bytes, %d bulk bytes", l.inflight[t.kind], t.kind, l.reserved, l.bulkRes))
 	}
 	if used > 0 && t.raw > 0 && t.class != "" {
 		l.observeLocked(t.cls, t.class, float64(used)/float64(t.raw))
@@ -256,7 +291,7 @@ func (l *Limiter) Admit(ctx context.Context, req Request) (Ticket, error) {
 		return Ticket{}, l.reject(ReasonTooLarge, req.Client, raw, 0)
 	}
 	cls := l.classes[req.Class]
-	need := l.needLocked(cls, raw)
+	need := l.needLocked(kind, cls, raw)
 	if l.cfg.PerClientQPS > 0 {
 		now := l.clock.Now()
 		if l.sweepIn--; l.sweepIn <= 0 {
@@ -348,11 +383,13 @@ func (l *Limiter) waitLocked(ctx context.Context, req Request, qk queueKey, c *c
 
 // Stats is a snapshot of a Limiter's state.
 type Stats struct {
-	InflightRequests int   // admitted short requests not yet released
-	InflightWatches  int   // admitted watches not yet released
-	Queued           int   // requests waiting for admission
-	ReservedBytes    int64 // sum of admitted reservations
-	BudgetBytes      int64 // Config.MaxInflightBytes
+	InflightRequests  int   // admitted short requests not yet released
+	InflightWatches   int   // admitted watches not yet released
+	InflightBulk      int   // admitted bulk requests not yet released
+	Queued            int   // requests waiting for admission
+	ReservedBytes     int64 // sum of admitted reservations
+	BulkReservedBytes int64 // sum of admitted bulk reservations (part of ReservedBytes)
+	BudgetBytes       int64 // Config.MaxInflightBytes
 }
 
 // Stats returns a snapshot of l's state.
@@ -360,11 +397,13 @@ func (l *Limiter) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return Stats{
-		InflightRequests: l.inflight[Short],
-		InflightWatches:  l.inflight[Watch],
-		Queued:           l.queued,
-		ReservedBytes:    l.reserved,
-		BudgetBytes:      l.cfg.MaxInflightBytes,
+		InflightRequests:  l.inflight[Short],
+		InflightWatches:   l.inflight[Watch],
+		InflightBulk:      l.inflight[Bulk],
+		Queued:            l.queued,
+		ReservedBytes:     l.reserved,
+		BulkReservedBytes: l.bulkRes,
+		BudgetBytes:       l.cfg.MaxInflightBytes,
 	}
 }
 
@@ -388,10 +427,14 @@ func (l *Limiter) reject(reason Reason, clientKey string, need int64, retryAfter
 	return &RejectError{Reason: reason, RetryAfter: retryAfter, Client: clientKey, Bytes: need}
 }
 
-// needLocked returns the reservation for an estimate of raw bytes in class
-// cls (nil: uncorrected).
-func (l *Limiter) needLocked(cls *class, raw int64) int64 {
+// needLocked returns the reservation of a request of kind for an estimate of
+// raw bytes in class cls (nil: uncorrected): at most the budget its kind may
+// use.
+func (l *Limiter) needLocked(kind Kind, cls *class, raw int64) int64 {
 	budget := l.cfg.MaxInflightBytes
+	if kind == Bulk {
+		budget = l.bulkBudget
+	}
 	f := float64(raw)
 	if cls != nil {
 		f *= cls.ratio
@@ -404,14 +447,23 @@ func (l *Limiter) needLocked(cls *class, raw int64) int64 {
 
 // fitsLocked reports whether a request of kind reserving need bytes fits now.
 func (l *Limiter) fitsLocked(kind Kind, need int64) bool {
+	if kind == Bulk && l.bulkRes > l.bulkBudget-need {
+		return false
+	}
 	return l.inflight[kind] < l.maxInflight[kind] && l.reserved <= l.cfg.MaxInflightBytes-need
 }
 
 func (l *Limiter) admitLocked(kind Kind, need int64) {
 	l.inflight[kind]++
 	l.reserved += need
-	if l.reserved > l.cfg.MaxInflightBytes {
-		panic(fmt.Sprintf("BUG: reserved %d bytes over the budget of %d", l.reserved, l.cfg.MaxInflightBytes))
+	switch kind {
+	case Bulk:
+		l.bulkRes += need
+	case Short:
+		l.shortNow.Add(1)
+	}
+	if l.reserved > l.cfg.MaxInflightBytes || l.bulkRes > l.bulkBudget {
+		panic(fmt.Sprintf("BUG: reserved %d bytes (%d bulk) over the budget of %d (%d bulk)", l.reserved, l.bulkRes, l.cfg.MaxInflightBytes, l.bulkBudget))
 	}
 }
 

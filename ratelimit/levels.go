@@ -1,0 +1,117 @@
+package ratelimit
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Priority levels: short and bulk.
+//
+// A LIST whose estimated response (items × average stored size, see the
+// proxy's admission) exceeds Config.BulkListBytes is a Bulk request; GETs and
+// smaller LISTs are Short. The two levels differ in three ways, in the
+// spirit of kube-apiserver's API Priority and Fairness, which keeps
+// separate priority levels with their own seats so that one level's flood
+// cannot take another's:
+//
+//  1. Seats: at most Config.MaxBulkInflight bulk requests are served at
+//     once (default GOMAXPROCS). A bulk LIST is CPU-bound (it transcodes
+//     or copies every item): more concurrent bulk streams than cores add
+//     latency for everyone and no throughput, and keeping few of them lets
+//     each one finish (the rest wait in their client's bulk queue, then get
+//     a 429 with Retry-After).
+//  2. Bytes: bulk requests together reserve at most MaxInflightBytes -
+//     Config.ShortReservedBytes, so short requests always find bytes even
+//     while bulk streams hold their page reservations for minutes.
+//  3. CPU: a bulk stream calls Yield between flushes. While short requests
+//     are in flight it pauses, up to Config.BulkYield per call, until they
+//     are done: a GET does not wait behind the bulk streams' goroutines in
+//     the Go run queue, nor behind their etcd reads. A bulk stream under a
+//     constant short load still writes one flush per BulkYield, so it is
+//     slowed, never stopped.
+//
+// Queues are per client and kind, so a client's queued bulk LISTs never hold
+// back its own (or anyone's) GETs.
+
+// IsBulk reports whether a LIST whose response is estimated at
+// responseBytes is served as Bulk (more than Config.BulkListBytes).
+func (l *Limiter) IsBulk(responseBytes int64) bool {
+	return responseBytes > l.cfg.BulkListBytes
+}
+
+// Yield pauses a bulk request while short requests are in flight: it
+// returns when none is, when Config.BulkYield has passed, or when ctx ends,
+// and reports whether it waited. It costs one atomic load when no short
+// request is in flight. Call it between flushes of a bulk response, never
+// while holding resources a short request needs.
+func (l *Limiter) Yield(ctx context.Context) bool {
+	if l.cfg.BulkYield <= 0 || l.shortNow.Load() == 0 {
+		return false
+	}
+	l.mu.Lock()
+	if l.inflight[Short] == 0 {
+		l.mu.Unlock()
+		return false
+	}
+	if l.idle == nil {
+		l.idle = make(chan struct{})
+	}
+	idle := l.idle
+	l.mu.Unlock()
+	start := l.clock.Now()
+	timer, stop := l.clock.NewTimer(l.cfg.BulkYield)
+	timedOut := false
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	case <-timer:
+		timedOut = true
+	}
+	stop()
+	l.met.yields.Inc()
+	if timedOut {
+		l.met.yieldTimeouts.Inc()
+	}
+	l.met.yieldWait.Update(l.clock.Now().Sub(start).Seconds())
+	if ce := l.log.Check(zap.DebugLevel, "ratelimit: bulk yielded"); ce != nil {
+		ce.Write(zap.Duration("waited", l.clock.Now().Sub(start)), zap.Bool("timedOut", timedOut))
+	}
+	return true
+}
+
+// countTTL is how long a remembered collection count (SetCount) is used.
+const countTTL = 5 * time.Second
+
+// countEntry is a remembered collection count.
+type countEntry struct {
+	n  int64
+	at time.Time
+}
+
+// Count returns the number of objects remembered for the collection key
+// (SetCount) if it was set less than 5 s ago. The proxy uses it to classify
+// LISTs as Bulk without counting in etcd for every request.
+func (l *Limiter) Count(key string) (int64, bool) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.counts[key]
+	if !ok || now.Sub(e.at) >= countTTL {
+		return 0, false
+	}
+	return e.n, true
+}
+
+// SetCount remembers n objects for the collection key. At most
+// Config.MaxClasses keys are kept; when full, all are forgotten.
+func (l *Limiter) SetCount(key string, n int64) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.counts[key]; !ok && len(l.counts) >= l.cfg.MaxClasses {
+		clear(l.counts)
+	}
+	l.counts[key] = countEntry{n: n, at: now}
+}

@@ -1,0 +1,282 @@
+package ratelimit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLevelsAdmitTable: bulk requests have their own seats and may not take
+// the bytes reserved for short ones; short requests and watches are not
+// limited by bulk seats.
+func TestLevelsAdmitTable(t *testing.T) {
+	const budget = 1000 // short reserve 250: bulk may reserve 750 together
+	tests := []struct {
+		name         string
+		held         []Request
+		req          Request
+		wantErr      error
+		wantReserved int64 // of req when admitted
+	}{
+		{"bulk fits", nil, Request{Kind: Bulk, Bytes: 700}, nil, 700},
+		{"bulk clamped to bulk budget", nil, Request{Kind: Bulk, Bytes: 900}, nil, 750},
+		{"bulk oversize clamped to bulk budget", nil, Request{Kind: Bulk, Bytes: 1500}, nil, 750},
+		{"bulk too large", nil, Request{Kind: Bulk, Bytes: 2001}, ErrTooLarge, 0},
+		{"bulk seats full", []Request{{Kind: Bulk}, {Kind: Bulk}}, Request{Kind: Bulk}, ErrQueueFull, 0},
+		{"short beside full bulk seats", []Request{{Kind: Bulk}, {Kind: Bulk}}, Request{Bytes: 10}, nil, 10},
+		{"watch beside full bulk seats", []Request{{Kind: Bulk}, {Kind: Bulk}}, Request{Kind: Watch}, nil, 0},
+		{"bulk bytes full", []Request{{Kind: Bulk, Bytes: 700}}, Request{Kind: Bulk, Bytes: 100}, ErrQueueFull, 0},
+		{"short takes the reserve", []Request{{Kind: Bulk, Bytes: 750}}, Request{Bytes: 250}, nil, 250},
+		{"short beyond the reserve", []Request{{Kind: Bulk, Bytes: 750}}, Request{Bytes: 251}, ErrQueueFull, 0},
+		{"short may use bulk's share", nil, Request{Bytes: 1000}, nil, 1000},
+		{"bulk after shorts took its share", []Request{{Bytes: 500}}, Request{Kind: Bulk, Bytes: 600}, ErrQueueFull, 0},
+		{"bulk fits beside shorts", []Request{{Bytes: 500}}, Request{Kind: Bulk, Bytes: 500}, nil, 500},
+		{"short count does not count bulk", []Request{{}, {}}, Request{Kind: Bulk}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _ := testConfig(budget)
+			cfg.MaxRequestsInflight = 2
+			cfg.MaxBulkInflight = 2
+			cfg.MaxWatchesInflight = 1
+			cfg.MaxQueued = 0
+			l := mustNew(t, cfg)
+			ctx := context.Background()
+			held := make([]Ticket, len(tt.held))
+			for i, r := range tt.held {
+				var err error
+				if held[i], err = l.Admit(ctx, r); err != nil {
+					t.Fatalf("Admit(held %+v) = %v", r, err)
+				}
+			}
+			tk, err := l.Admit(ctx, tt.req)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Admit(%+v) error = %v, want %v", tt.req, err, tt.wantErr)
+			}
+			if err == nil && tk.Reserved() != tt.wantReserved {
+				t.Fatalf("Reserved() = %d, want %d", tk.Reserved(), tt.wantReserved)
+			}
+			if st := l.Stats(); st.ReservedBytes > budget || st.BulkReservedBytes > budget-250 {
+				t.Fatalf("Stats() = %+v: over a budget", st)
+			}
+			tk.Release(0)
+			for i := range held {
+				held[i].Release(0)
+			}
+			if st := l.Stats(); st != (Stats{BudgetBytes: budget}) {
+				t.Fatalf("after releases Stats() = %+v, want all zero", st)
+			}
+		})
+	}
+}
+
+func TestLevelsValidation(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(c *Config)
+		wantErr string // substring; "" = valid
+	}{
+		{"negative bulk seats", func(c *Config) { c.MaxBulkInflight = -1 }, "--max-bulk-lists-inflight"},
+		{"zero threshold", func(c *Config) { c.BulkListBytes = 0 }, "--bulk-list-threshold"},
+		{"negative reserve", func(c *Config) { c.ShortReservedBytes = -1 }, "--short-reserved-inflight-bytes"},
+		{"reserve is the whole budget", func(c *Config) { c.ShortReservedBytes = 1 << 20 }, "--short-reserved-inflight-bytes"},
+		{"negative yield", func(c *Config) { c.BulkYield = -time.Millisecond }, "--bulk-list-yield"},
+		{"yield off", func(c *Config) { c.BulkYield = 0 }, ""},
+		{"explicit reserve", func(c *Config) { c.ShortReservedBytes = 1 }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _ := testConfig(1 << 20)
+			tt.mutate(&cfg)
+			_, err := New(cfg)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("New() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("New() = %v, want error naming %q", err, tt.wantErr)
+			}
+		})
+	}
+	cfg, _ := testConfig(1000)
+	l := mustNew(t, cfg)
+	if l.cfg.MaxBulkInflight < 1 || l.cfg.ShortReservedBytes != 250 || l.bulkBudget != 750 {
+		t.Fatalf("derived bulk seats %d, short reserve %d, bulk budget %d; want >= 1, 250, 750",
+			l.cfg.MaxBulkInflight, l.cfg.ShortReservedBytes, l.bulkBudget)
+	}
+	for _, tc := range []struct {
+		bytes int64
+		want  bool
+	}{{0, false}, {16 << 20, false}, {16<<20 + 1, true}} {
+		if got := l.IsBulk(tc.bytes); got != tc.want {
+			t.Errorf("IsBulk(%d) = %v, want %v", tc.bytes, got, tc.want)
+		}
+	}
+}
+
+// TestBulkQueuedWhileShortServed: with the bulk seats taken, a client's next
+// bulk LIST queues, GETs of the same client are admitted at once, and the
+// queued bulk LIST gets the seat when one is released.
+func TestBulkQueuedWhileShortServed(t *testing.T) {
+	cfg, _ := testConfig(1000)
+	cfg.MaxBulkInflight = 1
+	l := mustNew(t, cfg)
+	ctx := context.Background()
+	b1, err := l.Admit(ctx, Request{Client: "lister", Kind: Bulk, Bytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var b2 Ticket
+	go func() {
+		var err error
+		b2, err = l.Admit(ctx, Request{Client: "lister", Kind: Bulk, Bytes: 100})
+		done <- err
+	}()
+	waitFor(t, "second bulk queued", func() bool { return l.Stats().Queued == 1 })
+	for _, c := range []string{"lister", "other"} {
+		g, err := l.Admit(ctx, Request{Client: c, Bytes: 10})
+		if err != nil {
+			t.Fatalf("GET of %s beside a queued bulk LIST = %v, want admitted", c, err)
+		}
+		g.Release(0)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("queued bulk LIST returned %v while the seat was taken", err)
+	default:
+	}
+	b1.Release(0)
+	if err := <-done; err != nil {
+		t.Fatalf("queued bulk LIST = %v, want admitted", err)
+	}
+	if st := l.Stats(); st.InflightBulk != 1 || st.BulkReservedBytes != 100 || st.Queued != 0 {
+		t.Fatalf("Stats() = %+v, want 1 bulk with 100 bytes, none queued", st)
+	}
+	b2.Release(0)
+}
+
+// TestYield: a bulk stream's Yield returns at once without short requests
+// in flight, and otherwise waits until the last one is released, the yield
+// time passes, or its context ends.
+func TestYield(t *testing.T) {
+	type ending int
+	const (
+		byRelease ending = iota
+		byTimer
+		byContext
+	)
+	for _, tc := range []struct {
+		name string
+		end  ending
+	}{{"release", byRelease}, {"timer", byTimer}, {"context", byContext}} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := numGoroutine()
+			cfg, clk := testConfig(1000)
+			cfg.BulkYield = 50 * time.Millisecond
+			l := mustNew(t, cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if l.Yield(ctx) {
+				t.Fatal("Yield waited with no short request in flight")
+			}
+			bulk, err := l.Admit(ctx, Request{Kind: Bulk, Bytes: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Yield(ctx) {
+				t.Fatal("Yield waited for a bulk request")
+			}
+			g1, err := l.Admit(ctx, Request{Client: "a", Bytes: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g2, err := l.Admit(ctx, Request{Client: "b", Bytes: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			yielded := make(chan bool, 1)
+			go func() { yielded <- l.Yield(ctx) }()
+			waitFor(t, "yield timer", func() bool { return clk.pending() == 1 })
+			g1.Release(0)
+			switch tc.end {
+			case byRelease:
+				clk.Advance(49 * time.Millisecond)
+				select {
+				case <-yielded:
+					t.Fatal("Yield returned while a short request was in flight")
+				default:
+				}
+				g2.Release(0)
+			case byTimer:
+				clk.Advance(50 * time.Millisecond)
+			case byContext:
+				cancel()
+			}
+			if !<-yielded {
+				t.Fatal("Yield = false, want true (it waited)")
+			}
+			g2.Release(0)
+			bulk.Release(0)
+			var buf bytes.Buffer
+			cfg.Metrics.WritePrometheus(&buf)
+			want := "lazyapi_ratelimit_bulk_yield_timeouts_total 0\n"
+			if tc.end == byTimer {
+				want = "lazyapi_ratelimit_bulk_yield_timeouts_total 1\n"
+			}
+			for _, w := range []string{"lazyapi_ratelimit_bulk_yields_total 1\n", want} {
+				if !strings.Contains(buf.String(), w) {
+					t.Errorf("metrics lack %q", w)
+				}
+			}
+			checkGoroutines(t, base)
+		})
+	}
+}
+
+// TestYieldOff: BulkYield 0 never waits.
+func TestYieldOff(t *testing.T) {
+	cfg, _ := testConfig(1000)
+	cfg.BulkYield = 0
+	l := mustNew(t, cfg)
+	g, err := l.Admit(context.Background(), Request{Bytes: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release(0)
+	if l.Yield(context.Background()) {
+		t.Fatal("Yield waited with BulkYield 0")
+	}
+}
+
+func TestCountMemo(t *testing.T) {
+	cfg, clk := testConfig(1000)
+	cfg.MaxClasses = 2
+	l := mustNew(t, cfg)
+	if _, ok := l.Count("a"); ok {
+		t.Fatal("Count of an unknown key ok")
+	}
+	l.SetCount("a", 10)
+	clk.Advance(4 * time.Second)
+	if n, ok := l.Count("a"); !ok || n != 10 {
+		t.Fatalf("Count(a) = %d, %v; want 10, true", n, ok)
+	}
+	clk.Advance(time.Second)
+	if _, ok := l.Count("a"); ok {
+		t.Fatal("Count(a) still ok after 5 s")
+	}
+	l.SetCount("a", 11)
+	l.SetCount("b", 12)
+	l.SetCount("c", 13) // over MaxClasses: forgets a and b
+	if _, ok := l.Count("a"); ok {
+		t.Fatal("Count(a) kept beyond MaxClasses")
+	}
+	if n, ok := l.Count("c"); !ok || n != 13 {
+		t.Fatalf("Count(c) = %d, %v; want 13, true", n, ok)
+	}
+}
