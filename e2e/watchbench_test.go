@@ -275,6 +275,7 @@ func TestWatchBench(t *testing.T) {
 	t.Logf("watch bench: latency write->line read p50 %.1f ms, p99 %.1f ms, max %.1f ms; lazyapi CPU %s; lagging closes %v, etcd fallbacks %v",
 		float64(hist.ValueAtQuantile(50))/1000, float64(hist.ValueAtQuantile(99))/1000, float64(hist.Max())/1000, cpu, lag, fallback)
 	if got < want {
-		t.Errorf("delivered %d of %d events", got, want)
+		relists := metricOf(t, p.URL, `lazyapi_cache_relists_total{resource="configmaps"}`)
+		t.Errorf("delivered %d of %d events (cache re-lists %v); lazyapi stderr:\n%s", got, want, relists, p.stderr)
 	}
 }
