@@ -152,6 +152,21 @@ func TestYAML(t *testing.T) {
 		t.Fatalf("YAML get = %d %v %s", code, err, body)
 	}
 	same(t, "yaml pod", &p, fx["pods/ns1/p1"])
+	// Errors are negotiated like objects: a YAML client gets a YAML Status
+	// (sigs.k8s.io/yaml of the JSON Status, as kube-apiserver writes it).
+	for _, path := range []string{"/api/v1/namespaces/ns1/pods/missing", "/api/v1/namespaces/ns1/configmaps?limit=x", "/apis/nope.io/v1/things"} {
+		code, hdr, body = e.raw(t, http.MethodGet, path, "application/yaml")
+		_, _, jbody := e.raw(t, http.MethodGet, path, "application/json")
+		want, err := yaml.JSONToYAML(jbody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st metav1.Status
+		if err := yaml.UnmarshalStrict(body, &st); err != nil || hdr.Get("Content-Type") != "application/yaml" ||
+			st.Kind != "Status" || st.Code != int32(code) || code < 400 || string(body) != string(want) {
+			t.Errorf("YAML error for %s = %d %s %v\n%s\nwant\n%s", path, code, hdr.Get("Content-Type"), err, body, want)
+		}
+	}
 }
 
 func TestErrors(t *testing.T) {

@@ -266,14 +266,23 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	pageBytes := 0
 	// A protobuf answer up to protoBufferBytes is kept encoded during the
 	// size pass, so that it needs no second read of etcd.
+	// A first page whose values exceed it will not fit: it is not buffered
+	// at all (growing a buffer to the bound and dropping it cost a large
+	// protobuf LIST ~5 MB of garbage).
 	var pre *[]byte
 	if l.needSizes() {
-		pre = getBuf()
-		defer func() {
-			if pre != nil {
-				putBuf(pre)
-			}
-		}()
+		valueBytes := 0
+		for _, kv := range page {
+			valueBytes += len(kv.Value)
+		}
+		if valueBytes <= protoBufferBytes {
+			pre = getBuf()
+			defer func() {
+				if pre != nil {
+					putBuf(pre)
+				}
+			}()
+		}
 	}
 	sizeEmit := func(obj codec.Object, kv *mvccpb.KeyValue) error {
 		pageBytes += len(kv.Value)
@@ -283,6 +292,10 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 				return &decodeError{key: string(kv.Key), err: err}
 			}
 			ws.size += n
+			if pre != nil && ws.size > protoBufferBytes {
+				*pre = nil // too large: drop it, stream in a second pass
+				pre = nil
+			}
 			if pre != nil {
 				if *pre, err = l.appendProtoItem(*pre, obj, kv.ModRevision); err != nil {
 					return &decodeError{key: string(kv.Key), err: err}
@@ -391,7 +404,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 			}
 		}()
 		buf := getBuf()
-		sw := streamWriter{w: w, buf: (*buf)[:0]}
+		sw := streamWriter{w: w, buf: (*buf)[:0], yield: st.yield}
 		defer func() { n = sw.n }()
 		err = l.write(ctx, &sw, pg, page, lm, planned, false)
 		if err == nil {

@@ -208,8 +208,8 @@ func negotiate(header string, list, custom bool) (output, bool) {
 	return output{}, false
 }
 
-// errorFormat picks the encoding of an error Status: protobuf when the
-// client prefers it, else JSON (kube-apiserver encodes errors in the
+// errorFormat picks the encoding of an error Status: protobuf or YAML when
+// the client prefers it, else JSON (kube-apiserver encodes errors in the
 // negotiated media type without the as= transformation).
 func errorFormat(header string) format {
 	var arr [8]acceptClause
@@ -220,7 +220,10 @@ func errorFormat(header string) format {
 		if c.typ == "application" && c.sub == "vnd.kubernetes.protobuf" {
 			return formatProtobuf
 		}
-		if c.typ == "application" && (c.sub == "json" || c.sub == "yaml" || c.sub == "*") || c.typ == "*" {
+		if c.typ == "application" && c.sub == "yaml" {
+			return formatYAML
+		}
+		if c.typ == "application" && (c.sub == "json" || c.sub == "*") || c.typ == "*" {
 			return formatJSON
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/valyala/fasthttp"
+	"sigs.k8s.io/yaml"
 
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/resource"
@@ -107,10 +108,22 @@ func (s *Server) writeStatus(rc *fasthttp.RequestCtx, f format, st *StatusError)
 		rc.Response.Header.Set("Retry-After", strconv.Itoa(st.RetryAfter))
 	}
 	buf := getBuf()
-	if f == formatProtobuf {
+	switch f {
+	case formatProtobuf:
 		rc.SetContentType(mediaProtobuf)
 		*buf = codec.AppendStatusProtobuf((*buf)[:0], &st.Status)
-	} else {
+	case formatYAML:
+		// kube-apiserver negotiates a Status like any object: a YAML
+		// client gets the JSON encoding converted by sigs.k8s.io/yaml.
+		js := codec.AppendStatusJSON((*buf)[:0], &st.Status)
+		if y, err := yaml.JSONToYAML(js); err == nil {
+			rc.SetContentType(mediaYAML)
+			*buf = append(js[:0], y...)
+			break
+		}
+		rc.SetContentType(mediaJSON)
+		*buf = js
+	default:
 		rc.SetContentType(mediaJSON)
 		*buf = codec.AppendStatusJSON((*buf)[:0], &st.Status)
 	}
