@@ -217,8 +217,12 @@ func (r *Report) WriteTerminal(w io.Writer) error {
 // probeLine describes a listflood's GET probe.
 func (r Result) probeLine() string {
 	p := r.Probe
-	return fmt.Sprintf("%s %s GET probe (1 client, %d/s, own connection and remote IP): %d GETs, p50 %s ms, p99 %s ms, max %s ms, 429 %d, errors %d, codes %s",
-		r.Target, scenarioLabel(r.Scenario), probeRate, p.Requests, f2(p.Latency.P50), f2(p.Latency.P99), f2(p.Latency.Max), p.Throttled, p.Errors, codes(p.StatusCodes))
+	where := p.Where
+	if where == "" {
+		where = ProbeInProcess
+	}
+	return fmt.Sprintf("%s %s GET probe (1 client, %d/s, own connection and remote IP, %s): %d GETs, p50 %s ms, p99 %s ms, max %s ms, 429 %d, errors %d, codes %s",
+		r.Target, scenarioLabel(r.Scenario), probeRate, where, p.Requests, f2(p.Latency.P50), f2(p.Latency.P99), f2(p.Latency.Max), p.Throttled, p.Errors, codes(p.StatusCodes))
 }
 
 // WriteMarkdown writes the report as Markdown tables.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -111,6 +110,10 @@ type Env struct {
 	Status io.Writer
 	// StatusTTY rewrites the status line in place.
 	StatusTTY bool
+	// ProbeCommand, when set, runs the listflood GET probe in a process of
+	// its own: the command (e.g. the lazybench binary and "probe") to which
+	// the probe flags are appended (see RunProbe).
+	ProbeCommand []string
 }
 
 // Result is one scenario's measurements against one target.
@@ -167,6 +170,7 @@ type WatchResult struct {
 // ProbeResult measures the GET probe that runs beside a listflood: is a
 // small request still served while the big ones saturate the server?
 type ProbeResult struct {
+	Where       string           `json:"where"` // ProbeInProcess or ProbeOwnProcess
 	Requests    int64            `json:"requests"`
 	Errors      int64            `json:"errors"` // transport errors and non-2xx other than 429
 	Throttled   int64            `json:"throttled"`
@@ -548,9 +552,7 @@ func runLists(ctx context.Context, cl *client, s *Scenario, expected int64) erro
 }
 
 // runListFlood runs the lists and, when etcd is known, a GET probe beside
-// them: one client on its own connection (from 127.0.0.2 when the target is
-// 127.0.0.1) GETting random objects at probeRate, with its own latency
-// histogram.
+// them (see RunProbe; in its own process with Env.ProbeCommand).
 func runListFlood(ctx context.Context, env Env, t Target, cl *client, s *Scenario, expected int64) (*ProbeResult, error) {
 	if env.Etcd == nil {
 		return nil, runLists(ctx, cl, s, expected)
@@ -559,36 +561,17 @@ func runListFlood(ctx context.Context, env Env, t Target, cl *client, s *Scenari
 	if err != nil {
 		return nil, err
 	}
-	hc, err := t.httpClient(1)
-	if err != nil {
-		return nil, err
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = s.Kind.Path(n[0]) + "/" + n[1]
 	}
-	defer hc.CloseIdleConnections()
-	if u, err := url.Parse(t.URL); err == nil && u.Hostname() == "127.0.0.1" {
-		// Another remote IP than the listers': servers that key fairness
-		// by client address see the probe as another client, as a
-		// controller on another host would be.
-		hc.Transport.(*http.Transport).DialContext = (&net.Dialer{Timeout: 5 * time.Second,
-			LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext
-	}
-	pc := &client{t: t, http: hc, accept: cl.accept, c: newCollector()}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		workers(ctx, 1, rate.NewLimiter(probeRate, 1), func(ctx context.Context, _ int, r *rand.Rand) {
-			n := names[r.IntN(len(names))]
-			_, _, _ = pc.get(ctx, s.Kind.Path(n[0])+"/"+n[1], nil)
-		})
-	})
+	wait := startProbe(ctx, env, t, cl.accept, paths)
 	err = runLists(ctx, cl, s, expected)
-	wg.Wait()
-	return &ProbeResult{
-		Requests:    pc.c.requests.Load(),
-		Errors:      pc.c.errs.Load(),
-		Throttled:   pc.c.throttled.Load(),
-		StatusCodes: pc.c.codes,
-		Latency:     pc.c.lat.Summary(),
-		FirstError:  pc.c.firstErr,
-	}, err
+	probe, perr := wait()
+	if err == nil {
+		err = perr
+	}
+	return probe, err
 }
 
 // objectNames returns namespace/name of the kind's objects in etcd (in ns

@@ -7,12 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,8 +32,11 @@ import (
 // Every LIST must be a complete, parseable list of all 300 items or a 429
 // TooManyRequests Status with Retry-After; nothing else (no 5xx, no cut
 // body). At least one of each must happen, and every GET must be answered
-// 200: a small request is not starved by the flood. Counts and codes only,
-// no timing assertions.
+// 200: a small request is not starved by the flood. The lists (~30 MiB
+// each, above the 16 MiB bulk threshold) are bulk: at most 2 are served at
+// once while the others queue, GETs are served while bulk lists are queued,
+// and the bulk streams yield to the GETs. Counts and codes only, no timing
+// assertions.
 func TestListFloodAdmission(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes and lists ~30 MiB repeatedly")
@@ -46,6 +51,8 @@ func TestListFloodAdmission(t *testing.T) {
 	cfg.MaxInflightBytes = 8 << 20
 	cfg.MaxQueued = 4
 	cfg.MaxQueueWait = 5 * time.Second
+	cfg.MaxBulkInflight = 2
+	cfg.Metrics = metrics.NewSet()
 	lim, err := ratelimit.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +149,7 @@ func TestListFloodAdmission(t *testing.T) {
 	}).DialContext}}
 	defer getClient.CloseIdleConnections()
 	done := make(chan struct{})
-	var gets, getsOK int
+	var gets, getsOK, getsWhileQueued int
 	var getErrs []string
 	getDone := make(chan struct{})
 	go func() {
@@ -154,6 +161,7 @@ func TestListFloodAdmission(t *testing.T) {
 			default:
 			}
 			path := fmt.Sprintf("%s/cm-%05d", listPath, i%items)
+			before := lim.Stats()
 			resp, err := getClient.Get(e.url + path)
 			gets++
 			if err != nil {
@@ -169,7 +177,28 @@ func TestListFloodAdmission(t *testing.T) {
 				getErrs = append(getErrs, fmt.Sprintf("GET %s = %d (Retry-After %q): %.200s", path, resp.StatusCode, resp.Header.Get("Retry-After"), body))
 			default:
 				getsOK++
+				if before.Queued > 0 && lim.Stats().Queued > 0 {
+					getsWhileQueued++
+				}
 			}
+		}
+	}()
+
+	// The bulk seats hold: sample the limiter while the lists run.
+	var maxBulk int
+	sampleDone := make(chan struct{})
+	go func() {
+		defer close(sampleDone)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if st := lim.Stats(); st.InflightBulk > maxBulk {
+				maxBulk = st.InflightBulk
+			}
+			runtime.Gosched()
 		}
 	}()
 
@@ -209,9 +238,28 @@ func TestListFloodAdmission(t *testing.T) {
 	wg.Wait()
 	close(done)
 	<-getDone
+	<-sampleDone
 
 	st := lim.Stats()
-	t.Logf("lists: %d complete, %d throttled, codes %v; gets: %d ok of %d; limiter after: %+v", complete, throttled, codes, getsOK, gets, st)
+	var mb strings.Builder
+	cfg.Metrics.WritePrometheus(&mb)
+	yields := 0
+	for line := range strings.Lines(mb.String()) {
+		if v, ok := strings.CutPrefix(line, "lazyapi_ratelimit_bulk_yields_total "); ok {
+			yields, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	t.Logf("lists: %d complete, %d throttled, codes %v; gets: %d ok of %d, %d while bulk lists were queued; max bulk in flight %d, bulk yields %d; limiter after: %+v",
+		complete, throttled, codes, getsOK, gets, getsWhileQueued, maxBulk, yields, st)
+	if maxBulk == 0 || maxBulk > 2 {
+		t.Errorf("max bulk lists in flight = %d, want 1..2 (--max-bulk-lists-inflight=2)", maxBulk)
+	}
+	if getsWhileQueued == 0 {
+		t.Errorf("no GET answered while bulk lists were queued")
+	}
+	if yields == 0 {
+		t.Errorf("bulk streams never yielded to the GETs")
+	}
 	for i, b := range bad {
 		if i == 10 {
 			t.Errorf("... %d more", len(bad)-10)

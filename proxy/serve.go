@@ -51,6 +51,10 @@ type reqState struct {
 	verb    string
 	start   time.Time
 	release func()
+	// yield, set by admit for a bulk LIST, pauses the stream while short
+	// requests are in flight (ratelimit.Limiter.Yield); called after each
+	// flush.
+	yield func()
 	// cc are a custom resource's Table columns (Table output only).
 	cc *codec.CustomColumns
 }
@@ -163,72 +167,6 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 	}
 	s.serveList(ctx, cancel, rc, st, ef)
 }
-
-// admit asks Config.Limiter, then Config.Admit, to admit a GET or LIST;
-// st.release returns what they reserved when the response is complete.
-func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState) error {
-	var releases []func()
-	if l := s.cfg.Limiter; l != nil {
-		avg := int64(defaultAvgValueBytes)
-		if h, ok := s.sizeHints.Load(s.prefix + "/" + st.r.KeyPrefix + "/"); ok {
-			avg = int64(h.(int))
-		}
-		items := 1
-		cached := false
-		if cr := s.cacheResource(st.r); cr != nil && cr.Ready() {
-			// A cache read holds no copy of the values, only a page of
-			// KeyValue headers and the write buffers (a fallback to
-			// etcd is rare).
-			avg, cached = 0, true
-		}
-		switch {
-		case st.p.Name == "" && cached:
-			items = cachePageItems
-		case st.p.Name == "":
-			cfg := s.store.Config()
-			items = int(max(min(int64(cfg.PageSize), int64(cfg.PageBytes)/max(avg, 1)), 1))
-		}
-		t, err := l.Admit(ctx, ratelimit.Request{
-			Client: rc.RemoteIP().String(),
-			Class:  st.verb + "/" + st.r.GroupResource(),
-			Kind:   ratelimit.Short,
-			Bytes:  ratelimit.EstimateList(avg, items, streamBufferBytes),
-		})
-		if err != nil {
-			return err
-		}
-		releases = append(releases, func() { t.Release(0) })
-	}
-	if s.cfg.Admit != nil {
-		release, err := s.cfg.Admit(rc, &RequestInfo{Verb: st.verb, Resource: st.r, Namespace: st.p.Namespace,
-			Name: st.p.Name, Limit: st.q.Limit, ResourceVersion: st.q.ResourceVersion})
-		if err != nil {
-			for _, r := range releases {
-				r()
-			}
-			return err
-		}
-		if release != nil {
-			releases = append(releases, release)
-		}
-	}
-	if len(releases) > 0 {
-		st.release = func() {
-			for _, r := range releases {
-				r()
-			}
-		}
-	}
-	return nil
-}
-
-// defaultAvgValueBytes is the value size assumed for admission before a
-// resource was listed once; streamBufferBytes is a streamed response's write
-// buffer plus fasthttp's stream pipe (4 slots).
-const (
-	defaultAvgValueBytes = 4 << 10
-	streamBufferBytes    = 6 * flushSize
-)
 
 // tooManyRequests is kube-apiserver's 429 for a refused admission.
 func tooManyRequests(err error) *StatusError {
@@ -438,9 +376,10 @@ func statusOf(err error) *StatusError {
 // streamWriter is the write side of a streamed response: it encodes into
 // buf and hands buf to the connection every flushSize bytes.
 type streamWriter struct {
-	w   *bufio.Writer
-	buf []byte
-	n   int
+	w     *bufio.Writer
+	buf   []byte
+	n     int
+	yield func() // reqState.yield, may be nil
 }
 
 // maybeFlush writes buf out when it passed flushSize. A write error means
@@ -464,6 +403,9 @@ func (sw *streamWriter) flush() error {
 	}
 	if err := sw.w.Flush(); err != nil {
 		return fmt.Errorf("cannot write response: %w", err)
+	}
+	if sw.yield != nil {
+		sw.yield()
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,7 @@ Commands:
   refserver  serve the reference read API (what kube-apiserver does per request) on loopback
   etcd       run an embedded etcd (for trying things without one)
   record     rewrite the ## suite section of bench/RESULTS.md from a suite's results.json
+  probe      the listflood GET probe as a process of its own (started by run --probe-process)
 
 Run "lazybench COMMAND --help" for a command's flags.
 `
@@ -76,6 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runEtcd(ctx, args, stderr)
 	case "record":
 		return runRecord(args, stdout)
+	case "probe":
+		return runProbe(ctx, args, os.Stdin, stdout)
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 }
@@ -234,6 +238,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		sample      = fs.Duration("sample-every", 200*time.Millisecond, "memory sampling period (100-250ms)")
 		out         = fs.String("out", "", "results folder (default $TMPDIR/lazybench-<scenario>-<time>)")
 		quiet       = fs.Bool("quiet", false, "no status line")
+		probeProc   = fs.Bool("probe-process", true, "listflood: run the GET probe in its own process (false: a goroutine of this process, whose run queue it then shares with the flooding clients)")
 	)
 	ef.add(fs)
 	if help, err := parse(fs, args); help || err != nil {
@@ -339,6 +344,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		rep.Notes = append(rep.Notes, "no --etcd-servers: LIST completeness judged by status and parsing only")
 	}
 	env := bench.Env{Etcd: cli, Prefix: ef.prefix}
+	if *probeProc && scenario == bench.ScenarioListFlood {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("cannot find the lazybench binary for --probe-process: %w", err)
+		}
+		env.ProbeCommand = []string{self, "probe"}
+	}
 	if !*quiet {
 		env.Status, env.StatusTTY = stderr, isTTY(stderr)
 	}
@@ -513,4 +525,34 @@ func commandName() string {
 		return "go run ./cmd/lazybench"
 	}
 	return "lazybench"
+}
+
+// runProbe is the listflood GET probe in its own process: it reads paths on
+// stdin, GETs them for --duration and writes its bench.ProbeResult as JSON.
+func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := newFlagSet("probe", "probe --url URL [flags] < paths", os.Stderr)
+	var (
+		u          = fs.String("url", "", "target base URL (required)")
+		kubeconfig = fs.String("kubeconfig", "", "kubeconfig of the target")
+		accept     = fs.String("accept-header", "application/json", "Accept header")
+		dur        = fs.Duration("duration", 10*time.Second, "how long to probe")
+	)
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	if *u == "" {
+		return errors.New("probe: --url is required")
+	}
+	paths, err := bench.ReadProbePaths(stdin)
+	if err != nil {
+		return err
+	}
+	t := bench.Target{Name: "probe", URL: *u, Kubeconfig: *kubeconfig, Token: os.Getenv(bench.ProbeTokenEnv)}
+	pctx, cancel := context.WithTimeout(ctx, *dur)
+	defer cancel()
+	res, err := bench.RunProbe(pctx, t, *accept, paths)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(res)
 }
