@@ -53,6 +53,15 @@ type Event struct {
 	InitialEventsEnd bool
 	// Attrs of Value.
 	Attrs Attrs
+	// Initial marks an ADDED event of the initial state (read from a
+	// snapshot, not from the history).
+	Initial bool
+	// Backlog is, for a change read from the history, how many newer
+	// events the history held when it was read: 0 when the watcher took
+	// the newest event, large when it replays the history. Consumers that
+	// share work between watchers (the proxy's frame cache) use it to tell
+	// watchers that keep up from ones far behind.
+	Backlog int
 }
 
 // WatchOptions says where a watch starts and what it delivers.
@@ -270,7 +279,7 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 			continue
 		}
 		ev, ok, lagged := r.ring.at(seq)
-		ch, rev := r.notify, r.rev
+		ch, rev, head := r.notify, r.rev, r.ring.head()
 		r.mu.RUnlock()
 		if lagged {
 			r.lagging.Inc()
@@ -282,6 +291,7 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 			w.cursor.Store(seq + 1)
 			w.lastRev = ev.rev
 			if out, pass := w.convert(ev); pass {
+				out.Backlog = int(min(head-seq-1, 1<<30))
 				return out, nil
 			}
 			continue
@@ -323,7 +333,7 @@ func (w *Watcher) nextInitial() (Event, bool) {
 			if w.o.Filter != nil && !w.o.Filter(a) {
 				continue
 			}
-			return Event{Type: Added, Key: e.key(), Value: e.value(), Rev: e.rev, Attrs: a}, true
+			return Event{Type: Added, Key: e.key(), Value: e.value(), Rev: e.rev, Attrs: a, Initial: true}, true
 		}
 		if w.snap != nil {
 			w.buf, w.bi = w.buf[:0], 0

@@ -139,6 +139,8 @@ type Server struct {
 	// sizeHints remembers the average stored size per collection prefix
 	// (string -> int) to size first pages.
 	sizeHints sync.Map
+	// frames shares encoded watch frames among watchers (watchframes.go).
+	frames *frameCache
 
 	baseCtx    context.Context
 	baseCancel context.CancelFunc
@@ -187,6 +189,7 @@ func New(cfg Config) (*Server, error) {
 	s.passthru = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="passthrough"}`)
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)
 	s.panics = s.ms.GetOrCreateCounter("lazyapi_handler_panics_total")
+	s.frames = newFrameCache(s.ms, frameCacheBytes)
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
 		Name:                          "lazyapi",

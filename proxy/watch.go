@@ -483,7 +483,7 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			}
 			sw.buf = e.bookmark(sw.buf, ev.Rev, ev.InitialEventsEnd)
 		} else {
-			sw.buf = e.event(sw.buf, codecType(ev.Type), ev.Key, ev.Value, ev.Rev)
+			sw.buf = e.s.frames.appendEvent(sw.buf, e, &ev)
 		}
 		sw.m.events.Inc()
 		if len(sw.buf) >= flushSize {

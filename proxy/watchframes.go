@@ -1,0 +1,197 @@
+package proxy
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/lazyapi/lazyapi/cache"
+	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/resource"
+)
+
+// Shared watch frames.
+//
+// The watchers of a resource read the same history events, and most of
+// them write the same bytes for an event: same framing, same event type
+// after their selector, same object at the same resourceVersion. The JSON
+// transcode of one event costs far more than copying its frame, so
+// frameCache encodes such a frame once and every watcher that would write
+// it copies the bytes (kube-apiserver's cacher does the same with its
+// per-serializer cachingObject).
+//
+// Why a small cache here rather than an encoding attached to the history
+// event (charged to the watch cache's budget): the cache package holds
+// stored bytes and knows no output formats; a history event stays until
+// --watch-cache-sizes newer events push it out, long after the watchers
+// that keep up have read it, and may be wanted in several framings, so
+// encodings attached to it would multiply the history's memory, and the
+// budget (charged by the resource's own goroutine) would have to be charged
+// from every watcher's. Watchers that keep up read an event within moments
+// of each other, so a FIFO of the most recent frames, bounded in bytes for
+// all resources together (frameCacheBytes), gets the hits with a small,
+// fixed footprint. A watcher far behind (Backlog >= frameShareBacklog: it
+// replays the history) takes a frame that is there but encodes a missing
+// one itself without keeping it, so a replay cannot flush the frames the
+// live watchers share; initial events are always encoded by their watcher.
+//
+// Which frames are shared: the key is (resource, etcd key, revision, event
+// type, output). For one etcd key and revision the stored value is fixed
+// (ADDED and MODIFIED carry the value written at that revision, DELETED
+// the last value before the deletion at that revision), so the key
+// determines the bytes. Frames that depend on more than the key are never
+// shared: Table rows (their age column reads the clock, and a watch's first
+// row carries the column definitions). Protobuf passthrough frames are not
+// shared either: encoding one is a copy of the stored bytes, as cheap as
+// copying a shared frame.
+
+const (
+	// frameCacheBytes bounds the frames kept for sharing (all resources).
+	frameCacheBytes = 4 << 20
+	// frameShareBacklog: a watcher this many events or more behind the
+	// newest does not add the frames it encodes to the cache.
+	frameShareBacklog = 256
+	// frameOverhead approximates a kept frame's cost besides its bytes and
+	// key: the frame struct, its channel, its map entry and FIFO slot.
+	frameOverhead = 200
+)
+
+// frameKey identifies the bytes of one watch event frame.
+type frameKey struct {
+	r   *resource.Resource
+	out output
+	t   codec.EventType
+	rev int64
+	key string
+}
+
+// frame is one shared encoding. b and size are written once, before ready
+// is closed; b is empty when the event could not be encoded (the encoder
+// logged it).
+type frame struct {
+	k     frameKey
+	ready chan struct{}
+	b     []byte
+	size  int64 // charged to frameCache.bytes; 0 until ready
+	gone  bool  // evicted (guarded by frameCache.mu)
+}
+
+// frameCache holds the most recent shared watch frames, at most maxBytes
+// of them (frames being encoded are not counted until they are done). It
+// is safe for concurrent use.
+type frameCache struct {
+	maxBytes atomic.Int64 // 0: nothing is shared
+
+	mu    sync.Mutex
+	m     map[frameKey]*frame // guarded by mu
+	fifo  []*frame            // guarded by mu: insertion order, fifo[head:] are in m
+	head  int                 // guarded by mu
+	bytes int64               // guarded by mu
+
+	shared, encoded, private *metrics.Counter
+}
+
+func newFrameCache(ms *metrics.Set, maxBytes int64) *frameCache {
+	c := &frameCache{m: make(map[frameKey]*frame)}
+	c.maxBytes.Store(maxBytes)
+	ms.GetOrCreateGauge("lazyapi_watch_frame_cache_bytes", func() float64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return float64(c.bytes)
+	})
+	c.shared = ms.GetOrCreateCounter(`lazyapi_watch_frames_total{result="shared"}`)
+	c.encoded = ms.GetOrCreateCounter(`lazyapi_watch_frames_total{result="encoded"}`)
+	c.private = ms.GetOrCreateCounter(`lazyapi_watch_frames_total{result="private"}`)
+	return c
+}
+
+// shareable reports whether the frames of out may be shared.
+func shareable(out output) bool {
+	switch out.target {
+	case targetTable:
+		return false
+	case targetPartial:
+		return true
+	}
+	return out.format != formatProtobuf
+}
+
+// appendEvent appends the frame of a cache watcher's change event to dst:
+// a copy of the shared frame when another watcher encoded it, else
+// encoded by e (and kept for the others when the watcher keeps up).
+func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, ev *cache.Event) []byte {
+	t := codecType(ev.Type)
+	if ev.Initial || !shareable(e.out) || c.maxBytes.Load() <= 0 {
+		return e.event(dst, t, ev.Key, ev.Value, ev.Rev)
+	}
+	k := frameKey{r: e.r, out: e.out, t: t, rev: ev.Rev, key: ev.Key}
+	c.mu.Lock()
+	if f := c.m[k]; f != nil {
+		c.mu.Unlock()
+		<-f.ready
+		c.shared.Inc()
+		return append(dst, f.b...)
+	}
+	if ev.Backlog >= frameShareBacklog {
+		c.mu.Unlock()
+		c.private.Inc()
+		return e.event(dst, t, ev.Key, ev.Value, ev.Rev)
+	}
+	// ev.Key borrows the watch cache's entry: a kept key must not pin it.
+	k.key = strings.Clone(k.key)
+	f := &frame{k: k, ready: make(chan struct{})}
+	c.m[k] = f
+	c.fifo = append(c.fifo, f)
+	c.mu.Unlock()
+	c.encoded.Inc()
+	return c.encode(f, dst, e, t, ev)
+}
+
+// encode appends the event's frame to dst, publishes a copy in f and
+// charges it. f.ready is closed also when the encoder panics, so that the
+// watchers waiting on f go on (with an empty frame).
+func (c *frameCache) encode(f *frame, dst []byte, e *watchEncoder, t codec.EventType, ev *cache.Event) []byte {
+	defer close(f.ready)
+	start := len(dst)
+	dst = e.event(dst, t, ev.Key, ev.Value, ev.Rev)
+	f.b = append([]byte(nil), dst[start:]...)
+	c.mu.Lock()
+	if !f.gone {
+		f.size = int64(cap(f.b)+len(f.k.key)) + frameOverhead
+		c.bytes += f.size
+		c.evictLocked()
+	}
+	c.mu.Unlock()
+	return dst
+}
+
+// evictLocked drops the oldest frames until the cache fits maxBytes. c.mu
+// must be held.
+func (c *frameCache) evictLocked() {
+	for (c.bytes > c.maxBytes.Load() || c.maxBytes.Load() <= 0) && c.head < len(c.fifo) {
+		f := c.fifo[c.head]
+		c.fifo[c.head] = nil
+		c.head++
+		f.gone = true
+		c.bytes -= f.size
+		if c.m[f.k] == f {
+			delete(c.m, f.k)
+		}
+	}
+	if c.head > 64 && c.head > len(c.fifo)/2 {
+		n := copy(c.fifo, c.fifo[c.head:])
+		clear(c.fifo[n:])
+		c.fifo, c.head = c.fifo[:n], 0
+	}
+}
+
+// setMaxBytes changes the bound (0 stops sharing) and evicts what no
+// longer fits.
+func (c *frameCache) setMaxBytes(n int64) {
+	c.maxBytes.Store(n)
+	c.mu.Lock()
+	c.evictLocked()
+	c.mu.Unlock()
+}

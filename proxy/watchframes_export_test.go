@@ -1,0 +1,5 @@
+package proxy
+
+// SetWatchFrameCacheBytes changes s's shared watch frame bound; 0 makes
+// every watcher encode its own frames.
+func SetWatchFrameCacheBytes(s *Server, n int64) { s.frames.setMaxBytes(n) }
