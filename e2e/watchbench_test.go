@@ -262,6 +262,9 @@ func TestWatchBench(t *testing.T) {
 	wg.Wait()
 	lag := metricOf(t, p.URL, "lazyapi_watchers_closed_lagging_total")
 	fallback := metricOf(t, p.URL, "lazyapi_watch_etcd_fallback_total")
+	shared := metricOf(t, p.URL, `lazyapi_watch_frames_total{result="shared"}`)
+	encoded := metricOf(t, p.URL, `lazyapi_watch_frames_total{result="encoded"}`)
+	private := metricOf(t, p.URL, `lazyapi_watch_frames_total{result="private"}`)
 	got := received.Load()
 	cpu := "n/a"
 	if cpuOK {
@@ -274,6 +277,7 @@ func TestWatchBench(t *testing.T) {
 		heap0/(1<<20), heapIdle/(1<<20), (heapIdle-heap0)/1024/float64(max(opened.Load(), 1)), heapMax/(1<<20))
 	t.Logf("watch bench: latency write->line read p50 %.1f ms, p99 %.1f ms, max %.1f ms; lazyapi CPU %s; lagging closes %v, etcd fallbacks %v",
 		float64(hist.ValueAtQuantile(50))/1000, float64(hist.ValueAtQuantile(99))/1000, float64(hist.Max())/1000, cpu, lag, fallback)
+	t.Logf("watch bench: frames shared %v, encoded for sharing %v, encoded privately (far behind) %v", shared, encoded, private)
 	if got < want {
 		relists := metricOf(t, p.URL, `lazyapi_cache_relists_total{resource="configmaps"}`)
 		t.Errorf("delivered %d of %d events (cache re-lists %v); lazyapi stderr:\n%s", got, want, relists, p.stderr)
