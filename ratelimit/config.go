@@ -47,7 +47,7 @@ type Config struct {
 	// burst of PerClientQPS; it must be >= 1 when PerClientQPS > 0.
 	PerClientBurst int
 	// MaxBulkInflight (--max-bulk-lists-inflight) bounds the number of bulk
-	// LISTs (see IsBulk) served at once. 0 means GOMAXPROCS.
+	// LISTs (see IsBulk) served at once. 0 means DefaultMaxBulkInflight.
 	MaxBulkInflight int
 	// BulkListBytes (--bulk-list-threshold, default 16Mi) is the estimated
 	// response size above which a LIST is Bulk.
@@ -109,7 +109,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait,
 		"Maximum time a request waits for admission before a 429.")
 	fs.IntVar(&c.MaxBulkInflight, "max-bulk-lists-inflight", c.MaxBulkInflight,
-		"Maximum number of bulk LISTs (estimated response above --bulk-list-threshold) served at once; others queue per client, then get a 429. 0 = GOMAXPROCS.")
+		"Maximum number of bulk LISTs (estimated response above --bulk-list-threshold) served at once; others queue per client, then get a 429. 0 = half of GOMAXPROCS, at least 1.")
 	fs.Var((*Bytes)(&c.BulkListBytes), "bulk-list-threshold",
 		"Estimated LIST response size (items x average stored size) above which a LIST is bulk (quantity, e.g. 16Mi).")
 	fs.Var((*Bytes)(&c.ShortReservedBytes), "short-reserved-inflight-bytes",
@@ -121,6 +121,15 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.PerClientBurst, "per-client-burst", c.PerClientBurst,
 		"Burst of --per-client-qps.")
 }
+
+// DefaultMaxBulkInflight is the default of --max-bulk-lists-inflight: half
+// of GOMAXPROCS, at least 1. A bulk LIST read from etcd keeps about two cores
+// busy, one in lazyapi (transcoding or copying items) and about one in etcd
+// (serving the ranges); more concurrent bulk streams add latency for
+// everyone, no throughput, and no list finishes sooner. On 2 cores, 1 bulk
+// seat instead of 2 halved the GET probe's p50 beside a 64-client flood of
+// 1 GiB LISTs (bench/RESULTS.md, ## listflood).
+func DefaultMaxBulkInflight() int { return max(runtime.GOMAXPROCS(0)/2, 1) }
 
 // validate checks c and fills derived zero values; errors name the flag.
 func (c *Config) validate() error {
@@ -143,7 +152,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--max-bulk-lists-inflight must be >= 0, got %d", c.MaxBulkInflight)
 	}
 	if c.MaxBulkInflight == 0 {
-		c.MaxBulkInflight = runtime.GOMAXPROCS(0)
+		c.MaxBulkInflight = DefaultMaxBulkInflight()
 	}
 	if c.BulkListBytes <= 0 {
 		return fmt.Errorf("--bulk-list-threshold must be > 0, got %d", c.BulkListBytes)

@@ -17,8 +17,9 @@ import (
 // cannot take another's:
 //
 //  1. Seats: at most Config.MaxBulkInflight bulk requests are served at
-//     once (default GOMAXPROCS). A bulk LIST is CPU-bound (it transcodes
-//     or copies every item): more concurrent bulk streams than cores add
+//     once (default DefaultMaxBulkInflight: half of GOMAXPROCS). A bulk
+//     LIST is CPU-bound (lazyapi transcodes or copies every item, etcd
+//     serves every range): more concurrent bulk streams than cores add
 //     latency for everyone and no throughput, and keeping few of them lets
 //     each one finish (the rest wait in their client's bulk queue, then get
 //     a 429 with Retry-After).
@@ -81,37 +82,43 @@ func (l *Limiter) Yield(ctx context.Context) bool {
 	return true
 }
 
-// countTTL is how long a remembered collection count (SetCount) is used.
-const countTTL = 5 * time.Second
+// sizeTTL is how long a remembered collection size (SetSize) is used.
+const sizeTTL = 5 * time.Second
 
-// countEntry is a remembered collection count.
-type countEntry struct {
-	n  int64
+// Size describes a collection for the classification of its LISTs.
+type Size struct {
+	Items    int64 // number of objects
+	AvgBytes int64 // average stored size of one object; 0 when unknown
+}
+
+// sizeEntry is a remembered collection size.
+type sizeEntry struct {
+	Size
 	at time.Time
 }
 
-// Count returns the number of objects remembered for the collection key
-// (SetCount) if it was set less than 5 s ago. The proxy uses it to classify
-// LISTs as Bulk without counting in etcd for every request.
-func (l *Limiter) Count(key string) (int64, bool) {
+// Size returns the size remembered for the collection key (SetSize) if it
+// was set less than 5 s ago. The proxy uses it to classify LISTs as Bulk
+// without reading etcd for every request.
+func (l *Limiter) Size(key string) (Size, bool) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, ok := l.counts[key]
-	if !ok || now.Sub(e.at) >= countTTL {
-		return 0, false
+	e, ok := l.sizes[key]
+	if !ok || now.Sub(e.at) >= sizeTTL {
+		return Size{}, false
 	}
-	return e.n, true
+	return e.Size, true
 }
 
-// SetCount remembers n objects for the collection key. At most
+// SetSize remembers the size of the collection key. At most
 // Config.MaxClasses keys are kept; when full, all are forgotten.
-func (l *Limiter) SetCount(key string, n int64) {
+func (l *Limiter) SetSize(key string, sz Size) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.counts[key]; !ok && len(l.counts) >= l.cfg.MaxClasses {
-		clear(l.counts)
+	if _, ok := l.sizes[key]; !ok && len(l.sizes) >= l.cfg.MaxClasses {
+		clear(l.sizes)
 	}
-	l.counts[key] = countEntry{n: n, at: now}
+	l.sizes[key] = sizeEntry{Size: sz, at: now}
 }

@@ -254,29 +254,29 @@ func TestYieldOff(t *testing.T) {
 	}
 }
 
-func TestCountMemo(t *testing.T) {
+func TestSizeMemo(t *testing.T) {
 	cfg, clk := testConfig(1000)
 	cfg.MaxClasses = 2
 	l := mustNew(t, cfg)
-	if _, ok := l.Count("a"); ok {
-		t.Fatal("Count of an unknown key ok")
+	if _, ok := l.Size("a"); ok {
+		t.Fatal("Size of an unknown key ok")
 	}
-	l.SetCount("a", 10)
+	l.SetSize("a", Size{Items: 10, AvgBytes: 100})
 	clk.Advance(4 * time.Second)
-	if n, ok := l.Count("a"); !ok || n != 10 {
-		t.Fatalf("Count(a) = %d, %v; want 10, true", n, ok)
+	if sz, ok := l.Size("a"); !ok || sz != (Size{10, 100}) {
+		t.Fatalf("Size(a) = %+v, %v; want {10 100}, true", sz, ok)
 	}
 	clk.Advance(time.Second)
-	if _, ok := l.Count("a"); ok {
-		t.Fatal("Count(a) still ok after 5 s")
+	if _, ok := l.Size("a"); ok {
+		t.Fatal("Size(a) still ok after 5 s")
 	}
-	l.SetCount("a", 11)
-	l.SetCount("b", 12)
-	l.SetCount("c", 13) // over MaxClasses: forgets a and b
-	if _, ok := l.Count("a"); ok {
-		t.Fatal("Count(a) kept beyond MaxClasses")
+	l.SetSize("a", Size{Items: 11})
+	l.SetSize("b", Size{Items: 12})
+	l.SetSize("c", Size{Items: 13}) // over MaxClasses: forgets a and b
+	if _, ok := l.Size("a"); ok {
+		t.Fatal("Size(a) kept beyond MaxClasses")
 	}
-	if n, ok := l.Count("c"); !ok || n != 13 {
-		t.Fatalf("Count(c) = %d, %v; want 13, true", n, ok)
+	if sz, ok := l.Size("c"); !ok || sz.Items != 13 {
+		t.Fatalf("Size(c) = %+v, %v; want 13 items, true", sz, ok)
 	}
 }

@@ -124,7 +124,7 @@ type Limiter struct {
 	ring     []*client                // queues with waiters, in round-robin order
 	next     int                      // index in ring of the client served next
 	classes  map[string]*class        // correction per class; entries are never removed
-	counts   map[string]countEntry    // collection counts (SetCount), at most MaxClasses
+	sizes    map[string]sizeEntry     // collection sizes (SetSize), at most MaxClasses
 	sweepIn  int                      // rate-limited Admit calls until the next sweep
 }
 
@@ -175,7 +175,7 @@ func New(cfg Config) (*Limiter, error) {
 		queues:   make(map[queueKey]*client),
 		limiters: make(map[string]*rate.Limiter),
 		classes:  make(map[string]*class),
-		counts:   make(map[string]countEntry),
+		sizes:    make(map[string]sizeEntry),
 		sweepIn:  sweepEvery,
 	}
 	if l.clock == nil {
