@@ -211,15 +211,22 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 		// the client went away), so the connection serves this watch only.
 		rc.SetConnectionClose()
 		conn := rc.Conn()
-		rc.SetBodyStreamWriter(func(w *bufio.Writer) {
+		// The body is written by fasthttp on the connection's goroutine
+		// (listBody.WriteTo): each flush of the watchWriter is one HTTP
+		// chunk and one write, with no copy through SetBodyStreamWriter's
+		// pipe and goroutine per event (measured: bench/RESULTS.md
+		// ## watch fan-out).
+		body := &listBody{done: func(int) {
+			cancel()
+			if release != nil {
+				release()
+			}
+		}}
+		body.write = func(w *bufio.Writer) (int, error) {
 			m := s.watchMetrics()
 			m.open.Inc()
 			defer func() {
 				m.open.Dec()
-				cancel()
-				if release != nil {
-					release()
-				}
 				if v := recover(); v != nil {
 					s.panics.Inc()
 					s.log.Error("panic streaming watch", zap.String("key", prefix), zap.Any("panic", v), zap.Stack("stack"))
@@ -236,7 +243,11 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 			if err != nil {
 				s.log.Debug("watch ended", zap.String("key", prefix), zap.Error(err))
 			}
-		})
+			// A watch that ended (timeout, lag, re-list, shutdown, broken
+			// etcd watch) ends its response cleanly: the client re-watches.
+			return 0, nil
+		}
+		rc.SetBodyStream(body, -1)
 	}
 
 	// The cache first.
