@@ -60,6 +60,10 @@ var (
 // "k8s:enc:" prefix gives an *EncryptedError; anything else a
 // *CorruptError. Raw points into stored. Unwrap never panics and allocates
 // at most a few small strings (kinds of the default scheme are interned).
+// The exception is a CustomResourceDefinition stored as
+// apiextensions.k8s.io/v1beta1, which kube-apiserver serves only as v1:
+// its Raw is the v1 JSON in a new buffer, and APIVersion and Kind are set
+// (crdv1.go).
 func Unwrap(stored []byte) (Object, error) {
 	if bytes.HasPrefix(stored, protobufMagic) {
 		return unwrapProtobuf(stored)
@@ -72,6 +76,9 @@ func Unwrap(stored []byte) (Object, error) {
 			continue
 		}
 		if c == '{' {
+			if isCRDv1beta1(stored[i:]) {
+				return unwrapCRD(stored)
+			}
 			return Object{Format: FormatJSON, Raw: stored}, nil
 		}
 		return Object{}, corrupt(stored, i, "value is neither protobuf (k8s\\x00), JSON nor encrypted (k8s:enc:)")

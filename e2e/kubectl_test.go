@@ -186,9 +186,8 @@ func TestKubectl(t *testing.T) {
 			"pods":        "v1 true Pod",
 			"deployments": "apps/v1 true Deployment",
 			"replicasets": "apps/v1 true ReplicaSet",
-			// Served at the version kube-apiserver stores CRDs in (see
-			// README, known differences); kube-apiserver serves v1.
-			"customresourcedefinitions": "apiextensions.k8s.io/v1beta1 false CustomResourceDefinition",
+			// Stored as v1beta1, served as v1 like kube-apiserver.
+			"customresourcedefinitions": "apiextensions.k8s.io/v1 false CustomResourceDefinition",
 			demo.CRDPlural:              demo.CRDGroup + "/" + demo.CRDVersion + " true " + demo.CRDKind,
 		}
 		got := map[string]string{}

@@ -174,11 +174,13 @@ var builtinSpecs = []builtinSpec{
 
 	// apiextensions-apiserver: CRDs are stored as apiextensions.k8s.io/v1beta1
 	// JSON (its storage codec is LegacyCodec(v1beta1) with a v1beta1
-	// EncodeVersioner, pkg/controlplane/apiserver/apiextensions.go), so they
-	// are served at v1beta1, the version the bytes are in.
+	// EncodeVersioner, pkg/controlplane/apiserver/apiextensions.go) and
+	// served at v1 only, as kube-apiserver does since 1.22: codec.Unwrap
+	// converts each stored v1beta1 CRD to v1 (codec/crdv1.go), the one
+	// conversion lazyapi does.
 	{group: "apiextensions.k8s.io", resource: "customresourcedefinitions", kind: "CustomResourceDefinition",
 		shortNames: []string{"crd", "crds"}, categories: []string{"api-extensions"},
-		keyPrefix: "apiextensions.k8s.io/customresourcedefinitions", jsonVersion: "v1beta1", listKind: "CustomResourceDefinitionList"},
+		keyPrefix: "apiextensions.k8s.io/customresourcedefinitions", jsonVersion: "v1", listKind: "CustomResourceDefinitionList"},
 
 	// scheduling.k8s.io
 	{group: "scheduling.k8s.io", resource: "priorityclasses", kind: "PriorityClass", shortNames: []string{"pc"}},

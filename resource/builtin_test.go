@@ -43,7 +43,7 @@ func TestBuiltinLookup(t *testing.T) {
 		{"certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", "CertificateSigningRequestList", "certificatesigningrequests", false, []string{"csr"}, nil},
 		{"certificates.k8s.io", "v1beta1", "clustertrustbundles", "ClusterTrustBundle", "ClusterTrustBundleList", "clustertrustbundles", false, nil, nil},
 		{"admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", "ValidatingWebhookConfigurationList", "validatingwebhookconfigurations", false, nil, []string{"api-extensions"}},
-		{"apiextensions.k8s.io", "v1beta1", "customresourcedefinitions", "CustomResourceDefinition", "CustomResourceDefinitionList", "apiextensions.k8s.io/customresourcedefinitions", false, []string{"crd", "crds"}, []string{"api-extensions"}},
+		{"apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", "CustomResourceDefinitionList", "apiextensions.k8s.io/customresourcedefinitions", false, []string{"crd", "crds"}, []string{"api-extensions"}},
 		{"apiregistration.k8s.io", "v1", "apiservices", "APIService", "APIServiceList", "apiregistration.k8s.io/apiservices", false, nil, []string{"api-extensions"}},
 		{"scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", "PriorityClassList", "priorityclasses", false, []string{"pc"}, nil},
 		{"flowcontrol.apiserver.k8s.io", "v1", "flowschemas", "FlowSchema", "FlowSchemaList", "flowschemas", false, nil, nil},

@@ -155,7 +155,7 @@ func TestDiscoveryClientGo(t *testing.T) {
 				{"sts", schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}},
 				{"hpa", schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}},
 				{"ing", schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}},
-				{"crd", schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1beta1", Resource: "customresourcedefinitions"}},
+				{"crd", schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}},
 				{"clustertrustbundles", schema.GroupVersionResource{Group: "certificates.k8s.io", Version: "v1beta1", Resource: "clustertrustbundles"}},
 			}
 			for _, tt := range tests {
@@ -293,7 +293,7 @@ func TestDiscoveryKubectl(t *testing.T) {
 			`(?m)^nodes\s+no\s+v1\s+false\s+Node$`,
 			`(?m)^deployments\s+deploy\s+apps/v1\s+true\s+Deployment$`,
 			`(?m)^horizontalpodautoscalers\s+hpa\s+autoscaling/v2\s+true\s+HorizontalPodAutoscaler$`,
-			`(?m)^customresourcedefinitions\s+crd,crds\s+apiextensions.k8s.io/v1beta1\s+false\s+CustomResourceDefinition$`,
+			`(?m)^customresourcedefinitions\s+crd,crds\s+apiextensions.k8s.io/v1\s+false\s+CustomResourceDefinition$`,
 			`(?m)^widgets\s+wd\s+example.com/v1\s+true\s+Widget$`,
 		} {
 			if !regexp.MustCompile(re).MatchString(out) {

@@ -14,8 +14,10 @@
 //     log, exec, ...) are not served and are not listed in discovery, so
 //     clients never see a verb lazyapi would refuse.
 //   - CustomResourceDefinitions and APIServices, which kube-apiserver stores
-//     as JSON, are served as stored: CRDs at apiextensions.k8s.io/v1beta1,
-//     APIServices at apiregistration.k8s.io/v1.
+//     as JSON, are served at the version kube-apiserver serves:
+//     APIServices at apiregistration.k8s.io/v1 as stored, CRDs at
+//     apiextensions.k8s.io/v1, converted from the stored v1beta1 by
+//     codec.Unwrap (the one conversion lazyapi does).
 //   - /version reports GitVersion ("v1.37.2-lazyapi").
 package resource
 
