@@ -34,7 +34,9 @@ func BenchmarkWatchFanout(b *testing.B) {
 	var c *cache.Cache
 	e := startEnv(b, func(cfg *proxy.Config) {
 		var err error
-		c, err = cache.New(cache.Config{Client: cfg.Client, MemoryBytes: 64 << 20})
+		// A history of 20,000 events: the writer does not wait for the
+		// watchers, and one more than the history behind is closed.
+		c, err = cache.New(cache.Config{Client: cfg.Client, MemoryBytes: 256 << 20, DefaultHistory: 20000})
 		if err != nil {
 			b.Fatal(err)
 		}
