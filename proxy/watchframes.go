@@ -33,9 +33,15 @@ import (
 // of each other, so a FIFO of the most recent frames, bounded in bytes for
 // all resources together (frameCacheBytes), gets the hits with a small,
 // fixed footprint. A watcher far behind (Backlog >= frameShareBacklog: it
-// replays the history) takes a frame that is there but encodes a missing
-// one itself without keeping it, so a replay cannot flush the frames the
-// live watchers share; initial events are always encoded by their watcher.
+// replays a long history) takes a frame that is there but encodes a
+// missing one itself without keeping it, so a long replay cannot flush the
+// frames the live watchers share. The threshold is high on purpose: after
+// a burst of writes (a rollout) every watcher is behind by the burst, and
+// the herd reads the same events moments apart; if none of them kept its
+// frames, each would encode every event, the costliest case. A watcher
+// replaying up to frameShareBacklog events evicts older frames, which the
+// live watchers (reading near the newest event) have already written.
+// Initial events are always encoded by their watcher.
 //
 // Which frames are shared: the key is (resource, etcd key, revision, event
 // type, output). For one etcd key and revision the stored value is fixed
@@ -51,8 +57,10 @@ const (
 	// frameCacheBytes bounds the frames kept for sharing (all resources).
 	frameCacheBytes = 4 << 20
 	// frameShareBacklog: a watcher this many events or more behind the
-	// newest does not add the frames it encodes to the cache.
-	frameShareBacklog = 256
+	// newest does not add the frames it encodes to the cache (above the
+	// default history of 1,000 events: only replays of longer
+	// --watch-cache-sizes histories are that far behind).
+	frameShareBacklog = 4096
 	// frameOverhead approximates a kept frame's cost besides its bytes and
 	// key: the frame struct, its channel, its map entry and FIFO slot.
 	frameOverhead = 200

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lazyapi/lazyapi/internal/storagefmt"
 	"github.com/lazyapi/lazyapi/proxy"
 )
 
@@ -181,5 +182,63 @@ func TestWatchSharedFrames(t *testing.T) {
 	}
 	if v, _ := metricValue(e.ms, `lazyapi_watch_frames_total{result="shared"}`); v != shared0 {
 		t.Errorf("frames shared with sharing off: %v, want 0", v-shared0)
+	}
+}
+
+// TestWatchReplayFarBehind: a watcher replaying more than 4,096 events
+// encodes the far ones itself without keeping them (private), then shares
+// the recent ones; a second replay gets the same bytes.
+func TestWatchReplayFarBehind(t *testing.T) {
+	e := watchEnv(t, true, 6000)
+	rev0 := e.put(t, "configmaps", cm("first", "web", "0"))
+	const n = 5000
+	kvs := make([][2]string, n)
+	for i := range kvs {
+		obj := cm("cm-"+strconv.Itoa(i), "web", strconv.Itoa(i))
+		v, err := storagefmt.Protobuf(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs[i] = [2]string{storagefmt.Key("/registry", "configmaps", "ns", obj.Name), string(v)}
+	}
+	e.putMany(t, kvs)
+	marker := []byte("zz-end-marker")
+	e.put(t, "configmaps", cm(string(marker), "web", "end"))
+	replay := func() [][]byte {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/api/v1/namespaces/ns/configmaps?watch=true&resourceVersion="+strconv.FormatInt(rev0, 10), nil)
+		req.Header.Set("Accept", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		frames, err := readWatchUntil(resp.Body, false, marker)
+		if err != nil {
+			t.Fatalf("after %d frames: %v", len(frames), err)
+		}
+		if len(frames) != n+1 {
+			t.Fatalf("%d frames, want %d", len(frames), n+1)
+		}
+		return frames
+	}
+	metric := func(result string) float64 {
+		v, _ := metricValue(e.ms, `lazyapi_watch_frames_total{result="`+result+`"}`)
+		return v
+	}
+	first := replay()
+	if p, enc := metric("private"), metric("encoded"); p < n+1-4096 || enc == 0 {
+		t.Errorf("first replay: %v private, %v encoded for sharing; want >= %d private and some shared", p, enc, n+1-4096)
+	}
+	second := replay()
+	if metric("shared") == 0 {
+		t.Error("second replay shared no frame")
+	}
+	for i := range first {
+		if !bytes.Equal(first[i], second[i]) {
+			t.Fatalf("frame %d differs:\n%q\n%q", i, first[i], second[i])
+		}
 	}
 }
