@@ -25,54 +25,29 @@ import (
 // stored). Known differences from kube-apiserver, for values it would never
 // write: unknown fields inside those parts are kept (kube-apiserver drops
 // them), keys match case-insensitively (encoding/json; apimachinery's
-// decoder is case-sensitive), and a v1beta1 CRD is recognised only when
-// "apiextensions.k8s.io/v1beta1" appears in its first 256 bytes (both
-// kube-apiserver's struct order and sorted keys put apiVersion there).
+// decoder is case-sensitive), and a v1beta1 CRD is recognised only when it
+// begins with its kind and apiVersion, compact, in struct or sorted order
+// (isCRDv1beta1), as every encoder kube-apiserver uses writes it.
 
-// crdV1beta1Marker, in the head of a stored JSON object, makes Unwrap look
-// at its type meta.
-var crdV1beta1Marker = []byte(`"apiextensions.k8s.io/v1beta1"`)
-
-const (
-	crdV1beta1APIVersion = "apiextensions.k8s.io/v1beta1"
-	crdV1APIVersion      = "apiextensions.k8s.io/v1"
-	crdKind              = "CustomResourceDefinition"
+// The two ways a stored v1beta1 CRD can begin: kube-apiserver's encoding
+// of the Go struct (kind first), and sorted keys (apiVersion first), as an
+// unstructured object is written.
+var (
+	crdV1beta1Struct = []byte(`{"kind":"CustomResourceDefinition","apiVersion":"apiextensions.k8s.io/v1beta1"`)
+	crdV1beta1Sorted = []byte(`{"apiVersion":"apiextensions.k8s.io/v1beta1","kind":"CustomResourceDefinition"`)
 )
 
-// isCRDv1beta1 reports whether the stored JSON object raw is an
-// apiextensions.k8s.io/v1beta1 CustomResourceDefinition. Values without the
-// marker in their head (every other object) cost one bounded bytes.Index.
+const (
+	crdV1APIVersion = "apiextensions.k8s.io/v1"
+	crdKind         = "CustomResourceDefinition"
+)
+
+// isCRDv1beta1 reports whether the stored JSON object raw, starting at its
+// '{', is an apiextensions.k8s.io/v1beta1 CustomResourceDefinition. It is
+// two prefix comparisons, which every JSON value (every custom resource)
+// pays.
 func isCRDv1beta1(raw []byte) bool {
-	if !bytes.Contains(raw[:min(len(raw), 256)], crdV1beta1Marker) {
-		return false
-	}
-	// The top-level kind and apiVersion, read up to where both are found,
-	// so that a truncated CRD is still recognised (and then reported
-	// corrupt).
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return false
-	}
-	var kind, apiVersion string
-	for (kind == "" || apiVersion == "") && dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return false
-		}
-		var v any
-		switch t {
-		case "kind":
-			v = &kind
-		case "apiVersion":
-			v = &apiVersion
-		default:
-			v = new(json.RawMessage)
-		}
-		if dec.Decode(v) != nil {
-			return false
-		}
-	}
-	return kind == crdKind && apiVersion == crdV1beta1APIVersion
+	return bytes.HasPrefix(raw, crdV1beta1Struct) || bytes.HasPrefix(raw, crdV1beta1Sorted)
 }
 
 // ConvertCRDv1beta1 converts a CustomResourceDefinition stored as

@@ -89,7 +89,10 @@ func TestUnwrapCRDOnlyV1beta1CRDs(t *testing.T) {
 		{"other v1beta1 kind", `{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1beta1"}`, false},
 		{"marker in a value", `{"kind":"ConfigMap","apiVersion":"v1","data":{"k":"apiextensions.k8s.io/v1beta1"}}`, false},
 		{"v1beta1 CRD, struct order", `{"kind":"CustomResourceDefinition","apiVersion":"apiextensions.k8s.io/v1beta1","metadata":{"name":"a.b"},"spec":{"group":"b","version":"v1","names":{"plural":"a","kind":"A"}}}`, true},
-		{"v1beta1 CRD, sorted keys, spaces", ` {"apiVersion": "apiextensions.k8s.io/v1beta1", "kind": "CustomResourceDefinition", "spec": {"group": "b"}}`, true},
+		{"v1beta1 CRD, sorted keys", ` {"apiVersion":"apiextensions.k8s.io/v1beta1","kind":"CustomResourceDefinition","spec":{"group":"b"}}`, true},
+		// Not how any kube-apiserver encoder writes it: served as stored.
+		{"v1beta1 CRD, spaces", `{"apiVersion": "apiextensions.k8s.io/v1beta1", "kind": "CustomResourceDefinition", "spec": {"group": "b"}}`, false},
+		{"v1beta1 CRD, metadata first", `{"metadata":{"name":"a.b"},"kind":"CustomResourceDefinition","apiVersion":"apiextensions.k8s.io/v1beta1"}`, false},
 	}
 	for _, tt := range tests {
 		obj, err := Unwrap([]byte(tt.in))
