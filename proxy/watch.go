@@ -348,12 +348,30 @@ func (f *filter) matchesAttrs(a cache.Attrs) bool {
 	return true
 }
 
-// watchWriter is the write side of a watch stream.
+// watchWriter is the write side of a watch stream. Its own buffer is
+// small (watchIdleBuf, or one large frame); while a batch of events is
+// pending it borrows a pooled flushSize buffer (batch), returned at the
+// next flush.
 type watchWriter struct {
-	conn net.Conn // for write deadlines; never rc, which may be recycled
-	w    *bufio.Writer
-	buf  []byte
-	m    watchMetrics
+	conn   net.Conn // for write deadlines; never rc, which may be recycled
+	w      *bufio.Writer
+	buf    []byte
+	m      watchMetrics
+	own    []byte  // the watch's own buffer while buf is pooled
+	pooled *[]byte // the pooled buffer buf is, or nil
+}
+
+// batch is called before a frame is appended: when frames are pending
+// already, buf moves to a pooled buffer, so that a watch that fell behind
+// does not regrow its small buffer (garbage on every burst of every
+// watcher).
+func (sw *watchWriter) batch() {
+	if sw.pooled != nil || len(sw.buf) == 0 || cap(sw.buf)-len(sw.buf) >= watchIdleBuf {
+		return
+	}
+	sw.pooled = getBuf()
+	sw.own = sw.buf[:0]
+	sw.buf = append((*sw.pooled)[:0], sw.buf...)
 }
 
 // flush writes buf to the client under a write deadline.
@@ -363,9 +381,15 @@ func (sw *watchWriter) flush() error {
 	}
 	_ = sw.conn.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
 	_, err := sw.w.Write(sw.buf)
-	sw.buf = sw.buf[:0]
-	if cap(sw.buf) > flushSize+flushSize/4 {
+	switch {
+	case sw.pooled != nil:
+		*sw.pooled = sw.buf
+		putBuf(sw.pooled)
+		sw.pooled, sw.buf, sw.own = nil, sw.own, nil
+	case cap(sw.buf) > flushSize+flushSize/4:
 		sw.buf = make([]byte, 0, watchIdleBuf)
+	default:
+		sw.buf = sw.buf[:0]
 	}
 	if err == nil {
 		err = sw.w.Flush()
@@ -494,6 +518,7 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			}
 			sw.buf = e.bookmark(sw.buf, ev.Rev, ev.InitialEventsEnd)
 		} else {
+			sw.batch()
 			sw.buf = e.s.frames.appendEvent(sw.buf, e, &ev)
 		}
 		sw.m.events.Inc()
