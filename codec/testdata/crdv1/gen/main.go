@@ -220,7 +220,45 @@ func created() []createdCase {
 	url.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply,
 		APIVersion: "apiextensions.k8s.io/v1", Time: ptr.To(metav1.NewTime(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))),
 		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:group":{}}}`)}}}
-	return []createdCase{{"single", single}, {"multi", multi}, {"url", url}}
+	// Edges: observedGeneration in status and conditions, a CRD being
+	// deleted, identical selectable fields and schemas in two versions
+	// (hoisted to spec in storage), large and fractional numbers and
+	// characters encoding/json escapes (U+2028, U+2029, <, >, &) in
+	// defaults and descriptions, nullable and embedded resources.
+	edgeNames := v1.CustomResourceDefinitionNames{Plural: "edges", Singular: "edge", Kind: "Edge", ListKind: "EdgeList"}
+	edgeSchema := &v1.CustomResourceValidation{OpenAPIV3Schema: &v1.JSONSchemaProps{
+		Type: "object", Description: "line\u2028sep\u2029 <tag> & \"quoted\" \\ back",
+		Properties: map[string]v1.JSONSchemaProps{
+			"spec": {Type: "object", Properties: map[string]v1.JSONSchemaProps{
+				"big":      {Type: "integer", Default: js(`9007199254740993`)},
+				"tiny":     {Type: "number", Default: js(`1e-7`), Maximum: ptr.To(1e21), ExclusiveMaximum: true},
+				"text":     {Type: "string", Default: js(`"a\u2028b <c> & d"`), Pattern: `^[a-z]+$`, Nullable: true},
+				"template": {Type: "object", XEmbeddedResource: true, XPreserveUnknownFields: ptr.To(true)},
+				"list":     {Type: "array", Default: js(`[]`), Items: &v1.JSONSchemaPropsOrArray{Schema: &v1.JSONSchemaProps{Type: "string"}}},
+			}},
+		},
+	}}
+	edgeStatus := established(edgeNames, "v1")
+	edgeStatus.ObservedGeneration = 3
+	for i := range edgeStatus.Conditions {
+		edgeStatus.Conditions[i].ObservedGeneration = 3
+	}
+	edge := &v1.CustomResourceDefinition{
+		ObjectMeta: meta("edges.example.io"),
+		Spec: v1.CustomResourceDefinitionSpec{
+			Group: "example.io", Names: edgeNames, Scope: v1.NamespaceScoped,
+			Versions: []v1.CustomResourceDefinitionVersion{
+				{Name: "v1", Served: true, Storage: true, Schema: edgeSchema, SelectableFields: []v1.SelectableField{{JSONPath: ".spec.text"}}},
+				{Name: "v1beta1", Served: true, Storage: false, Schema: edgeSchema, SelectableFields: []v1.SelectableField{{JSONPath: ".spec.text"}}},
+			},
+		},
+		Status: edgeStatus,
+	}
+	edge.Generation = 3
+	edge.DeletionTimestamp = ptr.To(metav1.NewTime(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)))
+	edge.DeletionGracePeriodSeconds = ptr.To[int64](0)
+	edge.Finalizers = []string{"customresourcecleanup.apiextensions.k8s.io"}
+	return []createdCase{{"single", single}, {"multi", multi}, {"url", url}, {"edge", edge}}
 }
 
 // legacy are values as older kube-apiservers stored them, or stored with
