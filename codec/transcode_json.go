@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -25,14 +26,19 @@ var htmlSafe = func() (t [utf8.RuneSelf]bool) {
 
 // appendJSONString appends s as a JSON string: encoding/json's escaping with
 // escapeHTML, invalid UTF-8 replaced by \ufffd, U+2028/U+2029 escaped.
+//
+// safePrefix finds the run that needs no escaping (AVX2 on amd64, 32 bytes
+// per round in pure Go elsewhere) and copy moves it in one memmove, which
+// is ~10x faster than the scan.
 func appendJSONString(dst, s []byte) []byte {
+	k := safePrefix(s)
+	dst = slices.Grow(dst, len(s)+2)
 	dst = append(dst, '"')
-	i := safePrefix(s)
-	if i == len(s) {
-		dst = append(dst, s...)
+	dst = append(dst, s[:k]...)
+	if k == len(s) {
 		return append(dst, '"')
 	}
-	return appendJSONStringSlow(dst, s, i)
+	return appendJSONStringSlow(dst, s, k)
 }
 
 const (
@@ -40,82 +46,164 @@ const (
 	msb = 0x8080808080808080
 )
 
-// safePrefix returns the length of the prefix of s that encoding/json
-// writes unescaped: ASCII without control characters, '"', '\\', '<', '>',
-// '&'. It tests 8 bytes at a time.
-func safePrefix(s []byte) int {
+// escapeBits returns a word whose byte k has its top bit set if byte k of w
+// is < 0x20, >= 0x80 or one of " \ < > &, the bytes encoding/json does not
+// copy as they are. Only the top bits (& msb) count. A set bit may be a
+// false positive only above a byte that truly needs escaping (a borrow
+// that carries up from it), so the lowest set bit is always exact.
+//
+// SWAR: for a byte v < 0x80, v-1 has its top bit set iff v == 0 (or a
+// borrow comes in from a lower zero byte); bytes >= 0x80 are set by the |w
+// term, so the usual &^v is not needed.
+func escapeBits(w uint64) uint64 {
+	lt20 := w - lsb*0x20                         // < 0x20 (>= 0x80 is in w itself)
+	quotAmp := ((w | lsb*0x04) ^ lsb*0x26) - lsb // '"' 0x22, '&' 0x26
+	ltGt := ((w | lsb*0x02) ^ lsb*0x3e) - lsb    // '<' 0x3c, '>' 0x3e
+	bslash := (w ^ lsb*'\\') - lsb
+	return lt20 | w | quotAmp | ltGt | bslash
+}
+
+// safePrefixGo returns the length of the longest prefix of s that
+// encoding/json writes unescaped: ASCII without control characters and
+// " \ < > &. It tests 32 bytes per round (4 words, one branch), then 8,
+// then the last 8 bytes again (overlapping) or, below 8 bytes, one byte at
+// a time.
+func safePrefixGo(s []byte) int {
+	n := len(s)
 	i := 0
-	for ; len(s)-i >= 8; i += 8 {
-		if needsEscape(binary.LittleEndian.Uint64(s[i:])) {
-			break
+	for ; i <= n-32; i += 32 {
+		p := (*[32]byte)(s[i : i+32])
+		w0 := binary.LittleEndian.Uint64(p[0:])
+		w1 := binary.LittleEndian.Uint64(p[8:])
+		w2 := binary.LittleEndian.Uint64(p[16:])
+		w3 := binary.LittleEndian.Uint64(p[24:])
+		if (escapeBits(w0)|escapeBits(w1)|escapeBits(w2)|escapeBits(w3))&msb != 0 {
+			break // the 8-byte rounds below find the byte
 		}
 	}
-	for i < len(s) && s[i] < utf8.RuneSelf && htmlSafe[s[i]] {
-		i++
+	for ; i <= n-8; i += 8 {
+		if m := escapeBits(binary.LittleEndian.Uint64(s[i:])) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
 	}
-	return i
+	if i == n {
+		return n
+	}
+	if n >= 8 {
+		// The last 8 bytes, overlapping bytes already tested: those are
+		// safe, so they neither set bits nor carry borrows.
+		if m := escapeBits(binary.LittleEndian.Uint64(s[n-8:])) & msb; m != 0 {
+			return n - 8 + bits.TrailingZeros64(m)/8
+		}
+		return n
+	}
+	for ; i < n; i++ {
+		if b := s[i]; b >= utf8.RuneSelf || !htmlSafe[b] {
+			return i
+		}
+	}
+	return n
 }
 
-// needsEscape reports whether any byte of w is < 0x20, >= 0x80, or one of
-// " \\ < > & (SWAR: a byte is zero in v iff the top bit of
-// (v - 0x01) &^ v is set, exact for "any byte").
-func needsEscape(w uint64) bool {
-	hasZero := func(v uint64) uint64 { return (v - lsb) &^ v & msb }
-	m := (w-lsb*0x20)&^w | w                    // bytes < 0x20 or >= 0x80 (top bit)
-	m |= hasZero((w | lsb*0x04) ^ (lsb * 0x26)) // '"' 0x22, '&' 0x26
-	m |= hasZero((w | lsb*0x02) ^ (lsb * 0x3e)) // '<' 0x3c, '>' 0x3e
-	m |= hasZero(w ^ (lsb * '\\'))
-	return m&msb != 0
-}
-
+// appendJSONStringSlow appends the rest of s from s[i], a byte that needs
+// escaping or is not ASCII; dst holds the quote and s[:i] already.
 func appendJSONStringSlow(dst, s []byte, i int) []byte {
-	start := 0
 	for i < len(s) {
-		if b := s[i]; b < utf8.RuneSelf {
+		b := s[i]
+		if b < utf8.RuneSelf {
 			if htmlSafe[b] {
-				i += 1 + safePrefix(s[i+1:])
+				k := 1 + safePrefix(s[i+1:])
+				dst = append(dst, s[i:i+k]...)
+				i += k
 				continue
 			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
+			dst = appendEscapedASCII(dst, b)
 			i++
-			start = i
 			continue
 		}
+		j := i + validUTF8Prefix(s[i:])
+		dst = append(dst, s[i:j]...)
+		i = j
+		if i == len(s) || s[i] < utf8.RuneSelf {
+			continue
+		}
+		// invalid UTF-8 or U+2028/U+2029
 		c, size := utf8.DecodeRune(s[i:])
 		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
+		} else {
 			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-			i += size
-			start = i
-			continue
 		}
 		i += size
 	}
-	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// appendEscapedASCII appends the escape encoding/json writes for the ASCII
+// byte b, which is not htmlSafe.
+func appendEscapedASCII(dst []byte, b byte) []byte {
+	switch b {
+	case '\\', '"':
+		return append(dst, '\\', b)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+}
+
+// validUTF8Prefix returns the length of the longest prefix of s made of
+// valid multi-byte UTF-8 sequences other than U+2028 and U+2029, the
+// non-ASCII runes encoding/json copies as they are. Two- and three-byte
+// sequences are checked inline; four-byte ones by utf8.DecodeRune.
+func validUTF8Prefix(s []byte) int {
+	i := 0
+	for i < len(s) {
+		b := s[i]
+		switch {
+		case b < 0xC2:
+			return i // ASCII, continuation byte, or overlong C0/C1
+		case b < 0xE0:
+			if i+1 >= len(s) || s[i+1]&0xC0 != 0x80 {
+				return i
+			}
+			i += 2
+		case b < 0xF0:
+			if i+2 >= len(s) {
+				return i
+			}
+			b1, b2 := s[i+1], s[i+2]
+			lo, hi := byte(0x80), byte(0xBF)
+			switch b {
+			case 0xE0:
+				lo = 0xA0 // overlong
+			case 0xED:
+				hi = 0x9F // surrogates
+			case 0xE2:
+				if b1 == 0x80 && b2&^1 == 0xA8 {
+					return i // U+2028, U+2029
+				}
+			}
+			if b1 < lo || b1 > hi || b2&0xC0 != 0x80 {
+				return i
+			}
+			i += 3
+		default:
+			c, size := utf8.DecodeRune(s[i:])
+			if c == utf8.RuneError && size == 1 {
+				return i
+			}
+			i += size
+		}
+	}
+	return i
 }
 
 // appendJSONBase64 appends b as encoding/json writes a []byte: standard
