@@ -51,12 +51,14 @@ const (
 	// bookmarks asks etcd for a progress notification while idle.
 	etcdBookmarkInterval = time.Minute
 	// watchBufferBytes is a watch's admission estimate: its idle write
-	// buffer, fasthttp's connection buffers and stream pipe, goroutine
-	// stacks (measured: ~40 KiB of heap per idle watch, see bench/RESULTS.md
-	// ## watch). A busy watch's buffer grows to flushSize and shrinks back.
+	// buffer, fasthttp's connection buffers, goroutine stacks (measured:
+	// ~18 KiB of heap per idle watch, see bench/RESULTS.md ## watch
+	// fan-out). A busy watch borrows a pooled flushSize buffer until its
+	// next flush.
 	watchBufferBytes = 64 << 10
 	// watchIdleBuf is the write buffer a watch keeps between flushes; one
-	// that grew past flushSize is dropped after the flush.
+	// that grew past flushSize (a single large frame) is dropped after the
+	// flush.
 	watchIdleBuf = 2 << 10
 )
 
