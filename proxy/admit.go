@@ -22,9 +22,15 @@ import (
 //     holds for the resource;
 //   - otherwise the number of keys in the range times the average value
 //     size last seen for the resource; before the first LIST of the
-//     resource, the size of the range's first value. Both come from one
+//     resource, the size of the range's first value but at least 4 KiB
+//     (concurrent first LISTs of a large collection must not all pass as
+//     short because its first object is small). Both come from one
 //     serializable etcd range of one key (its response counts the range),
 //     remembered by the limiter for 5 s per collection (Limiter.SetSize);
+//   - at least the largest response of the collection seen in the last
+//     minute: a LIST admitted as short whose response passes the threshold
+//     (the range's first values were small) starts to yield and makes the
+//     next LISTs of its collection bulk (bulkYield);
 //   - with limit, at most limit items.
 //
 // The work of a LIST with a selector is the whole range, so selectors do
@@ -77,8 +83,8 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 			return err
 		}
 		releases = append(releases, func() { t.Release(0) })
-		if kind == ratelimit.Bulk {
-			st.yield = func() { l.Yield(ctx) }
+		if st.p.Name == "" {
+			st.yield = s.bulkYield(ctx, l, st, kind == ratelimit.Bulk)
 		}
 	}
 	if s.cfg.Admit != nil {
@@ -104,21 +110,41 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 	return nil
 }
 
+// bulkYield returns the reqState.yield of a LIST. A bulk LIST yields to
+// short requests after every flush. A LIST admitted as short whose response
+// passes --bulk-list-threshold was underestimated (its range starts with
+// small values, say): from then on it yields too, and its collection and
+// the resource's whole collection are recorded as that large
+// (Limiter.ObserveResponse) so that the next LISTs of them are bulk.
+func (s *Server) bulkYield(ctx context.Context, l *ratelimit.Limiter, st *reqState, bulk bool) func(written int) {
+	return func(written int) {
+		if !bulk && l.IsBulk(int64(written)) {
+			bulk = true
+			l.ObserveResponse(s.listPrefix(st.r, st.p.Namespace), int64(written))
+			l.ObserveResponse(s.listPrefix(st.r, ""), int64(written))
+		}
+		if bulk {
+			l.Yield(ctx)
+		}
+	}
+}
+
 // listResponseBytes estimates the stored bytes a LIST reads (see
 // Admission) and returns it with the average value size it assumed (avg,
 // the resource's size hint, when > 0). 0 bytes means unknown (the etcd read
 // failed): the LIST is short and fails or succeeds on its own.
 func (s *Server) listResponseBytes(ctx context.Context, l *ratelimit.Limiter, st *reqState, avg int64, cached bool) (int64, int64) {
+	prefix := s.listPrefix(st.r, st.p.Namespace)
+	seen := l.ObservedResponse(prefix)
 	if cached && st.p.Namespace == "" {
 		if cr := s.cacheResource(st.r); cr != nil {
-			total := cr.Bytes()
+			total := max(cr.Bytes(), seen)
 			if st.q.Limit > 0 && avg > 0 {
 				total = min(total, st.q.Limit*avg)
 			}
 			return total, avg
 		}
 	}
-	prefix := s.listPrefix(st.r, st.p.Namespace)
 	sz, ok := l.Size(prefix)
 	if !ok {
 		var err error
@@ -128,16 +154,16 @@ func (s *Server) listResponseBytes(ctx context.Context, l *ratelimit.Limiter, st
 		l.SetSize(prefix, sz)
 	}
 	if avg <= 0 {
-		avg = sz.AvgBytes
+		// No LIST of the resource yet: one value is a poor sample (the
+		// range may start with small objects), so assume at least
+		// defaultAvgValueBytes until a LIST's first page gives a hint.
+		avg = max(sz.AvgBytes, defaultAvgValueBytes)
 	}
-	if avg <= 0 {
-		avg = defaultAvgValueBytes
-	}
-	n := sz.Items
+	total := max(sz.Items*avg, seen)
 	if st.q.Limit > 0 {
-		n = min(n, st.q.Limit)
+		total = min(total, st.q.Limit*avg)
 	}
-	return n * avg, avg
+	return total, avg
 }
 
 // sampleRange counts the keys under prefix and samples the size of the

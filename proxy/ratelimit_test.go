@@ -291,3 +291,83 @@ func TestListFloodAdmission(t *testing.T) {
 		return nil
 	})
 }
+
+// TestBulkLearnedFromStream: a collection whose first values are small is
+// underestimated (count × the first page's average size) and its LISTs are
+// admitted as short; once that LIST's response passes the bulk threshold, the next
+// LISTs of the collection are bulk. The test holds the only bulk seat, so a
+// bulk LIST gets 429 after the queue wait and a short one is served.
+func TestBulkLearnedFromStream(t *testing.T) {
+	cfg := ratelimit.DefaultConfig()
+	cfg.MaxInflightBytes = 64 << 20
+	cfg.MaxBulkInflight = 1
+	cfg.BulkListBytes = 1 << 20
+	cfg.MaxQueueWait = time.Second
+	lim, err := ratelimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
+	put := func(ns, name string, size int) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Data: map[string]string{"payload": strings.Repeat("x", size)}}
+		val, err := storagefmt.Protobuf(cm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.cli.Put(context.Background(), storagefmt.Key("/registry", "configmaps", ns, name), string(val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The range starts with small objects: the first value (the sample)
+	// and the first page (the size hint) are small.
+	const small = 20
+	for i := range small {
+		put("aaa", fmt.Sprintf("small-%02d", i), 10)
+	}
+	const big = 30
+	for i := range big {
+		put("flood", fmt.Sprintf("cm-%02d", i), 100<<10) // 3 MiB in all
+	}
+	seat, err := lim.Admit(context.Background(), ratelimit.Request{Client: "test", Kind: ratelimit.Bulk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func() (int, int) {
+		t.Helper()
+		resp, err := http.Get(e.url + "/api/v1/configmaps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var l struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			if err := json.Unmarshal(body, &l); err != nil {
+				t.Fatalf("cannot parse a 200 list: %v", err)
+			}
+		}
+		return resp.StatusCode, len(l.Items)
+	}
+	// The first LIST is estimated at 50 × 4 KiB (no size hint yet) and
+	// sets the hint from its first page: small objects only. Without what
+	// it wrote, the next LIST would be estimated from that hint, short too.
+	if code, n := list(); code != http.StatusOK || n != small+big {
+		t.Fatalf("first LIST (underestimated: short) = %d with %d items, want 200 with %d", code, n, small+big)
+	}
+	if seen := lim.ObservedResponse("/registry/configmaps/"); !lim.IsBulk(seen) {
+		t.Fatalf("observed response of the collection = %d bytes, want above the 1 MiB threshold", seen)
+	}
+	if code, _ := list(); code != http.StatusTooManyRequests {
+		t.Fatalf("LIST after a large response (bulk, the only bulk seat held) = %d, want 429", code)
+	}
+	seat.Release(0)
+	if code, n := list(); code != http.StatusOK || n != small+big {
+		t.Fatalf("LIST with the bulk seat free = %d with %d items, want 200 with %d", code, n, small+big)
+	}
+}

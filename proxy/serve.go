@@ -51,10 +51,10 @@ type reqState struct {
 	verb    string
 	start   time.Time
 	release func()
-	// yield, set by admit for a bulk LIST, pauses the stream while short
-	// requests are in flight (ratelimit.Limiter.Yield); called after each
-	// flush.
-	yield func()
+	// yield, set by admit for a LIST, is called after each flush with the
+	// bytes written so far; for a bulk LIST it pauses the stream while short
+	// requests are in flight (bulkYield, ratelimit.Limiter.Yield).
+	yield func(written int)
 	// cc are a custom resource's Table columns (Table output only).
 	cc *codec.CustomColumns
 }
@@ -379,7 +379,7 @@ type streamWriter struct {
 	w     *bufio.Writer
 	buf   []byte
 	n     int
-	yield func() // reqState.yield, may be nil
+	yield func(written int) // reqState.yield, may be nil
 }
 
 // maybeFlush writes buf out when it passed flushSize. A write error means
@@ -405,7 +405,7 @@ func (sw *streamWriter) flush() error {
 		return fmt.Errorf("cannot write response: %w", err)
 	}
 	if sw.yield != nil {
-		sw.yield()
+		sw.yield(sw.n)
 	}
 	return nil
 }

@@ -122,3 +122,45 @@ func (l *Limiter) SetSize(key string, sz Size) {
 	}
 	l.sizes[key] = sizeEntry{Size: sz, at: now}
 }
+
+// observedTTL is how long a response size seen by ObserveResponse is used.
+const observedTTL = time.Minute
+
+// ObserveResponse records that a LIST of the collection key wrote at least
+// n response bytes. ObservedResponse returns the largest n recorded in the
+// last minute. A LIST whose estimate (items × a sampled or hinted average)
+// was too low, e.g. because the first values of the range are small, thus
+// makes the following LISTs of its collection Bulk. At most
+// Config.MaxClasses keys are kept; when full, all are forgotten.
+func (l *Limiter) ObserveResponse(key string, n int64) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.observed[key]
+	if !ok && len(l.observed) >= l.cfg.MaxClasses {
+		clear(l.observed)
+	}
+	if ok && now.Sub(e.at) < observedTTL && e.n > n {
+		n = e.n
+	}
+	l.observed[key] = observedEntry{n: n, at: now}
+}
+
+// ObservedResponse returns the largest response size recorded for the
+// collection key by ObserveResponse in the last minute, 0 if none.
+func (l *Limiter) ObservedResponse(key string) int64 {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.observed[key]
+	if !ok || now.Sub(e.at) >= observedTTL {
+		return 0
+	}
+	return e.n
+}
+
+// observedEntry is a response size recorded by ObserveResponse.
+type observedEntry struct {
+	n  int64
+	at time.Time
+}

@@ -280,3 +280,34 @@ func TestSizeMemo(t *testing.T) {
 		t.Fatalf("Size(c) = %+v, %v; want 13 items, true", sz, ok)
 	}
 }
+
+func TestObserveResponse(t *testing.T) {
+	cfg, clk := testConfig(1000)
+	cfg.MaxClasses = 2
+	l := mustNew(t, cfg)
+	if n := l.ObservedResponse("a"); n != 0 {
+		t.Fatalf("ObservedResponse(unknown) = %d, want 0", n)
+	}
+	l.ObserveResponse("a", 100)
+	l.ObserveResponse("a", 50) // the largest in the last minute counts
+	clk.Advance(59 * time.Second)
+	if n := l.ObservedResponse("a"); n != 100 {
+		t.Fatalf("ObservedResponse(a) = %d, want 100", n)
+	}
+	clk.Advance(time.Second)
+	if n := l.ObservedResponse("a"); n != 0 {
+		t.Fatalf("ObservedResponse(a) after a minute = %d, want 0", n)
+	}
+	l.ObserveResponse("a", 10) // the old, expired 100 does not come back
+	if n := l.ObservedResponse("a"); n != 10 {
+		t.Fatalf("ObservedResponse(a) = %d, want 10", n)
+	}
+	l.ObserveResponse("b", 20)
+	l.ObserveResponse("c", 30) // over MaxClasses: forgets a and b
+	if n := l.ObservedResponse("a"); n != 0 {
+		t.Fatalf("ObservedResponse(a) kept beyond MaxClasses: %d", n)
+	}
+	if n := l.ObservedResponse("c"); n != 30 {
+		t.Fatalf("ObservedResponse(c) = %d, want 30", n)
+	}
+}

@@ -125,6 +125,7 @@ type Limiter struct {
 	next     int                      // index in ring of the client served next
 	classes  map[string]*class        // correction per class; entries are never removed
 	sizes    map[string]sizeEntry     // collection sizes (SetSize), at most MaxClasses
+	observed map[string]observedEntry // largest responses (ObserveResponse), at most MaxClasses
 	sweepIn  int                      // rate-limited Admit calls until the next sweep
 }
 
@@ -176,6 +177,7 @@ func New(cfg Config) (*Limiter, error) {
 		limiters: make(map[string]*rate.Limiter),
 		classes:  make(map[string]*class),
 		sizes:    make(map[string]sizeEntry),
+		observed: make(map[string]observedEntry),
 		sweepIn:  sweepEvery,
 	}
 	if l.clock == nil {
