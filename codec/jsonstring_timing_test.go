@@ -65,6 +65,27 @@ func BenchmarkJSONString(b *testing.B) {
 	}
 }
 
+// BenchmarkJSONStringScan is the escape scan alone on 10 KiB of ASCII
+// without escapes: safePrefix (AVX2 on amd64), its pure-Go version, and
+// the previous scan (safePrefixV0).
+func BenchmarkJSONStringScan(b *testing.B) {
+	src := []byte(jsonStringInputs()[0].s)
+	for _, impl := range []struct {
+		name string
+		f    func([]byte) int
+	}{{"safePrefix", safePrefix}, {"safePrefixGo", safePrefixGo}, {"v0", safePrefixV0}} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			defer startCPU().report(b)
+			for b.Loop() {
+				if impl.f(src) != len(src) {
+					b.Fatal("escape found")
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkJSONStringCold writes 6,400 distinct 10 KiB ASCII strings (64
 // MiB, larger than the caches) one per op, as a LIST of 10 KiB ConfigMaps
 // does: the source is read from memory, not from L1.
