@@ -521,7 +521,11 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			sw.buf = e.bookmark(sw.buf, ev.Rev, ev.InitialEventsEnd)
 		} else {
 			sw.batch()
-			sw.buf = e.s.frames.appendEvent(sw.buf, e, &ev)
+			backlog := ev.Backlog
+			if ev.Initial {
+				backlog = -1
+			}
+			sw.buf = e.s.frames.appendEvent(sw.buf, e, codecType(ev.Type), ev.Key, ev.Value, ev.Rev, backlog)
 		}
 		sw.m.events.Inc()
 		if len(sw.buf) >= flushSize {
@@ -675,8 +679,8 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 					sw.m.events.Inc()
 				}
 			}
-			for _, ev := range resp.Events {
-				ew.appendEvent(sw, ev)
+			for i, ev := range resp.Events {
+				ew.appendEvent(sw, ev, len(resp.Events)-1-i)
 				last = ev.Kv.ModRevision
 				idle = false
 			}
@@ -693,7 +697,10 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 // that moves into it is ADDED and one that moves out is DELETED (with its
 // previous state); DELETED carries the last state and the deletion's
 // revision.
-func (ew *etcdWatch) appendEvent(sw *watchWriter, ev *clientv3.Event) {
+//
+// backlog is how many events of the same etcd response follow ev: large
+// when the watch replays etcd's history from an old resourceVersion.
+func (ew *etcdWatch) appendEvent(sw *watchWriter, ev *clientv3.Event, backlog int) {
 	var cur, prev *mvccpb.KeyValue
 	if ev.Type == clientv3.EventTypePut {
 		cur = ev.Kv
@@ -714,6 +721,9 @@ func (ew *etcdWatch) appendEvent(sw *watchWriter, ev *clientv3.Event) {
 	default:
 		return
 	}
-	sw.buf = ew.enc.event(sw.buf, t, string(ev.Kv.Key), val, ev.Kv.ModRevision)
+	// Frames are shared with other watchers of the resource, from etcd or
+	// the cache: the bytes depend only on (key, revision, type, output).
+	sw.batch()
+	sw.buf = ew.enc.s.frames.appendEvent(sw.buf, ew.enc, t, b2s(ev.Kv.Key), val, ev.Kv.ModRevision, backlog)
 	sw.m.events.Inc()
 }

@@ -7,15 +7,15 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/resource"
 )
 
 // Shared watch frames.
 //
-// The watchers of a resource read the same history events, and most of
-// them write the same bytes for an event: same framing, same event type
+// The watchers of a resource read the same events (from the watch cache's
+// history, or from their etcd watches when the resource is served from
+// etcd), and most of them write the same bytes for an event: same framing, same event type
 // after their selector, same object at the same resourceVersion. The JSON
 // transcode of one event costs far more than copying its frame, so
 // frameCache encodes such a frame once and every watcher that would write
@@ -126,15 +126,17 @@ func shareable(out output) bool {
 	return out.format != formatProtobuf
 }
 
-// appendEvent appends the frame of a cache watcher's change event to dst:
-// a copy of the shared frame when another watcher encoded it, else
-// encoded by e (and kept for the others when the watcher keeps up).
-func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, ev *cache.Event) []byte {
-	t := codecType(ev.Type)
-	if ev.Initial || !shareable(e.out) || c.maxBytes.Load() <= 0 {
-		return e.event(dst, t, ev.Key, ev.Value, ev.Rev)
+// appendEvent appends the frame of a change event (type t of the object
+// value stored at key, sent at resourceVersion rev) to dst: a copy of the
+// shared frame when another watcher encoded it, else encoded by e, and kept
+// for the others unless backlog (how many newer events the watcher has
+// pending) is frameShareBacklog or more. backlog < 0 means "do not share"
+// (initial events).
+func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, t codec.EventType, key string, value []byte, rev int64, backlog int) []byte {
+	if backlog < 0 || !shareable(e.out) || c.maxBytes.Load() <= 0 {
+		return e.event(dst, t, key, value, rev)
 	}
-	k := frameKey{r: e.r, out: e.out, t: t, rev: ev.Rev, key: ev.Key}
+	k := frameKey{r: e.r, out: e.out, t: t, rev: rev, key: key}
 	c.mu.Lock()
 	if f := c.m[k]; f != nil {
 		c.mu.Unlock()
@@ -142,28 +144,28 @@ func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, ev *cache.Event) [
 		c.shared.Inc()
 		return append(dst, f.b...)
 	}
-	if ev.Backlog >= frameShareBacklog {
+	if backlog >= frameShareBacklog {
 		c.mu.Unlock()
 		c.private.Inc()
-		return e.event(dst, t, ev.Key, ev.Value, ev.Rev)
+		return e.event(dst, t, key, value, rev)
 	}
-	// ev.Key borrows the watch cache's entry: a kept key must not pin it.
+	// key may borrow the watch cache's entry: a kept key must not pin it.
 	k.key = strings.Clone(k.key)
 	f := &frame{k: k, ready: make(chan struct{})}
 	c.m[k] = f
 	c.fifo = append(c.fifo, f)
 	c.mu.Unlock()
 	c.encoded.Inc()
-	return c.encode(f, dst, e, t, ev)
+	return c.encode(f, dst, e, value)
 }
 
-// encode appends the event's frame to dst, publishes a copy in f and
-// charges it. f.ready is closed also when the encoder panics, so that the
-// watchers waiting on f go on (with an empty frame).
-func (c *frameCache) encode(f *frame, dst []byte, e *watchEncoder, t codec.EventType, ev *cache.Event) []byte {
+// encode appends f's frame, encoded from value, to dst, publishes a copy in
+// f and charges it. f.ready is closed also when the encoder panics, so that
+// the watchers waiting on f go on (with an empty frame).
+func (c *frameCache) encode(f *frame, dst []byte, e *watchEncoder, value []byte) []byte {
 	defer close(f.ready)
 	start := len(dst)
-	dst = e.event(dst, t, ev.Key, ev.Value, ev.Rev)
+	dst = e.event(dst, f.k.t, f.k.key, value, f.k.rev)
 	f.b = append([]byte(nil), dst[start:]...)
 	c.mu.Lock()
 	if !f.gone {

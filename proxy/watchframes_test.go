@@ -49,13 +49,19 @@ func readWatchUntil(body io.Reader, protobuf bool, marker []byte) ([][]byte, err
 	}
 }
 
-// TestWatchSharedFrames opens many concurrent cached watches with mixed
-// formats and selectors while ConfigMaps change (selector moves included),
+// TestWatchSharedFrames opens many concurrent watches (from the cache, or
+// from etcd) with mixed formats and selectors while ConfigMaps change (selector moves included),
 // then, with frame sharing off, one lone watcher per format and selector
 // from the same revision: every concurrent watcher must have received
 // exactly the lone watcher's bytes, and frames must have been shared.
 func TestWatchSharedFrames(t *testing.T) {
-	e := watchEnv(t, true, 1000)
+	for _, m := range watchModes {
+		t.Run(m.name, func(t *testing.T) { testWatchSharedFrames(t, m.cached) })
+	}
+}
+
+func testWatchSharedFrames(t *testing.T, cached bool) {
+	e := watchEnv(t, cached, 1000)
 	for i := range 6 {
 		app := []string{"web", "db"}[i%2]
 		e.put(t, "configmaps", cm("cm-"+strconv.Itoa(i), app, "0"))
