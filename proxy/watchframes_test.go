@@ -247,4 +247,22 @@ func TestWatchReplayFarBehind(t *testing.T) {
 			t.Fatalf("frame %d differs:\n%q\n%q", i, first[i], second[i])
 		}
 	}
+	if v, _ := metricValue(e.ms, "lazyapi_watch_frame_cache_bytes"); v <= 0 || v > proxy.WatchFrameCacheBytes {
+		t.Errorf("lazyapi_watch_frame_cache_bytes = %v, want in (0, %d]", v, proxy.WatchFrameCacheBytes)
+	}
+	// A small bound: frames are evicted, the bytes stay the same.
+	const small = 16 << 10
+	proxy.SetWatchFrameCacheBytes(e.srv, small)
+	if v, _ := metricValue(e.ms, "lazyapi_watch_frame_cache_bytes"); v > small {
+		t.Errorf("after lowering the bound: lazyapi_watch_frame_cache_bytes = %v, want <= %d", v, small)
+	}
+	third := replay()
+	if v, _ := metricValue(e.ms, "lazyapi_watch_frame_cache_bytes"); v > small {
+		t.Errorf("lazyapi_watch_frame_cache_bytes = %v, want <= %d", v, small)
+	}
+	for i := range first {
+		if !bytes.Equal(first[i], third[i]) {
+			t.Fatalf("bound %d: frame %d differs:\n%q\n%q", small, i, first[i], third[i])
+		}
+	}
 }
