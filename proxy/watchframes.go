@@ -75,13 +75,15 @@ type frameKey struct {
 	key string
 }
 
-// frame is one shared encoding. b and size are written once, before ready
-// is closed; b is empty when the event could not be encoded (the encoder
-// logged it).
+// frame is one shared encoding. b, ok and size are written once, before
+// ready is closed; b is empty when the event could not be encoded (the
+// encoder logged it and every watcher skips it, as each would have); ok is
+// false when the encoder panicked (then each watcher encodes for itself).
 type frame struct {
 	k     frameKey
 	ready chan struct{}
 	b     []byte
+	ok    bool
 	size  int64 // charged to frameCache.bytes; 0 until ready
 	gone  bool  // evicted (guarded by frameCache.mu)
 }
@@ -141,6 +143,10 @@ func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, t codec.EventType,
 	if f := c.m[k]; f != nil {
 		c.mu.Unlock()
 		<-f.ready
+		if !f.ok {
+			c.private.Inc()
+			return e.event(dst, t, key, value, rev)
+		}
 		c.shared.Inc()
 		return append(dst, f.b...)
 	}
@@ -161,12 +167,13 @@ func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, t codec.EventType,
 
 // encode appends f's frame, encoded from value, to dst, publishes a copy in
 // f and charges it. f.ready is closed also when the encoder panics, so that
-// the watchers waiting on f go on (with an empty frame).
+// the watchers waiting on f go on (each encoding the event itself).
 func (c *frameCache) encode(f *frame, dst []byte, e *watchEncoder, value []byte) []byte {
 	defer close(f.ready)
 	start := len(dst)
 	dst = e.event(dst, f.k.t, f.k.key, value, f.k.rev)
 	f.b = append([]byte(nil), dst[start:]...)
+	f.ok = true
 	c.mu.Lock()
 	if !f.gone {
 		f.size = int64(cap(f.b)+len(f.k.key)) + frameOverhead
