@@ -84,7 +84,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 		}
 		releases = append(releases, func() { t.Release(0) })
 		if st.p.Name == "" {
-			st.yield = s.bulkYield(ctx, l, st, kind == ratelimit.Bulk)
+			st.yield = s.bulkYield(ctx, l, &t, st, kind == ratelimit.Bulk)
 		}
 	}
 	if s.cfg.Admit != nil {
@@ -113,13 +113,16 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 // bulkYield returns the reqState.yield of a LIST. A bulk LIST yields to
 // short requests after every flush. A LIST admitted as short whose response
 // passes --bulk-list-threshold was underestimated (its range starts with
-// small values, say): from then on it yields too, and its collection and
+// small values, say): from then on it counts as bulk (Ticket.BecomeBulk:
+// its short seat is free, it does not yield to itself) and yields, and its
+// collection and
 // the resource's whole collection are recorded as that large
 // (Limiter.ObserveResponse) so that the next LISTs of them are bulk.
-func (s *Server) bulkYield(ctx context.Context, l *ratelimit.Limiter, st *reqState, bulk bool) func(written int) {
+func (s *Server) bulkYield(ctx context.Context, l *ratelimit.Limiter, t *ratelimit.Ticket, st *reqState, bulk bool) func(written int) {
 	return func(written int) {
 		if !bulk && l.IsBulk(int64(written)) {
 			bulk = true
+			t.BecomeBulk()
 			l.ObserveResponse(s.listPrefix(st.r, st.p.Namespace), int64(written))
 			l.ObserveResponse(s.listPrefix(st.r, ""), int64(written))
 		}

@@ -303,6 +303,7 @@ func TestBulkLearnedFromStream(t *testing.T) {
 	cfg.MaxBulkInflight = 1
 	cfg.BulkListBytes = 1 << 20
 	cfg.MaxQueueWait = time.Second
+	cfg.Metrics = metrics.NewSet()
 	lim, err := ratelimit.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -359,6 +360,13 @@ func TestBulkLearnedFromStream(t *testing.T) {
 	// it wrote, the next LIST would be estimated from that hint, short too.
 	if code, n := list(); code != http.StatusOK || n != small+big {
 		t.Fatalf("first LIST (underestimated: short) = %d with %d items, want 200 with %d", code, n, small+big)
+	}
+	// Past the threshold it became bulk: it yielded to no one (it is the
+	// only request; as a short request it would have waited for itself).
+	var mb strings.Builder
+	cfg.Metrics.WritePrometheus(&mb)
+	if !strings.Contains(mb.String(), "lazyapi_ratelimit_bulk_yields_total 0\n") {
+		t.Errorf("the LIST that became bulk yielded (to itself?):\n%s", mb.String())
 	}
 	if seen := lim.ObservedResponse("/registry/configmaps/"); !lim.IsBulk(seen) {
 		t.Fatalf("observed response of the collection = %d bytes, want above the 1 MiB threshold", seen)

@@ -36,6 +36,37 @@ import (
 // Queues are per client and kind, so a client's queued bulk LISTs never hold
 // back its own (or anyone's) GETs.
 
+// BecomeBulk turns an admitted Short request into a Bulk one, for a LIST
+// whose response turned out larger than its estimate (Config.BulkListBytes):
+// it leaves the short seats and, with its reservation, counts as bulk until
+// released, so that it may Yield to short requests (not to itself) and
+// queued short requests may take its seat. The bulk count and bulk bytes may
+// then exceed their limits until it is released; no other bulk request is
+// admitted meanwhile. A Ticket of another kind, or released, is unchanged.
+func (t *Ticket) BecomeBulk() {
+	l := t.l
+	if l == nil || t.kind != Short {
+		return
+	}
+	l.mu.Lock()
+	l.inflight[Short]--
+	l.shortNow.Add(-1)
+	l.inflight[Bulk]++
+	l.bulkRes += t.reserved
+	t.kind = Bulk
+	if l.inflight[Short] == 0 && l.idle != nil {
+		close(l.idle)
+		l.idle = nil
+	}
+	if l.queued > 0 {
+		l.dispatchLocked()
+	}
+	l.mu.Unlock()
+	if ce := l.log.Check(zap.DebugLevel, "ratelimit: became bulk"); ce != nil {
+		ce.Write(zap.String("class", t.class), zap.Int64("reserved", t.reserved))
+	}
+}
+
 // IsBulk reports whether a LIST whose response is estimated at
 // responseBytes is served as Bulk (more than Config.BulkListBytes).
 func (l *Limiter) IsBulk(responseBytes int64) bool {

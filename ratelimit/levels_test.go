@@ -311,3 +311,56 @@ func TestObserveResponse(t *testing.T) {
 		t.Fatalf("ObservedResponse(c) = %d, want 30", n)
 	}
 }
+
+// TestBecomeBulk: a short request that turns bulk leaves its short seat (a
+// queued short request takes it), counts as bulk with its bytes, keeps other
+// bulk requests out while over the bulk limits, and does not yield to
+// itself.
+func TestBecomeBulk(t *testing.T) {
+	cfg, _ := testConfig(1000) // bulk budget 750
+	cfg.MaxRequestsInflight = 1
+	cfg.MaxBulkInflight = 1
+	cfg.MaxQueueWait = time.Hour
+	l := mustNew(t, cfg)
+	ctx := context.Background()
+	bulk, err := l.Admit(ctx, Request{Client: "a", Kind: Bulk, Bytes: 700})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := l.Admit(ctx, Request{Client: "a", Bytes: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var get Ticket
+	go func() {
+		var err error
+		get, err = l.Admit(ctx, Request{Client: "b", Bytes: 10})
+		done <- err
+	}()
+	waitFor(t, "GET queued for the short seat", func() bool { return l.Stats().Queued == 1 })
+	list.BecomeBulk()
+	if err := <-done; err != nil {
+		t.Fatalf("queued GET = %v, want admitted once the LIST became bulk", err)
+	}
+	want := Stats{InflightRequests: 1, InflightBulk: 2, ReservedBytes: 910, BulkReservedBytes: 900, BudgetBytes: 1000}
+	if st := l.Stats(); st != want {
+		t.Fatalf("Stats() = %+v, want %+v", st, want)
+	}
+	get.Release(0)
+	if l.Yield(ctx) {
+		t.Fatal("Yield waited with no short request in flight (the LIST that became bulk counted as short)")
+	}
+	l.cfg.MaxQueued = 0 // reject at once what does not fit
+	if _, err := l.Admit(ctx, Request{Client: "c", Kind: Bulk, Bytes: 1}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("bulk Admit beside 2 bulk requests over the limits = %v, want ErrQueueFull", err)
+	}
+	list.BecomeBulk() // twice: no change
+	list.Release(0)
+	bulk.Release(0)
+	if st := l.Stats(); st != (Stats{BudgetBytes: 1000}) {
+		t.Fatalf("after releases Stats() = %+v, want all zero", st)
+	}
+	var zero Ticket
+	zero.BecomeBulk() // no limiter: no change, no panic
+}
