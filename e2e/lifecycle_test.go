@@ -209,19 +209,20 @@ func startBigList(t *testing.T, ctx context.Context, url string) (*http.Response
 	return resp, head
 }
 
-// TestAdmission429 holds the only in-flight slot with a LIST that is not
-// read, and checks that another request gets kube-apiserver's 429.
+// TestAdmission429: with --bulk-list-threshold above the LIST's size, the
+// LIST is a short request holding the only short slot and a GET gets
+// kube-apiserver's 429; with the default threshold the same LIST (19 MiB)
+// is bulk: it holds the only bulk seat, a second bulk LIST gets the 429
+// while GETs are still served, and each slot is free again after the
+// LIST's last byte.
 func TestAdmission429(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	seedBig(t, ctx, etcd.Client, 300)
-	p := start(t, "--etcd-servers="+etcd.Endpoint, "--max-requests-inflight=1", "--max-queued-requests=0")
-	resp, _ := startBigList(t, ctx, p.URL)
-	defer resp.Body.Close()
-
-	get := func() (*http.Response, []byte) {
-		r, err := http.Get(p.URL + "/api/v1/namespaces/big/configmaps/big-001")
+	fetch := func(url string) (*http.Response, []byte) {
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		r, err := client.Get(url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,28 +230,60 @@ func TestAdmission429(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		return r, b
 	}
-	r, body := get()
-	var st metav1.Status
-	if r.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &st) != nil || st.Reason != metav1.StatusReasonTooManyRequests || st.Code != 429 {
-		t.Errorf("GET while the only slot is taken: %s %s, want 429 TooManyRequests Status", r.Status, body)
-	}
-	if r.Header.Get("Retry-After") == "" {
-		t.Errorf("429 without Retry-After")
-	}
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		t.Fatal(err)
-	}
-	// The LIST's slot is released after its last byte.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if r, body = get(); r.StatusCode == http.StatusOK {
-			break
+	want429 := func(what string, r *http.Response, body []byte) {
+		t.Helper()
+		var st metav1.Status
+		if r.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &st) != nil || st.Reason != metav1.StatusReasonTooManyRequests || st.Code != 429 {
+			t.Errorf("%s: %s %.300s, want 429 TooManyRequests Status", what, r.Status, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET after the LIST finished: %s %s, want 200", r.Status, body)
+		if r.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: 429 without Retry-After", what)
 		}
-		time.Sleep(20 * time.Millisecond) // polling for the release
 	}
+	// eventually200 polls url until it answers 200: a slot is released
+	// after the response's last byte.
+	eventually200 := func(what, url string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r, body := fetch(url)
+			if r.StatusCode == http.StatusOK {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s %.300s, want 200", what, r.Status, body)
+			}
+			time.Sleep(20 * time.Millisecond) // polling for the release
+		}
+	}
+	t.Run("short", func(t *testing.T) {
+		p := start(t, "--etcd-servers="+etcd.Endpoint, "--max-requests-inflight=1", "--max-queued-requests=0", "--bulk-list-threshold=1Gi")
+		get := p.URL + "/api/v1/namespaces/big/configmaps/big-001"
+		resp, _ := startBigList(t, ctx, p.URL)
+		defer resp.Body.Close()
+		r, body := fetch(get)
+		want429("GET while the only short slot is taken", r, body)
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Fatal(err)
+		}
+		eventually200("GET after the LIST finished", get)
+	})
+	t.Run("bulk", func(t *testing.T) {
+		p := start(t, "--etcd-servers="+etcd.Endpoint, "--max-requests-inflight=1", "--max-bulk-lists-inflight=1", "--max-queued-requests=0")
+		get := p.URL + "/api/v1/namespaces/big/configmaps/big-001"
+		list := p.URL + "/api/v1/namespaces/big/configmaps"
+		resp, _ := startBigList(t, ctx, p.URL)
+		defer resp.Body.Close()
+		if r, body := fetch(get); r.StatusCode != http.StatusOK {
+			t.Errorf("GET while a bulk LIST streams: %s %.300s, want 200", r.Status, body)
+		}
+		r, body := fetch(list)
+		want429("second bulk LIST while the only bulk seat is taken", r, body)
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Fatal(err)
+		}
+		eventually200("bulk LIST after the first finished", list)
+	})
 }
 
 // TestDemo starts lazyapi with --demo on an empty embedded etcd and lists the
