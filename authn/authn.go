@@ -1,0 +1,196 @@
+// Package authn authenticates Kubernetes API requests as kube-apiserver
+// does: x509 client certificates (--client-ca-file), static bearer tokens
+// (--token-auth-file) and, when allowed, anonymous requests
+// (--anonymous-auth). It does not authorize: a user it returns may read
+// everything lazyapi serves.
+package authn
+
+import (
+	"bytes"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// User is an authenticated identity. Its fields are not modified after it
+// is returned; share it, do not change it.
+type User struct {
+	// Name is the user name: the token file's second column, or the client
+	// certificate's subject CommonName.
+	Name string
+	// UID is the token file's third column ("" for certificates).
+	UID string
+	// Groups are the token file's fourth column split at commas, or the
+	// certificate's subject Organizations.
+	Groups []string
+	// Method is how the user was authenticated: "token", "x509" or
+	// "anonymous".
+	Method string
+}
+
+// Anonymous is the user of a request without credentials when anonymous
+// requests are allowed, as kube-apiserver names it.
+var Anonymous = &User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}, Method: "anonymous"}
+
+// Errors returned by Authenticate; all are answered 401 Unauthorized.
+var (
+	// ErrNoCredentials: the request carries no token and no client
+	// certificate, and anonymous requests are not allowed.
+	ErrNoCredentials = errors.New("authn: no credentials")
+	// ErrInvalidToken: the bearer token is not in the token file
+	// (kube-apiserver: "invalid bearer token").
+	ErrInvalidToken = errors.New("authn: invalid bearer token")
+	// ErrInvalidCertificate: the client certificate does not verify
+	// against the client CAs (or they are not configured).
+	ErrInvalidCertificate = errors.New("authn: invalid client certificate")
+)
+
+// Config configures an Authenticator. The zero value authenticates nobody
+// and lets every request through (Enabled reports false).
+type Config struct {
+	// ClientCAs verifies client certificates (--client-ca-file); nil: a
+	// client certificate is ignored.
+	ClientCAs *x509.CertPool
+	// Tokens maps bearer tokens to users (--token-auth-file); nil: bearer
+	// tokens are ignored.
+	Tokens Tokens
+	// Anonymous lets a request without credentials through as Anonymous
+	// (--anonymous-auth=true); false answers it ErrNoCredentials. Used only
+	// when ClientCAs or Tokens is set.
+	Anonymous bool
+	// Now returns the time certificates are verified at; nil: time.Now.
+	Now func() time.Time
+}
+
+// certCacheSize bounds the verified-certificate cache; when it is full it
+// is emptied (every client then verifies once more).
+const certCacheSize = 4096
+
+// Authenticator authenticates requests. Create it with New; it is safe for
+// concurrent use. Verified client certificates are remembered (by their DER
+// bytes, until the earliest NotAfter of their chain) so that a request on a
+// known certificate costs a map lookup, not a chain verification.
+type Authenticator struct {
+	cfg Config
+	now func() time.Time
+
+	mu    sync.RWMutex
+	certs map[string]certEntry // leaf DER -> verified user; guarded by mu
+}
+
+type certEntry struct {
+	user     *User
+	notAfter time.Time // earliest NotAfter of the verified chain
+}
+
+// New returns an Authenticator for cfg.
+func New(cfg Config) *Authenticator {
+	a := &Authenticator{cfg: cfg, now: cfg.Now, certs: make(map[string]certEntry)}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	return a
+}
+
+// Enabled reports whether any authenticator is configured. When it is not,
+// lazyapi serves every request without authentication.
+func (a *Authenticator) Enabled() bool {
+	return a != nil && (a.cfg.ClientCAs != nil || a.cfg.Tokens != nil)
+}
+
+// Authenticate returns the user of a request from its Authorization header
+// value and its TLS peer certificates (leaf first; nil without TLS or when
+// the client sent none). As kube-apiserver, a client certificate is tried
+// first, then a bearer token; a certificate or token that is present but
+// invalid is an error even when anonymous requests are allowed. A verified
+// certificate without a CommonName counts as no credentials. authorization
+// is not retained.
+func (a *Authenticator) Authenticate(authorization []byte, certs []*x509.Certificate) (*User, error) {
+	var certErr error
+	if len(certs) > 0 && a.cfg.ClientCAs != nil {
+		u, err := a.verifyCert(certs)
+		if u != nil {
+			return u, nil
+		}
+		certErr = err
+	}
+	if token, ok := bearerToken(authorization); ok && a.cfg.Tokens != nil {
+		if u := a.cfg.Tokens[string(token)]; u != nil {
+			return u, nil
+		}
+		if certErr != nil {
+			return nil, errors.Join(certErr, ErrInvalidToken)
+		}
+		return nil, ErrInvalidToken
+	}
+	if certErr != nil {
+		return nil, certErr
+	}
+	if a.cfg.Anonymous {
+		return Anonymous, nil
+	}
+	return nil, ErrNoCredentials
+}
+
+// bearerToken extracts the token of "Bearer <token>" as kube-apiserver's
+// bearertoken authenticator does: surrounding space trimmed, the scheme
+// case-insensitive, the token up to the next space. ok is false for
+// another scheme or an empty token (no credentials).
+func bearerToken(h []byte) (token []byte, ok bool) {
+	h = bytes.TrimSpace(h)
+	scheme, rest, found := bytes.Cut(h, []byte(" "))
+	if !found || !bytes.EqualFold(scheme, []byte("bearer")) {
+		return nil, false
+	}
+	token, _, _ = bytes.Cut(rest, []byte(" "))
+	return token, len(token) > 0
+}
+
+// verifyCert returns the user of a verified client certificate chain, nil
+// and nil for a verified certificate without CommonName, or nil and an
+// error wrapping ErrInvalidCertificate.
+func (a *Authenticator) verifyCert(certs []*x509.Certificate) (*User, error) {
+	leaf := certs[0]
+	now := a.now()
+	a.mu.RLock()
+	e, ok := a.certs[string(leaf.Raw)]
+	a.mu.RUnlock()
+	if ok && now.Before(e.notAfter) {
+		return e.user, nil
+	}
+	opts := x509.VerifyOptions{
+		Roots:       a.cfg.ClientCAs,
+		CurrentTime: now,
+		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if len(certs) > 1 {
+		opts.Intermediates = x509.NewCertPool()
+		for _, c := range certs[1:] {
+			opts.Intermediates.AddCert(c)
+		}
+	}
+	chains, err := leaf.Verify(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: verifying certificate with subject %q, serial %s failed: %w",
+			ErrInvalidCertificate, leaf.Subject.String(), leaf.SerialNumber, err)
+	}
+	if leaf.Subject.CommonName == "" {
+		return nil, nil
+	}
+	notAfter := leaf.NotAfter
+	for _, c := range chains[0] {
+		if c.NotAfter.Before(notAfter) {
+			notAfter = c.NotAfter
+		}
+	}
+	u := &User{Name: leaf.Subject.CommonName, Groups: leaf.Subject.Organization, Method: "x509"}
+	a.mu.Lock()
+	if len(a.certs) >= certCacheSize {
+		clear(a.certs)
+	}
+	a.certs[string(leaf.Raw)] = certEntry{user: u, notAfter: notAfter}
+	a.mu.Unlock()
+	return u, nil
+}
