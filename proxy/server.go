@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/ratelimit"
@@ -73,6 +74,11 @@ type Config struct {
 	// complete (after the last byte of a stream), or an error answered as a
 	// Status (a *StatusError keeps its code; others become 429).
 	Admit func(rc *fasthttp.RequestCtx, req *RequestInfo) (release func(), err error)
+	// Authenticator, when enabled, authenticates every request except the
+	// health endpoints and /version (authn.go); a request it refuses gets
+	// 401 Unauthorized. The user's name becomes the rate limiter's
+	// fairness key. Nil (or not Enabled) serves everyone, keyed by IP.
+	Authenticator *authn.Authenticator
 }
 
 // RequestInfo describes a routed resource request, for admission.
@@ -141,6 +147,8 @@ type Server struct {
 	sizeHints sync.Map
 	// frames shares encoded watch frames among watchers (watchframes.go).
 	frames *frameCache
+	// authn counts authentication results (authn.go).
+	authn authnMetrics
 
 	baseCtx    context.Context
 	baseCancel context.CancelFunc
@@ -190,6 +198,7 @@ func New(cfg Config) (*Server, error) {
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)
 	s.panics = s.ms.GetOrCreateCounter("lazyapi_handler_panics_total")
 	s.frames = newFrameCache(s.ms, frameCacheBytes)
+	s.initAuthn()
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
 		Name:                          "lazyapi",
@@ -244,6 +253,9 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 func (s *Server) handle(rc *fasthttp.RequestCtx) {
 	defer s.recoverPanic(rc)
 	path := string(rc.Path())
+	if !publicPath(path) && !s.authenticate(rc) {
+		return
+	}
 	switch {
 	case path == "/healthz" || path == "/livez" || path == "/readyz" ||
 		strings.HasPrefix(path, "/healthz/") || strings.HasPrefix(path, "/livez/") || strings.HasPrefix(path, "/readyz/"):
