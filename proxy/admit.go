@@ -74,7 +74,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 			items = int(max(min(int64(cfg.PageSize), int64(cfg.PageBytes)/avg), 1))
 		}
 		t, err := l.Admit(ctx, ratelimit.Request{
-			Client: rc.RemoteIP().String(),
+			Client: clientKey(rc),
 			Class:  st.verb + "/" + st.r.GroupResource(),
 			Kind:   kind,
 			Bytes:  ratelimit.EstimateList(avg, items, streamBufferBytes),

@@ -188,7 +188,7 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 		}
 	}()
 	if l := s.cfg.Limiter; l != nil {
-		t, err := l.Admit(ctx, ratelimit.Request{Client: rc.RemoteIP().String(), Class: "watch/" + r.GroupResource(),
+		t, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Class: "watch/" + r.GroupResource(),
 			Kind: ratelimit.Watch, Bytes: watchBufferBytes})
 		if err != nil {
 			s.writeStatus(rc, ef, tooManyRequests(err))
