@@ -272,7 +272,7 @@ func TestAuthnFairnessKey(t *testing.T) {
 		return resp.StatusCode
 	}
 	steps := []struct {
-		token    string
+		token   string
 		want429 bool
 	}{
 		{"token-alice", false}, {"token-alice", true}, {"token-bob", false}, {"", false}, {"", true}, {"token-bob", true},
