@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/resource"
@@ -18,7 +19,8 @@ import (
 // serveAPI starts the resource table (built-ins, then CRDs from etcd), the
 // watch cache and the HTTP server, serves until ctx ends, drains, and stops
 // them in reverse order.
-func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln net.Listener, lg *zap.Logger, stdout io.Writer) error {
+// secureLn, when not nil, is the --secure-port TLS listener.
+func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln, secureLn net.Listener, lg *zap.Logger, stdout io.Writer) error {
 	// 4. Resource table. The CRD watch runs until the server has drained.
 	res := resource.NewBuiltin()
 	res.SetLogger(lg.Named("resource"))
@@ -65,6 +67,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		Metrics:        pt.metrics,
 		Limiter:        pt.limiter,
 		Cache:          wc,
+		Authenticator:  authn.New(c.serving.authn),
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)
@@ -74,8 +77,21 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
+	secureServed := make(chan error, 1)
 	url := "http://" + clientAddress(ln.Addr().(*net.TCPAddr))
-	lg.Info("serving", zap.String("address", bound), zap.String("url", url))
+	fields := []zap.Field{zap.String("address", bound), zap.String("url", url)}
+	if secureLn != nil {
+		go func() { secureServed <- srv.Serve(secureLn) }()
+		secureURL := "https://" + clientAddress(secureLn.Addr().(*net.TCPAddr))
+		fields = append(fields, zap.String("secureAddress", secureLn.Addr().String()), zap.String("secureURL", secureURL))
+		fmt.Fprintf(stdout, "lazyapi: serving the Kubernetes read API over TLS on %s\n", secureURL)
+	}
+	if m := c.serving.authMethods(); len(m) > 0 {
+		fields = append(fields, zap.Strings("authentication", m))
+	} else if !c.bindAddress.IsLoopback() {
+		lg.Warn("serving without authentication beyond loopback: anyone who reaches --bind-address can read everything, Secrets included (see --client-ca-file, --token-auth-file)")
+	}
+	lg.Info("serving", fields...)
 	fmt.Fprintf(stdout, "lazyapi: serving the Kubernetes read API on %s\n", url)
 	fmt.Fprintf(stdout, "try: kubectl --server %s get configmaps -A\n", url)
 
@@ -84,6 +100,8 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	case err := <-served:
 		// Serve ends on its own only when the listener fails.
 		return fmt.Errorf("cannot serve on %s: %w", bound, err)
+	case err := <-secureServed:
+		return fmt.Errorf("cannot serve on %s (--secure-port): %w", secureLn.Addr(), err)
 	}
 
 	// Stop: stop accepting, end watches, drain in-flight requests for at
@@ -97,6 +115,11 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	}
 	if err := <-served; err != nil {
 		lg.Warn("server stopped with an error", zap.Error(err))
+	}
+	if secureLn != nil {
+		if err := <-secureServed; err != nil {
+			lg.Warn("TLS server stopped with an error", zap.Error(err))
+		}
 	}
 	lg.Info("stopped serving")
 	return nil

@@ -44,6 +44,7 @@ type config struct {
 	cacheBytes     int64            // --watch-cache-memory; derived from --memory-limit when 0
 	dataDir        string
 	demo           bool
+	serving        servingFlags // --secure-port, --tls-*, --client-ca-file, --token-auth-file, --anonymous-auth
 	version        bool
 	help           bool
 	usage          string // flag usage text, printed for --help
@@ -102,8 +103,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.etcdCertFile, "etcd-certfile", "", "SSL certification file used to secure etcd communication.")
 	fs.StringVar(&c.etcdKeyFile, "etcd-keyfile", "", "SSL key file used to secure etcd communication.")
 	fs.IPVar(&c.bindAddress, "bind-address", net.ParseIP(defaultBindAddress),
-		"The IP address on which to listen for --port. Use 0.0.0.0 or :: for all interfaces.")
+		"The IP address on which to listen for --port and --secure-port. Use 0.0.0.0 or :: for all interfaces.")
 	fs.IntVar(&c.port, "port", defaultPort, "The port on which to serve plain HTTP. 0 picks a free port (logged at start).")
+	c.serving.addFlags(fs)
 	fs.IntVar(&c.listPageSize, "list-page-size", defaultListPageSize,
 		"Maximum number of items read from etcd in one range request of a LIST.")
 	fs.Var(&listPageBytes, "list-page-bytes",
@@ -196,6 +198,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if len(c.etcdServers) == 0 && strings.TrimSpace(c.dataDir) == "" {
 		return nil, usageErrorf("invalid --data-dir: must not be empty when --etcd-servers is not set")
+	}
+	if err := c.serving.validate(c.port); err != nil {
+		return nil, err
 	}
 	tlsCfg, err := etcdTLS(c)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -50,7 +51,17 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s (--bind-address, --port): %w", addr, err)
 	}
-	defer ln.Close() // no-op after the server closed it
+	defer ln.Close()          // no-op after the server closed it
+	var secureLn net.Listener // --secure-port; nil when 0
+	if c.serving.securePort != 0 {
+		addr := net.JoinHostPort(c.bindAddress.String(), strconv.Itoa(c.serving.securePort))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("cannot listen on %s (--bind-address, --secure-port): %w", addr, err)
+		}
+		defer l.Close()
+		secureLn = tls.NewListener(l, c.serving.servingTLS)
+	}
 
 	// 1. etcd.
 	endpoints := c.etcdServers
@@ -107,7 +118,7 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 	}
 
 	// 4-6. Resource table, watch cache and HTTP server.
-	return serveAPI(ctx, c, pt, cli, ln, lg, stdout)
+	return serveAPI(ctx, c, pt, cli, ln, secureLn, lg, stdout)
 }
 
 func seedDemo(ctx context.Context, cli *clientv3.Client, prefix string, lg *zap.Logger, stdout io.Writer) error {

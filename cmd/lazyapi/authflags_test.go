@@ -1,0 +1,98 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lazyapi/lazyapi/internal/testpki"
+)
+
+func TestParseFlagsServing(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	srv := ca.Server(t)
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("tok-1,alice,uid-1,\"a,b\"\ntok-2,bob,uid-2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseFlags([]string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile,
+		"--client-ca-file=" + ca.File, "--token-auth-file=" + tokens})
+	if err != nil {
+		t.Fatalf("parseFlags = %v", err)
+	}
+	s := c.serving
+	if s.securePort != 6443 || s.servingTLS == nil || len(s.servingTLS.Certificates) != 1 ||
+		s.servingTLS.ClientAuth != tls.RequestClientCert || s.servingTLS.ClientCAs == nil || s.servingTLS.MinVersion != tls.VersionTLS12 {
+		t.Errorf("serving TLS = %+v", s.servingTLS)
+	}
+	if s.authn.ClientCAs == nil || len(s.authn.Tokens) != 2 || s.authn.Tokens["tok-1"].Name != "alice" || s.authn.Anonymous {
+		t.Errorf("authn config = %+v, want client CAs, 2 tokens, no anonymous", s.authn)
+	}
+	if got := strings.Join(s.authMethods(), ","); got != "x509,token (2 tokens)" {
+		t.Errorf("authMethods = %q", got)
+	}
+
+	c, err = parseFlags([]string{"--token-auth-file=" + tokens, "--anonymous-auth=true"})
+	if err != nil || c.serving.servingTLS != nil || !c.serving.authn.Anonymous || c.serving.authn.ClientCAs != nil {
+		t.Errorf("tokens without TLS, anonymous: %+v, %v", c.serving, err)
+	}
+	c, err = parseFlags(nil)
+	if err != nil || c.serving.securePort != 0 || c.serving.authn.Tokens != nil || c.serving.anonymousAuth {
+		t.Errorf("defaults: %+v, %v; want no HTTPS, no authentication, --anonymous-auth=false", c.serving, err)
+	}
+}
+
+func TestParseFlagsServingErrors(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	srv := ca.Server(t)
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	badTokens := write("bad.csv", "secret-1,alice,uid\nsecret-2,bob\n")
+	notPEM := write("not.pem", "hello")
+	missing := filepath.Join(dir, "missing")
+	tlsArgs := []string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile}
+	with := func(extra ...string) []string { return append(append([]string{}, tlsArgs...), extra...) }
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--secure-port=70000"}, "--secure-port 70000"},
+		{[]string{"--secure-port=8080"}, "--secure-port 8080: --port"},
+		{[]string{"--secure-port=6443"}, "--secure-port needs --tls-cert-file"},
+		{[]string{"--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile}, "need --secure-port"},
+		{[]string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile}, "--tls-private-key-file must be given together"},
+		{[]string{"--secure-port=6443", "--tls-cert-file=" + missing, "--tls-private-key-file=" + srv.KeyFile}, "cannot read --tls-cert-file"},
+		{[]string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + missing}, "cannot read --tls-private-key-file"},
+		{[]string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + ca.Client(t, "x").KeyFile}, "--tls-cert-file/--tls-private-key-file"},
+		{[]string{"--secure-port=6443", "--tls-cert-file=" + notPEM, "--tls-private-key-file=" + srv.KeyFile}, "--tls-cert-file/--tls-private-key-file"},
+		{[]string{"--client-ca-file=" + ca.File}, "--client-ca-file needs --secure-port"},
+		{with("--client-ca-file=" + missing), "invalid --client-ca-file"},
+		{with("--client-ca-file=" + notPEM), "invalid --client-ca-file"},
+		{[]string{"--token-auth-file=" + missing}, "invalid --token-auth-file"},
+		{[]string{"--token-auth-file=" + badTokens}, "invalid --token-auth-file: cannot parse token file " + badTokens + ": line 2"},
+		{[]string{"--anonymous-auth=maybe"}, "--anonymous-auth"},
+	}
+	for _, tt := range tests {
+		_, err := parseFlags(tt.args)
+		if err == nil {
+			t.Errorf("parseFlags(%q) = nil, want an error naming %q", tt.args, tt.want)
+			continue
+		}
+		if !errors.As(err, new(usageError)) {
+			t.Errorf("parseFlags(%q) = %v, want a usageError", tt.args, err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") || strings.Contains(msg, "secret") {
+			t.Errorf("parseFlags(%q) = %q, want one line containing %q (and no token)", tt.args, msg, tt.want)
+		}
+	}
+}
