@@ -51,7 +51,8 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s (--bind-address, --port): %w", addr, err)
 	}
-	defer ln.Close()          // no-op after the server closed it
+	defer ln.Close() // no-op after the server closed it
+
 	var secureLn net.Listener // --secure-port; nil when 0
 	if c.serving.securePort != 0 {
 		addr := net.JoinHostPort(c.bindAddress.String(), strconv.Itoa(c.serving.securePort))
