@@ -36,7 +36,7 @@ type tlsEnv struct {
 	ms           *metrics.Set
 }
 
-func startTLSEnv(t *testing.T, anonymous bool, lim *ratelimit.Limiter) (*tlsEnv, *env) {
+func startTLSEnv(t testing.TB, anonymous bool, lim *ratelimit.Limiter) (*tlsEnv, *env) {
 	t.Helper()
 	e := &tlsEnv{ca: testpki.NewCA(t, "serving-ca"), clientCA: testpki.NewCA(t, "client-ca"), ms: metrics.NewSet()}
 	etcd := etcdtest.Start(t)
