@@ -62,6 +62,11 @@ func newAuthnSetup(t *testing.T) *authnSetup {
 // start runs lazyapi with HTTPS and both authenticators and returns the
 // https URL.
 func (s *authnSetup) start(t *testing.T, extra ...string) string {
+	url, _ := s.startProcess(t, extra...)
+	return url
+}
+
+func (s *authnSetup) startProcess(t *testing.T, extra ...string) (string, *process) {
 	t.Helper()
 	port := freeSecurePort(t)
 	args := append([]string{"--etcd-servers=" + s.etcd.Endpoint, "--secure-port=" + strconv.Itoa(port),
@@ -76,12 +81,12 @@ func (s *authnSetup) start(t *testing.T, extra ...string) string {
 	} else if !strings.Contains(line, `"authentication":["x509","token (1 tokens)"`) {
 		t.Errorf("serving entry does not list the authenticators: %s", line)
 	}
-	return want
+	return want, p
 }
 
 func TestAuthnTLSClientGo(t *testing.T) {
 	s := newAuthnSetup(t)
-	url := s.start(t)
+	url, p := s.startProcess(t, "--log-level=debug")
 	user := s.clientCA.Client(t, "cert-user", "readers")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -122,6 +127,16 @@ func TestAuthnTLSClientGo(t *testing.T) {
 		if !apierrors.IsUnauthorized(err) {
 			t.Errorf("%s: list error = %v, want Unauthorized", name, err)
 		}
+	}
+
+	// A refused request is logged at debug level, without its token.
+	if _, ok := p.stderr.wait(time.Now().Add(5*time.Second), func(l string) bool {
+		return strings.Contains(l, "cannot authenticate request")
+	}); !ok {
+		t.Errorf("no debug entry for a refused request:\n%s", p.stderr)
+	}
+	if strings.Contains(p.stderr.String(), "token-nobody") {
+		t.Errorf("the log shows a token:\n%s", p.stderr)
 	}
 
 	// kubectl against https with --certificate-authority.
