@@ -276,6 +276,66 @@ func (cl *client) get(ctx context.Context, path string, buf []byte) ([]byte, int
 	return buf, resp.StatusCode, nil
 }
 
+// getList issues one LIST request and reads the body as it streams
+// (readList), never holding it: the list's info and the status.
+func (cl *client) getList(ctx context.Context, path string) (listInfo, int, error) {
+	var info listInfo
+	req, err := cl.t.newRequest(ctx, path, cl.accept)
+	if err != nil {
+		return info, 0, err
+	}
+	start := time.Now()
+	var first time.Time
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotFirstResponseByte: func() { first = time.Now() },
+	}))
+	resp, err := cl.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return info, 0, ctx.Err()
+		}
+		cl.c.requests.Add(1)
+		cl.c.errs.Add(1)
+		cl.c.code("error")
+		cl.c.fail(err)
+		return info, 0, err
+	}
+	var n int64
+	var body []byte
+	if resp.StatusCode == http.StatusOK {
+		info, n, err = readList(resp.Body)
+	} else {
+		body, err = readAll(io.LimitReader(resp.Body, 4096), nil)
+		n = int64(len(body))
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	resp.Body.Close()
+	if err != nil && ctx.Err() != nil {
+		return info, 0, ctx.Err()
+	}
+	d := time.Since(start)
+	cl.c.requests.Add(1)
+	cl.c.bytes.Add(n)
+	cl.c.code(strconv.Itoa(resp.StatusCode))
+	if err != nil {
+		cl.c.errs.Add(1)
+		cl.c.fail(fmt.Errorf("LIST %s: %w", path, err))
+		return info, resp.StatusCode, err
+	}
+	cl.c.lat.Record(d)
+	if !first.IsZero() {
+		cl.c.ttfb.Record(first.Sub(start))
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		cl.c.throttled.Add(1)
+	case resp.StatusCode >= 300:
+		cl.c.errs.Add(1)
+		cl.c.fail(fmt.Errorf("GET %s: status %d: %.200s", path, resp.StatusCode, body))
+	}
+	return info, resp.StatusCode, nil
+}
+
 func readAll(r io.Reader, buf []byte) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {
@@ -312,19 +372,11 @@ func (cl *client) listOnce(ctx context.Context, s *Scenario, path string, expect
 		if len(q) > 0 {
 			p += "?" + q.Encode()
 		}
-		var code int
-		var err error
-		buf, code, err = cl.get(ctx, p, buf)
+		info, code, err := cl.getList(ctx, p)
 		if ctx.Err() != nil {
 			return buf // cut off by the end of the run: not counted
 		}
 		if err != nil || code != http.StatusOK {
-			ok = false
-			break
-		}
-		info, err := parseList(buf)
-		if err != nil {
-			cl.c.fail(err)
 			ok = false
 			break
 		}
