@@ -113,6 +113,7 @@ func scanJSONList(br *bufio.Reader) (listInfo, error) {
 			}
 			continue
 		}
+		qpos := -1
 		for i := 0; i < len(chunk); i++ {
 			c := chunk[i]
 			if inStr {
@@ -121,19 +122,26 @@ func scanJSONList(br *bufio.Reader) (listInfo, error) {
 				} else {
 					if !capture {
 						// Skip to the next quote or backslash.
-						rest := chunk[i:]
-						j := bytes.IndexByte(rest, '"')
-						if j < 0 {
-							j = len(rest)
+						// (qpos caches the next quote: a string with an
+						// escape every few bytes must not rescan to its end
+						// at each one.)
+						if qpos < i {
+							qpos = bytes.IndexByte(chunk[i:], '"')
+							if qpos < 0 {
+								qpos = len(chunk)
+							} else {
+								qpos += i
+							}
 						}
-						if k := bytes.IndexByte(rest[:j], '\\'); k >= 0 {
-							j = k
+						j := qpos
+						if k := bytes.IndexByte(chunk[i:j], '\\'); k >= 0 {
+							j = i + k
 						}
-						if j == len(rest) {
+						if j == len(chunk) {
 							i = len(chunk)
 							break
 						}
-						i += j
+						i = j
 						c = chunk[i]
 					}
 					if c == '\\' {
