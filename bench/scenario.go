@@ -228,61 +228,43 @@ type client struct {
 
 // get issues one GET and returns the body in buf (reused) with the status.
 func (cl *client) get(ctx context.Context, path string, buf []byte) ([]byte, int, error) {
-	req, err := cl.t.newRequest(ctx, path, cl.accept)
-	if err != nil {
-		return buf, 0, err
-	}
-	start := time.Now()
-	var first time.Time
-	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotFirstResponseByte: func() { first = time.Now() },
-	}))
-	resp, err := cl.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return buf, 0, ctx.Err()
-		}
-		cl.c.requests.Add(1)
-		cl.c.errs.Add(1)
-		cl.c.code("error")
-		cl.c.fail(err)
-		return buf, 0, err
-	}
-	buf, err = readAll(resp.Body, buf[:0])
-	resp.Body.Close()
-	if err != nil && ctx.Err() != nil {
-		return buf, 0, ctx.Err()
-	}
-	d := time.Since(start)
-	cl.c.requests.Add(1)
-	cl.c.bytes.Add(int64(len(buf)))
-	cl.c.code(strconv.Itoa(resp.StatusCode))
-	if err != nil {
-		cl.c.errs.Add(1)
-		cl.c.fail(err)
-		return buf, resp.StatusCode, err
-	}
-	cl.c.lat.Record(d)
-	if !first.IsZero() {
-		cl.c.ttfb.Record(first.Sub(start))
-	}
-	switch {
-	case resp.StatusCode == http.StatusTooManyRequests:
-		cl.c.throttled.Add(1)
-	case resp.StatusCode >= 300:
-		cl.c.errs.Add(1)
-		cl.c.fail(fmt.Errorf("GET %s: status %d: %.200s", path, resp.StatusCode, buf))
-	}
-	return buf, resp.StatusCode, nil
+	code, err := cl.do(ctx, path, func(r io.Reader, status int) (int64, []byte, error) {
+		var err error
+		buf, err = readAll(r, buf[:0])
+		return int64(len(buf)), buf, err
+	})
+	return buf, code, err
 }
 
-// getList issues one LIST request and reads the body as it streams
+// getList issues one LIST request and reads a 200 body as it streams
 // (readList), never holding it: the list's info and the status.
 func (cl *client) getList(ctx context.Context, path string) (listInfo, int, error) {
 	var info listInfo
+	code, err := cl.do(ctx, path, func(r io.Reader, status int) (int64, []byte, error) {
+		if status != http.StatusOK {
+			body, err := readAll(io.LimitReader(r, 4096), nil)
+			n, _ := io.Copy(io.Discard, r)
+			return int64(len(body)) + n, body, err
+		}
+		var n int64
+		var err error
+		info, n, err = readList(r)
+		if err != nil {
+			err = fmt.Errorf("LIST %s: %w", path, err)
+		}
+		return n, nil, err
+	})
+	return info, code, err
+}
+
+// do issues one GET of path, reads its body with read (given the status;
+// it returns the bytes read and, for a failure message, the body or its
+// start) and records the request in the collector: status, bytes, latency
+// and time to first byte. A request cut by ctx is not recorded.
+func (cl *client) do(ctx context.Context, path string, read func(r io.Reader, status int) (int64, []byte, error)) (int, error) {
 	req, err := cl.t.newRequest(ctx, path, cl.accept)
 	if err != nil {
-		return info, 0, err
+		return 0, err
 	}
 	start := time.Now()
 	var first time.Time
@@ -292,26 +274,18 @@ func (cl *client) getList(ctx context.Context, path string) (listInfo, int, erro
 	resp, err := cl.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return info, 0, ctx.Err()
+			return 0, ctx.Err()
 		}
 		cl.c.requests.Add(1)
 		cl.c.errs.Add(1)
 		cl.c.code("error")
 		cl.c.fail(err)
-		return info, 0, err
+		return 0, err
 	}
-	var n int64
-	var body []byte
-	if resp.StatusCode == http.StatusOK {
-		info, n, err = readList(resp.Body)
-	} else {
-		body, err = readAll(io.LimitReader(resp.Body, 4096), nil)
-		n = int64(len(body))
-		_, _ = io.Copy(io.Discard, resp.Body)
-	}
+	n, body, err := read(resp.Body, resp.StatusCode)
 	resp.Body.Close()
 	if err != nil && ctx.Err() != nil {
-		return info, 0, ctx.Err()
+		return 0, ctx.Err()
 	}
 	d := time.Since(start)
 	cl.c.requests.Add(1)
@@ -319,8 +293,8 @@ func (cl *client) getList(ctx context.Context, path string) (listInfo, int, erro
 	cl.c.code(strconv.Itoa(resp.StatusCode))
 	if err != nil {
 		cl.c.errs.Add(1)
-		cl.c.fail(fmt.Errorf("LIST %s: %w", path, err))
-		return info, resp.StatusCode, err
+		cl.c.fail(err)
+		return resp.StatusCode, err
 	}
 	cl.c.lat.Record(d)
 	if !first.IsZero() {
@@ -333,7 +307,7 @@ func (cl *client) getList(ctx context.Context, path string) (listInfo, int, erro
 		cl.c.errs.Add(1)
 		cl.c.fail(fmt.Errorf("GET %s: status %d: %.200s", path, resp.StatusCode, body))
 	}
-	return info, resp.StatusCode, nil
+	return resp.StatusCode, nil
 }
 
 func readAll(r io.Reader, buf []byte) ([]byte, error) {
