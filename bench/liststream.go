@@ -286,15 +286,7 @@ func scanProtoListBody(br *bufio.Reader, n int64, info *listInfo) error {
 			if _, err := io.ReadFull(lr, meta); err != nil {
 				return err
 			}
-			if err := protoFields(meta, func(num int, val []byte, _ uint64) error {
-				switch num {
-				case 2:
-					info.ResourceVersion = string(val)
-				case 3:
-					info.Continue = string(val)
-				}
-				return nil
-			}); err != nil {
+			if err := readListMeta(meta, info); err != nil {
 				return err
 			}
 		case num == 2 && typ == 2:

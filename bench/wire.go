@@ -33,42 +33,6 @@ type listInfo struct {
 
 var errNotList = errors.New("body is not a list")
 
-// jsonList is the part of a JSON list or Table the harness reads; items and
-// rows are parsed (so the body is checked) but not kept.
-type jsonList struct {
-	Kind     string `json:"kind"`
-	Metadata struct {
-		Continue        string `json:"continue"`
-		ResourceVersion string `json:"resourceVersion"`
-	} `json:"metadata"`
-	Items *[]struct{} `json:"items"`
-	Rows  *[]struct{} `json:"rows"`
-}
-
-// parseList parses a LIST response body in JSON (list or Table) or
-// Kubernetes protobuf.
-func parseList(body []byte) (listInfo, error) {
-	if bytes.HasPrefix(body, protoMagic) {
-		return parseProtoList(body)
-	}
-	var l jsonList
-	if err := json.Unmarshal(body, &l); err != nil {
-		return listInfo{}, fmt.Errorf("cannot parse list: %w", err)
-	}
-	info := listInfo{Continue: l.Metadata.Continue, ResourceVersion: l.Metadata.ResourceVersion}
-	switch {
-	case l.Items != nil:
-		info.Items = len(*l.Items)
-	case l.Rows != nil:
-		info.Items = len(*l.Rows)
-	case l.Kind == "Table":
-		// A Table with no rows omits "rows".
-	default:
-		return info, errNotList
-	}
-	return info, nil
-}
-
 var protoMagic = []byte("k8s\x00")
 
 // protoField calls fn for each field of a protobuf message; val is the
@@ -144,33 +108,18 @@ func unknownRaw(body []byte) ([]byte, error) {
 	return raw, err
 }
 
-func parseProtoList(body []byte) (listInfo, error) {
-	raw, err := unknownRaw(body)
-	if err != nil {
-		return listInfo{}, fmt.Errorf("cannot parse protobuf list: %w", err)
-	}
-	var info listInfo
-	err = protoFields(raw, func(num int, val []byte, _ uint64) error {
+// readListMeta reads the resourceVersion and continue of a protobuf
+// ListMeta into info.
+func readListMeta(meta []byte, info *listInfo) error {
+	return protoFields(meta, func(num int, val []byte, _ uint64) error {
 		switch num {
-		case 1: // ListMeta
-			return protoFields(val, func(num int, val []byte, _ uint64) error {
-				switch num {
-				case 2:
-					info.ResourceVersion = string(val)
-				case 3:
-					info.Continue = string(val)
-				}
-				return nil
-			})
 		case 2:
-			info.Items++
+			info.ResourceVersion = string(val)
+		case 3:
+			info.Continue = string(val)
 		}
 		return nil
 	})
-	if err != nil {
-		return info, fmt.Errorf("cannot parse protobuf list: %w", err)
-	}
-	return info, nil
 }
 
 // watchEvent is what the harness reads from a watch event.
