@@ -86,11 +86,29 @@ func TestAdmitTable(t *testing.T) {
 		{"nothing fits beside oversize", []Request{{Bytes: 1500}}, Request{Bytes: 1}, ErrQueueFull, 0, 1},
 		{"count-only beside oversize", []Request{{Bytes: 1500}}, Request{Bytes: 0}, nil, 0, 0},
 		{"too large", nil, Request{Bytes: 2001}, ErrTooLarge, 0, 0},
+		// Levels: bulk requests have their own seats and may not take the
+		// short reserve (250: bulk may reserve 750 together); short requests
+		// and watches are not limited by bulk seats.
+		{"bulk fits", nil, Request{Kind: Bulk, Bytes: 700}, nil, 700, 0},
+		{"bulk clamped to bulk budget", nil, Request{Kind: Bulk, Bytes: 900}, nil, 750, 0},
+		{"bulk oversize clamped to bulk budget", nil, Request{Kind: Bulk, Bytes: 1500}, nil, 750, 0},
+		{"bulk too large", nil, Request{Kind: Bulk, Bytes: 2001}, ErrTooLarge, 0, 0},
+		{"bulk seats full", []Request{{Kind: Bulk}, {Kind: Bulk}}, Request{Kind: Bulk}, ErrQueueFull, 0, 1},
+		{"short beside full bulk seats", []Request{{Kind: Bulk}, {Kind: Bulk}}, Request{Bytes: 10}, nil, 10, 0},
+		{"watch beside full bulk seats", []Request{{Kind: Bulk}, {Kind: Bulk}}, Request{Kind: Watch}, nil, 0, 0},
+		{"bulk bytes full", []Request{{Kind: Bulk, Bytes: 700}}, Request{Kind: Bulk, Bytes: 100}, ErrQueueFull, 0, 1},
+		{"short takes the reserve", []Request{{Kind: Bulk, Bytes: 750}}, Request{Bytes: 250}, nil, 250, 0},
+		{"short beyond the reserve", []Request{{Kind: Bulk, Bytes: 750}}, Request{Bytes: 251}, ErrQueueFull, 0, 1},
+		{"short may use bulk's share", nil, Request{Bytes: 1000}, nil, 1000, 0},
+		{"bulk after shorts took its share", []Request{{Bytes: 500}}, Request{Kind: Bulk, Bytes: 600}, ErrQueueFull, 0, 1},
+		{"bulk fits beside shorts", []Request{{Bytes: 500}}, Request{Kind: Bulk, Bytes: 500}, nil, 500, 0},
+		{"short count does not count bulk", []Request{{}, {}}, Request{Kind: Bulk}, nil, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, _ := testConfig(budget)
 			cfg.MaxRequestsInflight = 2
+			cfg.MaxBulkInflight = 2
 			cfg.MaxWatchesInflight = 1
 			cfg.MaxQueued = 0
 			l := mustNew(t, cfg)
@@ -114,8 +132,8 @@ func TestAdmitTable(t *testing.T) {
 			} else if tk.Reserved() != tt.wantReserved {
 				t.Fatalf("Reserved() = %d, want %d", tk.Reserved(), tt.wantReserved)
 			}
-			if st := l.Stats(); st.ReservedBytes > budget {
-				t.Fatalf("reserved %d > budget %d", st.ReservedBytes, budget)
+			if st := l.Stats(); st.ReservedBytes > budget || st.BulkReservedBytes > budget-250 {
+				t.Fatalf("Stats() = %+v: over a budget (%d, bulk %d)", st, budget, budget-250)
 			}
 			tk.Release(0)
 			for i := range held {
