@@ -9,36 +9,10 @@ import (
 	"time"
 )
 
-func TestLevelsValidation(t *testing.T) {
-	tests := []struct {
-		name    string
-		mutate  func(c *Config)
-		wantErr string // substring; "" = valid
-	}{
-		{"negative bulk seats", func(c *Config) { c.MaxBulkInflight = -1 }, "--max-bulk-lists-inflight"},
-		{"zero threshold", func(c *Config) { c.BulkListBytes = 0 }, "--bulk-list-threshold"},
-		{"negative reserve", func(c *Config) { c.ShortReservedBytes = -1 }, "--short-reserved-inflight-bytes"},
-		{"reserve is the whole budget", func(c *Config) { c.ShortReservedBytes = 1 << 20 }, "--short-reserved-inflight-bytes"},
-		{"negative yield", func(c *Config) { c.BulkYield = -time.Millisecond }, "--bulk-list-yield"},
-		{"yield off", func(c *Config) { c.BulkYield = 0 }, ""},
-		{"explicit reserve", func(c *Config) { c.ShortReservedBytes = 1 }, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg, _ := testConfig(1 << 20)
-			tt.mutate(&cfg)
-			_, err := New(cfg)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("New() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("New() = %v, want error naming %q", err, tt.wantErr)
-			}
-		})
-	}
+// TestLevelsDefaults: the bulk seats and the short reserve are derived when
+// 0 (their validation is in TestNewValidation); IsBulk is strictly above
+// the threshold.
+func TestLevelsDefaults(t *testing.T) {
 	cfg, _ := testConfig(1000)
 	l := mustNew(t, cfg)
 	if l.cfg.MaxBulkInflight < 1 || l.cfg.ShortReservedBytes != 250 || l.bulkBudget != 750 {

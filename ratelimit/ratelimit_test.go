@@ -31,6 +31,13 @@ func TestNewValidation(t *testing.T) {
 		{"qps without burst", func(c *Config) { c.PerClientQPS = 5; c.PerClientBurst = 0 }, "--per-client-burst"},
 		{"burst without qps ok", func(c *Config) { c.PerClientBurst = 0 }, ""},
 		{"negative classes", func(c *Config) { c.MaxClasses = -1 }, "MaxClasses"},
+		{"negative bulk seats", func(c *Config) { c.MaxBulkInflight = -1 }, "--max-bulk-lists-inflight"},
+		{"zero threshold", func(c *Config) { c.BulkListBytes = 0 }, "--bulk-list-threshold"},
+		{"negative reserve", func(c *Config) { c.ShortReservedBytes = -1 }, "--short-reserved-inflight-bytes"},
+		{"reserve is the whole budget", func(c *Config) { c.ShortReservedBytes = 1 << 20 }, "--short-reserved-inflight-bytes"},
+		{"negative yield", func(c *Config) { c.BulkYield = -time.Millisecond }, "--bulk-list-yield"},
+		{"yield off", func(c *Config) { c.BulkYield = 0 }, ""},
+		{"explicit reserve", func(c *Config) { c.ShortReservedBytes = 1 }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
