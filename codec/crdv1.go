@@ -62,13 +62,14 @@ func ConvertCRDv1beta1(dst, stored []byte) ([]byte, error) {
 	}
 	in.setDefaults()
 	out := in.toV1()
-	var b bytes.Buffer
-	b.Write(dst)
-	enc := json.NewEncoder(&b)
-	if err := enc.Encode(&out); err != nil {
+	b, err := json.Marshal(&out)
+	if err != nil {
 		return dst, fmt.Errorf("cannot encode CustomResourceDefinition v1 JSON: %w", err)
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	if dst == nil {
+		return b, nil
+	}
+	return append(dst, b...), nil
 }
 
 // unwrapCRD is Unwrap for a v1beta1 CRD: Raw is its v1 JSON, in a new
