@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -21,4 +22,11 @@ func (s *Server) ServeInMemory(uri, accept string, w io.Writer) (int, error) {
 	s.handle(&rc)
 	err := rc.Response.BodyWriteTo(w)
 	return rc.Response.StatusCode(), err
+}
+
+// SetEtcdDown records an etcd failure at t, as a request that found etcd
+// unavailable would, and returns a func reporting the recorded time.
+func (s *Server) SetEtcdDown(t time.Time) (recorded func() time.Time) {
+	s.etcdDownAt.Store(t.UnixNano())
+	return func() time.Time { return time.Unix(0, s.etcdDownAt.Load()) }
 }

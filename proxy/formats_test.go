@@ -346,6 +346,26 @@ func TestDiscoveryHealthMetrics(t *testing.T) {
 	})
 }
 
+// TestEtcdDownHoldNotExtended: a request refused during the hold after an
+// etcd failure (503 without asking etcd) does not extend the hold, so a
+// steady stream of requests is served again once the hold passes.
+func TestEtcdDownHoldNotExtended(t *testing.T) {
+	e := startEnv(t)
+	seedMixed(t, e)
+	at := time.Now()
+	recorded := e.srv.SetEtcdDown(at)
+	if code, hdr, body := e.raw(t, "GET", "/api/v1/namespaces/ns1/configmaps/cm-a", ""); code != 503 || hdr.Get("Retry-After") != "1" {
+		t.Fatalf("GET during the hold = %d %v %s, want 503 with Retry-After", code, hdr, body)
+	}
+	if got := recorded(); !got.Equal(at) {
+		t.Errorf("a refusal during the hold moved the recorded failure from %v to %v", at, got)
+	}
+	e.srv.SetEtcdDown(time.Now().Add(-2 * time.Second))
+	if code, _, body := e.raw(t, "GET", "/api/v1/namespaces/ns1/configmaps/cm-a", ""); code != 200 {
+		t.Errorf("GET after the hold with etcd up = %d %s, want 200", code, body)
+	}
+}
+
 func TestCustomResources(t *testing.T) {
 	e := startEnv(t)
 	crd := &unstructured.Unstructured{Object: map[string]any{

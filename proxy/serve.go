@@ -147,7 +147,12 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		st.cc = cc
 	}
 	if s.etcdDown() {
-		st.fail(rc, ef, unavailable(store.ErrUnavailable))
+		// Not st.fail: a refusal without asking etcd must not extend
+		// the hold, or requests arriving within etcdDownHold of each
+		// other would keep answering 503 after etcd is back.
+		e := unavailable(store.ErrUnavailable)
+		s.writeStatus(rc, ef, e)
+		st.finish(int(e.Status.Code), len(rc.Response.Body()))
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
