@@ -134,12 +134,7 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 	}
 	st.out = out
 	if out.target == targetTable && r.Custom {
-		cols := make([]codec.PrinterColumn, len(r.Columns))
-		for i, c := range r.Columns {
-			cols[i] = codec.PrinterColumn{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description,
-				Priority: c.Priority, JSONPath: c.JSONPath}
-		}
-		cc, err := codec.NewCustomColumns(cols)
+		cc, err := customColumns(r)
 		if err != nil {
 			st.fail(rc, ef, internalErr(err.Error()))
 			return
@@ -171,6 +166,17 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		return
 	}
 	s.serveList(ctx, cancel, rc, st, ef)
+}
+
+// customColumns returns the Table columns of a custom resource (its
+// additionalPrinterColumns).
+func customColumns(r *resource.Resource) (*codec.CustomColumns, error) {
+	cols := make([]codec.PrinterColumn, len(r.Columns))
+	for i, c := range r.Columns {
+		cols[i] = codec.PrinterColumn{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description,
+			Priority: c.Priority, JSONPath: c.JSONPath}
+	}
+	return codec.NewCustomColumns(cols)
 }
 
 // tooManyRequests is kube-apiserver's 429 for a refused admission.

@@ -155,12 +155,7 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 	}
 	enc := &watchEncoder{s: s, r: r, out: out, inc: includeObject(q.IncludeObject)}
 	if out.target == targetTable && r.Custom {
-		cols := make([]codec.PrinterColumn, len(r.Columns))
-		for i, c := range r.Columns {
-			cols[i] = codec.PrinterColumn{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description,
-				Priority: c.Priority, JSONPath: c.JSONPath}
-		}
-		if enc.cc, err = codec.NewCustomColumns(cols); err != nil {
+		if enc.cc, err = customColumns(r); err != nil {
 			s.writeStatus(rc, ef, internalErr(err.Error()))
 			return
 		}
