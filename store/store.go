@@ -387,6 +387,9 @@ func (p *Pager) startPrefetch(ctx context.Context) {
 	if p.pending != nil || p.done || !p.more || p.next >= p.end {
 		return
 	}
+	if p.opts.Want > 0 && p.got >= p.opts.Want {
+		return // the caller consumes no more (a LIST's limit was reached)
+	}
 	ch := make(chan fetched, 1)
 	p.pending = ch
 	from, limit := p.next, p.nextRangeLimit()
