@@ -328,7 +328,7 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 
 // listOnce performs one full LIST (following continue tokens when paged)
 // and judges its completeness.
-func (cl *client) listOnce(ctx context.Context, s *Scenario, path string, expected int64, buf []byte) []byte {
+func (cl *client) listOnce(ctx context.Context, s *Scenario, path string, expected int64) {
 	q := url.Values{}
 	if s.Limit > 0 {
 		q.Set("limit", strconv.Itoa(s.Limit))
@@ -348,7 +348,7 @@ func (cl *client) listOnce(ctx context.Context, s *Scenario, path string, expect
 		}
 		info, code, err := cl.getList(ctx, p)
 		if ctx.Err() != nil {
-			return buf // cut off by the end of the run: not counted
+			return // cut off by the end of the run: not counted
 		}
 		if err != nil || code != http.StatusOK {
 			ok = false
@@ -370,7 +370,6 @@ func (cl *client) listOnce(ctx context.Context, s *Scenario, path string, expect
 		}
 		cl.c.incomplete.Add(1)
 	}
-	return buf
 }
 
 // RunScenario runs s against t and returns its measurements. A scenario
@@ -570,9 +569,8 @@ func workers(ctx context.Context, n int, lim *rate.Limiter, fn func(ctx context.
 
 func runLists(ctx context.Context, cl *client, s *Scenario, expected int64) error {
 	path := s.Kind.Path(s.Namespace)
-	bufs := make([][]byte, s.Concurrency) // one reused body buffer per client
-	workers(ctx, s.Concurrency, newLimiter(s.Rate), func(ctx context.Context, w int, _ *rand.Rand) {
-		bufs[w] = cl.listOnce(ctx, s, path, expected, bufs[w])
+	workers(ctx, s.Concurrency, newLimiter(s.Rate), func(ctx context.Context, _ int, _ *rand.Rand) {
+		cl.listOnce(ctx, s, path, expected)
 	})
 	return nil
 }
@@ -670,9 +668,9 @@ func runMixed(ctx context.Context, env Env, cl *client, s *Scenario, expected in
 			if len(names) >= 100000 {
 				want = -1
 			}
-			_ = cl.listOnce(ctx, &paged, s.Kind.Path(ns), want, nil)
+			cl.listOnce(ctx, &paged, s.Kind.Path(ns), want)
 		default:
-			_ = cl.listOnce(ctx, s, s.Kind.Path(s.Namespace), expected, nil)
+			cl.listOnce(ctx, s, s.Kind.Path(s.Namespace), expected)
 		}
 	})
 	return nil
