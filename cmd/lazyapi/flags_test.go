@@ -3,14 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+
+	"github.com/lazyapi/lazyapi/internal/testpki"
 )
 
 func TestParseFlagsDefaults(t *testing.T) {
@@ -64,7 +59,8 @@ func TestParseFlagsValues(t *testing.T) {
 
 func TestParseFlagsErrors(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile := writeCert(t, dir)
+	cl := testpki.NewCA(t, "etcd-ca").Client(t, "lazyapi")
+	certFile, keyFile := cl.CertFile, cl.KeyFile
 	notPEM := filepath.Join(dir, "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
@@ -121,10 +117,10 @@ func TestParseFlagsErrors(t *testing.T) {
 }
 
 func TestParseFlagsTLS(t *testing.T) {
-	dir := t.TempDir()
-	certFile, keyFile := writeCert(t, dir)
+	ca := testpki.NewCA(t, "etcd-ca")
+	cl := ca.Client(t, "lazyapi")
 	c, err := parseFlags([]string{"--etcd-servers=https://127.0.0.1:2379",
-		"--etcd-cafile=" + certFile, "--etcd-certfile=" + certFile, "--etcd-keyfile=" + keyFile})
+		"--etcd-cafile=" + ca.File, "--etcd-certfile=" + cl.CertFile, "--etcd-keyfile=" + cl.KeyFile})
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
 	}
@@ -164,38 +160,4 @@ func TestByteSize(t *testing.T) {
 			t.Errorf("byteSize.Set(%q) = %d, %v; want %d, ok=%v", tt.in, b, err, tt.want, tt.ok)
 		}
 	}
-}
-
-// writeCert writes a self-signed certificate and its key as PEM files.
-func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "lazyapi-test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
 }
