@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/resource"
@@ -120,23 +121,11 @@ func newCachePager(snap *cache.Snapshot, prefix, start, end string) *cachePager 
 	if start == "" {
 		start = prefix
 	}
-	e := prefixEnd(prefix)
+	e := clientv3.GetPrefixRangeEnd(prefix)
 	if end != "" {
 		e = end + "\x00"
 	}
 	return &cachePager{snap: snap, next: start, end: e}
-}
-
-// prefixEnd is clientv3.GetPrefixRangeEnd for a non-empty prefix.
-func prefixEnd(prefix string) string {
-	b := []byte(prefix)
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] < 0xff {
-			b[i]++
-			return string(b[:i+1])
-		}
-	}
-	return "\x00"
 }
 
 func (p *cachePager) Rev() int64                        { return p.snap.Rev() }

@@ -248,9 +248,7 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 	}
 
 	// The cache first.
-	if c := s.cfg.Cache; c != nil {
-		cr := c.Resource(cache.Spec{Name: r.GroupResource(), Prefix: s.listPrefix(r, ""), Namespaced: r.Namespaced,
-			Fields: r.FieldSelectors})
+	if cr := s.cacheResource(r); cr != nil {
 		o := cache.WatchOptions{Initial: ws.initial, InitialEventsEnd: ws.initialEnd, Bookmarks: q.AllowWatchBookmarks}
 		if prefix != s.listPrefix(r, "") {
 			o.From, o.To = prefix, clientv3.GetPrefixRangeEnd(prefix)
