@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,10 +61,7 @@ func TestParseFlagsServingErrors(t *testing.T) {
 	missing := filepath.Join(dir, "missing")
 	tlsArgs := []string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile}
 	with := func(extra ...string) []string { return append(append([]string{}, tlsArgs...), extra...) }
-	tests := []struct {
-		args []string
-		want string
-	}{
+	checkFlagErrors(t, []flagErrorCase{
 		{[]string{"--secure-port=70000"}, "--secure-port 70000"},
 		{[]string{"--secure-port=8080"}, "--secure-port 8080: --port"},
 		{[]string{"--secure-port=6443"}, "--secure-port needs --tls-cert-file"},
@@ -81,18 +77,5 @@ func TestParseFlagsServingErrors(t *testing.T) {
 		{[]string{"--token-auth-file=" + missing}, "invalid --token-auth-file"},
 		{[]string{"--token-auth-file=" + badTokens}, "invalid --token-auth-file: cannot parse token file " + badTokens + ": line 2"},
 		{[]string{"--anonymous-auth=maybe"}, "--anonymous-auth"},
-	}
-	for _, tt := range tests {
-		_, err := parseFlags(tt.args)
-		if err == nil {
-			t.Errorf("parseFlags(%q) = nil, want an error naming %q", tt.args, tt.want)
-			continue
-		}
-		if !errors.As(err, new(usageError)) {
-			t.Errorf("parseFlags(%q) = %v, want a usageError", tt.args, err)
-		}
-		if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") || strings.Contains(msg, "secret") {
-			t.Errorf("parseFlags(%q) = %q, want one line containing %q (and no token)", tt.args, msg, tt.want)
-		}
-	}
+	})
 }

@@ -67,10 +67,7 @@ func TestParseFlagsErrors(t *testing.T) {
 	}
 	missing := filepath.Join(dir, "missing.crt")
 	etcd := "--etcd-servers=https://127.0.0.1:2379"
-	tests := []struct {
-		args []string
-		want string // substring of the error, naming the flag
-	}{
+	checkFlagErrors(t, []flagErrorCase{
 		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
 		{[]string{"--port=abc"}, "--port"},
 		{[]string{"--port=70000"}, "--port 70000"},
@@ -100,7 +97,19 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{etcd, "--etcd-certfile=" + certFile, "--etcd-keyfile=" + missing}, "--etcd-keyfile"},
 		{[]string{etcd, "--etcd-certfile=" + certFile, "--etcd-keyfile=" + notPEM}, "--etcd-certfile/--etcd-keyfile"},
 		{[]string{"extra-arg"}, "unexpected argument"},
-	}
+	})
+}
+
+// flagErrorCase is a command line parseFlags must refuse.
+type flagErrorCase struct {
+	args []string
+	want string // substring of the error, naming the flag
+}
+
+// checkFlagErrors checks that parseFlags refuses each command line with a
+// one-line usageError containing want and no token ("secret").
+func checkFlagErrors(t *testing.T, tests []flagErrorCase) {
+	t.Helper()
 	for _, tt := range tests {
 		_, err := parseFlags(tt.args)
 		if err == nil {
@@ -110,8 +119,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		if !errors.As(err, new(usageError)) {
 			t.Errorf("parseFlags(%q) = %v, want a usageError", tt.args, err)
 		}
-		if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") {
-			t.Errorf("parseFlags(%q) = %q, want one line containing %q", tt.args, msg, tt.want)
+		if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Contains(msg, "\n") || strings.Contains(msg, "secret") {
+			t.Errorf("parseFlags(%q) = %q, want one line containing %q (and no token)", tt.args, msg, tt.want)
 		}
 	}
 }
