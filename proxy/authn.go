@@ -33,8 +33,14 @@ func (s *Server) initAuthn() {
 // health endpoints and /version, which kube-apiserver's
 // system:public-info-viewer role grants to everyone.
 func publicPath(path string) bool {
+	return path == "/version" || path == "/version/" || healthPath(path)
+}
+
+// healthPath reports whether path is a health endpoint: /healthz, /livez,
+// /readyz or one of their checks.
+func healthPath(path string) bool {
 	switch path {
-	case "/healthz", "/livez", "/readyz", "/version", "/version/":
+	case "/healthz", "/livez", "/readyz":
 		return true
 	}
 	return strings.HasPrefix(path, "/healthz/") || strings.HasPrefix(path, "/livez/") || strings.HasPrefix(path, "/readyz/")

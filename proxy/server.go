@@ -257,8 +257,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		return
 	}
 	switch {
-	case path == "/healthz" || path == "/livez" || path == "/readyz" ||
-		strings.HasPrefix(path, "/healthz/") || strings.HasPrefix(path, "/livez/") || strings.HasPrefix(path, "/readyz/"):
+	case healthPath(path):
 		s.serveHealth(rc, path)
 		return
 	case path == "/metrics":
