@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,18 +18,6 @@ import (
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/testpki"
 )
-
-// freeSecurePort returns a loopback port that was free a moment ago (for
-// --secure-port, where 0 means off).
-func freeSecurePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // authnSetup is an etcd with ConfigMaps in namespace "authn", a serving
 // CA and certificate, a client CA and a token file.
@@ -68,7 +55,7 @@ func (s *authnSetup) start(t *testing.T, extra ...string) string {
 
 func (s *authnSetup) startProcess(t *testing.T, extra ...string) (string, *process) {
 	t.Helper()
-	port := freeSecurePort(t)
+	port := freePort(t)
 	args := append([]string{"--etcd-servers=" + s.etcd.Endpoint, "--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + s.serving.CertFile, "--tls-private-key-file=" + s.serving.KeyFile,
 		"--client-ca-file=" + s.clientCA.File, "--token-auth-file=" + s.tokenFile}, extra...)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -290,4 +291,16 @@ func needKubectl(t *testing.T) string {
 		t.Skip("kubectl is not on PATH: skipping kubectl checks (.ci/run installs it from apt when it can)")
 	}
 	return path
+}
+
+// freePort returns a loopback port that was free a moment ago (for --port
+// and --secure-port, where 0 picks a port or turns the listener off).
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,15 +195,6 @@ func newInformer(url, format string, watchList bool) testInformer {
 	}
 	inf := cache.NewSharedIndexInformer(lister, &corev1.ConfigMap{}, 0, cache.Indexers{})
 	return testInformer{name: mode + "/" + format, inf: inf, lists: lists, initial: initial}
-}
-
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // TestInformersMatchEtcd runs SharedInformers on ConfigMaps in classic

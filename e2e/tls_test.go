@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"net"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,14 +25,7 @@ import (
 // requires a client certificate signed by the CA.
 func startTLSEtcd(t *testing.T, ca *testpki.CA, server *testpki.Cert) string {
 	t.Helper()
-	free := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
+	free := func() string { return "127.0.0.1:" + strconv.Itoa(freePort(t)) }
 	cfg := embed.NewConfig()
 	cfg.Dir = t.TempDir()
 	cfg.UnsafeNoFsync = true
