@@ -130,6 +130,24 @@ func etcdState(t testing.TB, cli *clientv3.Client, prefix string, rev int64) (ma
 	return m, keys, resp.Header.Revision
 }
 
+// waitEtcdState polls until r's snapshot is at etcd's current revision (or
+// later) and equals etcd's state under cmPrefix, and returns that state.
+func waitEtcdState(t testing.TB, what string, r *Resource, cli *clientv3.Client) (map[string]kv, []string, int64) {
+	t.Helper()
+	want, wantKeys, rev := etcdState(t, cli, cmPrefix, 0)
+	poll(t, what, func() error {
+		s, err := r.Snapshot(context.Background(), ReadOptions{})
+		if err != nil {
+			return err
+		}
+		if s.Rev() < rev {
+			return fmt.Errorf("cache at %d, etcd at %d", s.Rev(), rev)
+		}
+		return diffSnapshot(s, want, wantKeys)
+	})
+	return want, wantKeys, rev
+}
+
 // diffSnapshot compares a snapshot with etcd's state.
 func diffSnapshot(s *Snapshot, want map[string]kv, wantKeys []string) error {
 	i := 0
@@ -179,17 +197,7 @@ func TestFillAndWatchRandomOps(t *testing.T) {
 			checkpoints = append(checkpoints, rev)
 		}
 	}
-	want, wantKeys, rev := etcdState(t, cli, cmPrefix, 0)
-	poll(t, "cache equals etcd", func() error {
-		s, err := r.Snapshot(context.Background(), ReadOptions{Mode: ReadAny})
-		if err != nil {
-			return err
-		}
-		if s.Rev() < rev {
-			return fmt.Errorf("cache at %d, etcd at %d", s.Rev(), rev)
-		}
-		return diffSnapshot(s, want, wantKeys)
-	})
+	want, wantKeys, rev := waitEtcdState(t, "cache equals etcd", r, cli)
 	// A consistent read and Exact reads at past revisions (reconstructed
 	// from the history) equal etcd at the same revisions.
 	s, err := r.Snapshot(context.Background(), ReadOptions{Mode: ReadConsistent})

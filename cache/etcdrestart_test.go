@@ -51,19 +51,7 @@ func TestEtcdRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	for i := range 20 {
-		k, v := configMap(t, "ns", fmt.Sprintf("cm-%02d", i), nil, 20, uint64(i))
-		put(t, cli, k, v)
-	}
-	c := newTestCache(t, cli, nil)
-	r := c.Resource(cmSpec)
-	waitState(t, r, StateReady)
-	before := r.Revision()
-	w, err := r.Watch(context.Background(), WatchOptions{RV: before})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	r, w, before := seedAndWatch(t, cli, cli)
 
 	e.Close()
 	// Down: the cache still answers at the revision it holds.
@@ -82,17 +70,7 @@ func TestEtcdRestart(t *testing.T) {
 			put(t, cli, k, v)
 		}
 	}
-	want, wantKeys, rev := etcdState(t, cli, cmPrefix, 0)
-	poll(t, "cache follows etcd after its restart", func() error {
-		s, err := r.Snapshot(context.Background(), ReadOptions{})
-		if err != nil {
-			return err
-		}
-		if s.Rev() < rev {
-			return fmt.Errorf("cache at %d, etcd at %d", s.Rev(), rev)
-		}
-		return diffSnapshot(s, want, wantKeys)
-	})
+	_, _, rev := waitEtcdState(t, "cache follows etcd after its restart", r, cli)
 	if evs := collect(t, w, 10); evs[9].Rev != rev {
 		t.Fatalf("watcher across the restart ends at %d, want %d", evs[9].Rev, rev)
 	}

@@ -88,6 +88,27 @@ func (p *tcpProxy) restore() {
 	p.mu.Unlock()
 }
 
+// seedAndWatch writes 20 ConfigMaps with writer, fills a cache reading
+// through cacheCli and opens a watcher at the filled revision, which it
+// returns; the watcher closes when the test ends.
+func seedAndWatch(t *testing.T, writer, cacheCli *clientv3.Client) (*Resource, *Watcher, int64) {
+	t.Helper()
+	for i := range 20 {
+		k, v := configMap(t, "ns", fmt.Sprintf("cm-%02d", i), nil, 20, uint64(i))
+		put(t, writer, k, v)
+	}
+	c := newTestCache(t, cacheCli, nil)
+	r := c.Resource(cmSpec)
+	waitState(t, r, StateReady)
+	rev := r.Revision()
+	w, err := r.Watch(context.Background(), WatchOptions{RV: rev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return r, w, rev
+}
+
 func TestCompactionWhileDisconnectedRelists(t *testing.T) {
 	srv := etcdtest.Start(t)
 	direct := srv.Client
@@ -97,18 +118,7 @@ func TestCompactionWhileDisconnectedRelists(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	for i := range 20 {
-		k, v := configMap(t, "ns", fmt.Sprintf("cm-%02d", i), nil, 20, uint64(i))
-		put(t, direct, k, v)
-	}
-	c := newTestCache(t, cli, nil)
-	r := c.Resource(cmSpec)
-	waitState(t, r, StateReady)
-	w, err := r.Watch(context.Background(), WatchOptions{RV: r.Revision()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	r, w, _ := seedAndWatch(t, direct, cli)
 
 	// A break without compaction: the etcd client resumes the watch, the
 	// cache catches up without re-listing.
@@ -118,17 +128,7 @@ func TestCompactionWhileDisconnectedRelists(t *testing.T) {
 		put(t, direct, k, v)
 	}
 	p.restore()
-	want, wantKeys, rev := etcdState(t, direct, cmPrefix, 0)
-	poll(t, "cache catches up after a reconnect", func() error {
-		s, err := r.Snapshot(context.Background(), ReadOptions{})
-		if err != nil {
-			return err
-		}
-		if s.Rev() < rev {
-			return fmt.Errorf("cache at %d, etcd at %d", s.Rev(), rev)
-		}
-		return diffSnapshot(s, want, wantKeys)
-	})
+	_, _, rev := waitEtcdState(t, "cache catches up after a reconnect", r, direct)
 	if n := r.relists.Get(); n != 0 {
 		t.Fatalf("re-listed %d times after a reconnect without compaction", n)
 	}
@@ -152,17 +152,7 @@ func TestCompactionWhileDisconnectedRelists(t *testing.T) {
 	}
 	p.restore()
 
-	want, wantKeys, rev = etcdState(t, direct, cmPrefix, 0)
-	poll(t, "cache re-lists to etcd's state", func() error {
-		s, err := r.Snapshot(context.Background(), ReadOptions{})
-		if err != nil {
-			return err
-		}
-		if s.Rev() < rev {
-			return fmt.Errorf("cache at %d, etcd at %d", s.Rev(), rev)
-		}
-		return diffSnapshot(s, want, wantKeys)
-	})
+	waitEtcdState(t, "cache re-lists to etcd's state", r, direct)
 	if r.relists.Get() == 0 {
 		t.Fatal("cache did not re-list")
 	}
