@@ -5,6 +5,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -51,7 +52,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 		kind := ratelimit.Short
 		if st.p.Name == "" {
 			var resp int64
-			resp, avg = s.listResponseBytes(ctx, l, st, avg, cached)
+			resp, avg = s.listResponseBytes(ctx, l, st, avg, cr)
 			if l.IsBulk(resp) {
 				kind = ratelimit.Bulk
 			}
@@ -135,18 +136,17 @@ func (s *Server) bulkYield(ctx context.Context, l *ratelimit.Limiter, t *ratelim
 // listResponseBytes estimates the stored bytes a LIST reads (see
 // Admission) and returns it with the average value size it assumed (avg,
 // the resource's size hint, when > 0). 0 bytes means unknown (the etcd read
-// failed): the LIST is short and fails or succeeds on its own.
-func (s *Server) listResponseBytes(ctx context.Context, l *ratelimit.Limiter, st *reqState, avg int64, cached bool) (int64, int64) {
+// failed): the LIST is short and fails or succeeds on its own. cr is the
+// resource's watch cache (nil without one).
+func (s *Server) listResponseBytes(ctx context.Context, l *ratelimit.Limiter, st *reqState, avg int64, cr *cache.Resource) (int64, int64) {
 	prefix := s.listPrefix(st.r, st.p.Namespace)
 	seen := l.ObservedResponse(prefix)
-	if cached && st.p.Namespace == "" {
-		if cr := s.cacheResource(st.r); cr != nil {
-			total := max(cr.Bytes(), seen)
-			if st.q.Limit > 0 && avg > 0 {
-				total = min(total, st.q.Limit*avg)
-			}
-			return total, avg
+	if cr != nil && cr.Ready() && st.p.Namespace == "" {
+		total := max(cr.Bytes(), seen)
+		if st.q.Limit > 0 && avg > 0 {
+			total = min(total, st.q.Limit*avg)
 		}
+		return total, avg
 	}
 	sz, ok := l.Size(prefix)
 	if !ok {
