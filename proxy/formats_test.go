@@ -207,6 +207,8 @@ func TestErrors(t *testing.T) {
 		{"GET", "/openapi/v2", "", 404, metav1.StatusReasonNotFound, ""},
 		{"GET", "/api/v1/watch/namespaces/ns1/configmaps?resourceVersion=5&resourceVersionMatch=Exact", "", 400, metav1.StatusReasonBadRequest, "resourceVersionMatch is forbidden for watch"},
 		{"GET", "/api/v1/namespaces/ns1/configmaps?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", "", 400, metav1.StatusReasonBadRequest, "allowWatchBookmarks"},
+		{"GET", "/api/v1/namespaces/ns1/configmaps?sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", "", 400, metav1.StatusReasonBadRequest, "sendInitialEvents is forbidden for list"},
+		{"GET", "/api/v1/namespaces/ns1/configmaps?sendInitialEvents=false", "", 400, metav1.StatusReasonBadRequest, "sendInitialEvents is forbidden for list"},
 		{"GET", "/openapi/v3", "", 404, metav1.StatusReasonNotFound, ""},
 	} {
 		code, hdr, body := e.raw(t, tt.method, tt.path, tt.accept)

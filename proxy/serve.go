@@ -127,6 +127,12 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		s.serveWatch(rc, st, accept, ef)
 		return
 	}
+	if p.Name == "" && q.SendInitialEvents != nil {
+		// kube-apiserver's ValidateListOptions (a GET's GetOptions have
+		// no sendInitialEvents).
+		st.fail(rc, ef, badRequestErr("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"))
+		return
+	}
 	out, ok := negotiate(accept, p.Name == "", r.JSONStorage)
 	if !ok {
 		st.fail(rc, ef, notAcceptable())
