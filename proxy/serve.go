@@ -185,9 +185,14 @@ func customColumns(r *resource.Resource) (*codec.CustomColumns, error) {
 	return codec.NewCustomColumns(cols)
 }
 
-// tooManyRequests is kube-apiserver's 429 for a refused admission.
+// tooManyRequests is kube-apiserver's 429 for a refused admission. An
+// error that is not the limiter's (a Config.Admit hook's) is retried after
+// 1 s: client-go retries a 429 only when it has Retry-After.
 func tooManyRequests(err error) *StatusError {
-	retry, _ := ratelimit.RetryAfter(err)
+	retry, ok := ratelimit.RetryAfter(err)
+	if !ok {
+		retry = 1
+	}
 	return &StatusError{Status: codec.Status{Code: 429, Reason: "TooManyRequests",
 		Message: "Too many requests, please try again later: " + err.Error(),
 		Details: &codec.StatusDetails{RetryAfterSeconds: int32(retry)}}, RetryAfter: retry}

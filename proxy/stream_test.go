@@ -3,16 +3,20 @@ package proxy_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/ratelimit"
 )
@@ -134,6 +138,43 @@ func TestLimiter(t *testing.T) {
 	waitFor(t, "streamed list released", func() error {
 		if s := lim.Stats(); s.InflightRequests != 0 {
 			return fmt.Errorf("in flight = %d", s.InflightRequests)
+		}
+		return nil
+	})
+}
+
+// TestAdmitHook: a Config.Admit error that is not a *StatusError is 429
+// with Retry-After (client-go retries a 429 only with it); a *StatusError
+// keeps its code; the release runs when the response is complete.
+func TestAdmitHook(t *testing.T) {
+	var released atomic.Int32
+	e := startEnv(t, func(c *proxy.Config) {
+		c.Admit = func(rc *fasthttp.RequestCtx, req *proxy.RequestInfo) (func(), error) {
+			switch req.Namespace {
+			case "busy":
+				return nil, errors.New("busy")
+			case "forbidden":
+				return nil, &proxy.StatusError{Status: codec.Status{Code: 403, Reason: "Forbidden", Message: "no"}}
+			}
+			return func() { released.Add(1) }, nil
+		}
+	})
+	seedConfigMaps(t, e, "ns", 3, 10)
+	code, hdr, body := e.raw(t, http.MethodGet, "/api/v1/namespaces/busy/configmaps", "")
+	var st metav1.Status
+	if err := json.Unmarshal(body, &st); err != nil || code != 429 || st.Reason != metav1.StatusReasonTooManyRequests ||
+		hdr.Get("Retry-After") != "1" || st.Details == nil || st.Details.RetryAfterSeconds != 1 {
+		t.Errorf("refused by the hook = %d %v %s, want 429 TooManyRequests with Retry-After 1", code, hdr, body)
+	}
+	if code, _, body := e.raw(t, http.MethodGet, "/api/v1/namespaces/forbidden/configmaps", ""); code != 403 {
+		t.Errorf("hook's StatusError = %d %s, want 403", code, body)
+	}
+	if code, _, body := e.raw(t, http.MethodGet, "/api/v1/namespaces/ns/configmaps", ""); code != 200 {
+		t.Fatalf("admitted = %d %s", code, body)
+	}
+	waitFor(t, "hook's release", func() error {
+		if n := released.Load(); n != 1 {
+			return fmt.Errorf("released %d times, want 1", n)
 		}
 		return nil
 	})
