@@ -105,6 +105,11 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		return
 	}
 	st.r = r
+	if r.Warning != "" {
+		// kube-apiserver adds a deprecated version's warning to every
+		// response of the resource's routes, errors included.
+		rc.Response.Header.Add("Warning", r.Warning)
+	}
 	if !r.Servable() {
 		// lazyapi serves bytes as stored and does not convert between
 		// versions. 404 is what generic clients (discovery walkers,

@@ -102,7 +102,20 @@ func storeStatus(err error, withContinue bool, rev int64) *StatusError {
 // writeStatus writes st as the whole response in format f (protobuf or
 // JSON; YAML clients get JSON, which YAML parsers read).
 func (s *Server) writeStatus(rc *fasthttp.RequestCtx, f format, st *StatusError) {
+	// Warnings (a deprecated version's) outlive the reset, as they do in
+	// kube-apiserver, whose warning recorder writes them before the handler.
+	var warnings [2][]byte
+	nw := 0
+	for _, w := range rc.Response.Header.PeekAll("Warning") {
+		if nw < len(warnings) {
+			warnings[nw] = append([]byte(nil), w...)
+			nw++
+		}
+	}
 	rc.Response.Reset()
+	for _, w := range warnings[:nw] {
+		rc.Response.Header.AddBytesV("Warning", w)
+	}
 	rc.SetStatusCode(int(st.Status.Code))
 	if st.RetryAfter > 0 {
 		rc.Response.Header.Set("Retry-After", strconv.Itoa(st.RetryAfter))

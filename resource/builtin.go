@@ -391,6 +391,13 @@ func builtinResources() ([]*Resource, error) {
 			r.ListKind = listKind
 		}
 		r.StorageVersion = r.Version
+		if s.jsonVersion == "" {
+			w, err := builtinWarning(schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind})
+			if err != nil {
+				return nil, err
+			}
+			r.Warning = w
+		}
 		rs = append(rs, r)
 	}
 	return rs, nil

@@ -42,6 +42,8 @@ type crdVersion struct {
 	name       string
 	columns    []Column
 	selectable []string
+	// warning is the version's deprecation Warning header, or "".
+	warning string
 }
 
 // resources returns one Resource per served version.
@@ -64,6 +66,7 @@ func (c *crd) resources() []*Resource {
 			StorageVersion:   c.storageVersion,
 			FieldSelectors:   v.selectable,
 			Columns:          v.columns,
+			Warning:          v.warning,
 			fieldStyle:       fieldsListed,
 			noNamespaceField: !c.namespaced,
 		})
@@ -100,6 +103,8 @@ type crdJSON struct {
 			Name                     string            `json:"name"`
 			Served                   bool              `json:"served"`
 			Storage                  bool              `json:"storage"`
+			Deprecated               bool              `json:"deprecated"`
+			DeprecationWarning       *string           `json:"deprecationWarning"`
 			AdditionalPrinterColumns []columnJSON      `json:"additionalPrinterColumns"`
 			SelectableFields         []selectableField `json:"selectableFields"`
 		} `json:"versions"`
@@ -191,6 +196,10 @@ func parseCRD(value []byte) (*crd, error) {
 		c.storageVersion = in.Spec.Version
 		c.versions = []crdVersion{{name: in.Spec.Version, columns: topColumns, selectable: topSelectable}}
 	}
+	specs := make([]crdVersionSpec, len(in.Spec.Versions))
+	for i, v := range in.Spec.Versions {
+		specs[i] = crdVersionSpec{name: v.Name, served: v.Served, deprecated: v.Deprecated}
+	}
 	for _, v := range in.Spec.Versions {
 		if v.Storage {
 			c.storageVersion = v.Name
@@ -199,6 +208,12 @@ func parseCRD(value []byte) (*crd, error) {
 			continue
 		}
 		cv := crdVersion{name: v.Name, columns: columns(v.AdditionalPrinterColumns), selectable: selectable(v.SelectableFields)}
+		if v.Deprecated {
+			// apiextensions-apiserver names the kind of spec.names.
+			// A warning that cannot be a header (control characters,
+			// refused by CRD validation) is dropped, not the CRD.
+			cv.warning, _ = crdWarning(in.Spec.Group, in.Spec.Names.Kind, v.Name, v.DeprecationWarning, specs)
+		}
 		if cv.columns == nil {
 			cv.columns = topColumns
 		}

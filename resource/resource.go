@@ -74,6 +74,12 @@ type Resource struct {
 	// Columns are a custom resource's additionalPrinterColumns for this
 	// version, used for Table output. Empty for built-in resources.
 	Columns []Column
+	// Warning is the value of the Warning header kube-apiserver sends with
+	// every response for this resource at this version, e.g.
+	// `299 - "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1
+	// EndpointSlice"`, or "" when the version is not deprecated
+	// (deprecation.go).
+	Warning string
 
 	// fieldStyle selects the field label rules and error message;
 	// noNamespaceField is set when metadata.namespace is refused.
