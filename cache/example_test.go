@@ -65,7 +65,7 @@ func Example() {
 			return // ctx done, ErrLagging or ErrClosed: end the stream, the client re-watches
 		}
 		if ev.Type == cache.Bookmark {
-			buf = codec.AppendJSONBookmark(buf[:0], "v1", "ConfigMap", ev.Rev, ev.InitialEventsEnd)
+			buf = codec.AppendJSONWatchBookmark(buf[:0], "v1", "ConfigMap", ev.Rev, ev.InitialEventsEnd)
 		} else if obj, err := codec.Unwrap(ev.Value); err == nil {
 			buf, _ = codec.DefaultSchema().AppendJSONWatchEvent(buf[:0], codec.EventType(ev.Type.String()), obj, ev.Rev)
 		}

@@ -4,6 +4,15 @@
 //
 // Borrowed bytes: an Object returned by Unwrap points into the stored value
 // it was unwrapped from and is valid only as long as that value is.
+//
+// Names: the writers are Append<As><Format><Part>: As is what the response
+// holds ("" for the object itself, Partial for PartialObjectMetadata, Table
+// or CustomTable), Format the media type (JSON, Protobuf, YAML; Table is
+// JSON only and leaves it out), Part the piece (nothing for one object,
+// ListHead, ListItem, ListSep, ListTail, WatchEvent, WatchBookmark,
+// WatchStatus, Status, Metadata): AppendJSONListHead,
+// AppendPartialProtobufWatchEvent, AppendJSONStatus. Sizes read the same
+// way with Size at the end (PartialProtobufListItemSize).
 package codec
 
 // Format is the encoding of a stored object.

@@ -35,12 +35,12 @@ func TestFramingAllocs(t *testing.T) {
 			}
 		}},
 		{"Bookmarks", func() {
-			b := AppendJSONBookmark(buf[:0], "v1", "ConfigMap", 99, true)
-			_ = AppendProtobufBookmark(b, "v1", "ConfigMap", 99, true)
+			b := AppendJSONWatchBookmark(buf[:0], "v1", "ConfigMap", 99, true)
+			_ = AppendProtobufWatchBookmark(b, "v1", "ConfigMap", 99, true)
 		}},
 		{"Status", func() {
-			b := AppendStatusJSON(buf[:0], st)
-			b = AppendStatusProtobuf(b, st)
+			b := AppendJSONStatus(buf[:0], st)
+			b = AppendProtobufStatus(b, st)
 			b = AppendJSONWatchStatus(b, st)
 			_ = AppendProtobufWatchStatus(b, st)
 		}},

@@ -26,17 +26,17 @@ const (
 func (s *Schema) AppendPartialJSON(dst []byte, obj Object, rv int64) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, `{"kind":"`+partialKind+`","apiVersion":"`+partialAPIVersion+`","metadata":`...)
-	dst, err := s.AppendMetadataJSON(dst, obj, rv)
+	dst, err := s.AppendJSONMetadata(dst, obj, rv)
 	if err != nil {
 		return dst[:start], err
 	}
 	return append(dst, '}'), nil
 }
 
-// AppendPartialListHeadJSON appends the head of a JSON
+// AppendPartialJSONListHead appends the head of a JSON
 // PartialObjectMetadataList; then come AppendPartialJSON items separated by
 // AppendJSONListSep, then AppendJSONListTail.
-func AppendPartialListHeadJSON(dst []byte, m ListMeta) []byte {
+func AppendPartialJSONListHead(dst []byte, m ListMeta) []byte {
 	return AppendJSONListHead(dst, partialAPIVersion, partialListKind, m)
 }
 
@@ -146,7 +146,7 @@ func appendProtobufMetadataAny(dst []byte, obj Object, rv int64) ([]byte, error)
 // obj's PartialObjectMetadata, for watches with
 // Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1
 // (metadata informers). Bookmarks of such a watch are
-// AppendJSONBookmark(dst, "meta.k8s.io/v1", "PartialObjectMetadata", ...).
+// AppendJSONWatchBookmark(dst, "meta.k8s.io/v1", "PartialObjectMetadata", ...).
 // On error dst is returned unchanged.
 func (s *Schema) AppendPartialJSONWatchEvent(dst []byte, t EventType, obj Object, rv int64) ([]byte, error) {
 	start := len(dst)
@@ -161,7 +161,7 @@ func (s *Schema) AppendPartialJSONWatchEvent(dst []byte, t EventType, obj Object
 // AppendPartialProtobufWatchEvent appends a protobuf watch frame whose
 // object is obj's PartialObjectMetadata ("k8s\x00"-framed), for watches with
 // Accept: application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1.
-// Bookmarks are AppendProtobufBookmark(dst, "meta.k8s.io/v1",
+// Bookmarks are AppendProtobufWatchBookmark(dst, "meta.k8s.io/v1",
 // "PartialObjectMetadata", ...). On error dst is returned unchanged.
 func AppendPartialProtobufWatchEvent(dst []byte, t EventType, obj Object, rv int64) ([]byte, error) {
 	start := len(dst)

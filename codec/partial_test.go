@@ -128,7 +128,7 @@ func TestPartialObjectMetadataList(t *testing.T) {
 				want.Items = append(want.Items, *partialOf(t, it.want))
 			}
 
-			js := AppendPartialListHeadJSON(nil, lm.m)
+			js := AppendPartialJSONListHead(nil, lm.m)
 			size := 0
 			for i, it := range items {
 				if i > 0 {
@@ -242,9 +242,9 @@ func TestPartialWatch(t *testing.T) {
 			bm := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
 				ObjectMeta: metav1.ObjectMeta{ResourceVersion: "80", Annotations: map[string]string{InitialEventsEndAnnotation: "true"}}}
 			if mt == mediaJSON {
-				body = AppendJSONBookmark(body, "meta.k8s.io/v1", "PartialObjectMetadata", 80, true)
+				body = AppendJSONWatchBookmark(body, "meta.k8s.io/v1", "PartialObjectMetadata", 80, true)
 			} else {
-				body = AppendProtobufBookmark(body, "meta.k8s.io/v1", "PartialObjectMetadata", 80, true)
+				body = AppendProtobufWatchBookmark(body, "meta.k8s.io/v1", "PartialObjectMetadata", 80, true)
 			}
 			want = append(want, watchEvent{watch.Bookmark, bm})
 

@@ -96,19 +96,19 @@ func TestProtobufPassthroughDifferential(t *testing.T) {
 				t.Errorf("%v #%d: AppendProtobufMetadata decodes to\n%+v\nwant\n%+v", k, i, om, wantMeta)
 			}
 
-			// AppendMetadataJSON is the oracle's "metadata", byte for byte
+			// AppendJSONMetadata is the oracle's "metadata", byte for byte
 			wantJSON, _ := oracleJSONOf(t, stored, schema.FromAPIVersionAndKind(o.APIVersion, o.Kind), rv)
 			if wantJSON != nil {
 				var top map[string]json.RawMessage
 				if err := json.Unmarshal(wantJSON, &top); err != nil {
 					t.Fatal(err)
 				}
-				mj, err := s.AppendMetadataJSON(nil, o, rv)
+				mj, err := s.AppendJSONMetadata(nil, o, rv)
 				if err != nil {
-					t.Fatalf("%v: AppendMetadataJSON: %v", k, err)
+					t.Fatalf("%v: AppendJSONMetadata: %v", k, err)
 				}
 				if !bytes.Equal(mj, top["metadata"]) {
-					t.Errorf("%v #%d: AppendMetadataJSON = %s\nwant %s", k, i, mj, top["metadata"])
+					t.Errorf("%v #%d: AppendJSONMetadata = %s\nwant %s", k, i, mj, top["metadata"])
 				}
 			}
 			total++

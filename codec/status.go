@@ -29,11 +29,11 @@ func (st *Status) statusValue() string {
 	return "Failure"
 }
 
-// AppendStatusJSON appends st as kube-apiserver's JSON:
+// AppendJSONStatus appends st as kube-apiserver's JSON:
 // {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
 // "message":...,"reason":...,"details":{...},"code":N}, empty fields omitted
 // as encoding/json omits them.
-func AppendStatusJSON(dst []byte, st *Status) []byte {
+func AppendJSONStatus(dst []byte, st *Status) []byte {
 	dst = append(dst, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":`...)
 	dst = appendJSONQuote(dst, st.statusValue())
 	if st.Message != "" {
@@ -114,9 +114,9 @@ func appendStatusCauseJSON(dst []byte, c StatusCause) []byte {
 	return append(dst, '}')
 }
 
-// AppendStatusProtobuf appends st as kube-apiserver's protobuf: "k8s\x00" +
+// AppendProtobufStatus appends st as kube-apiserver's protobuf: "k8s\x00" +
 // runtime.Unknown{typeMeta{v1, Status}, raw=metav1.Status}.
-func AppendStatusProtobuf(dst []byte, st *Status) []byte {
+func AppendProtobufStatus(dst []byte, st *Status) []byte {
 	n := statusProtoSize(st)
 	dst = pbAppendEnvelopeHead(dst, "v1", "Status", n)
 	dst = appendStatusProto(dst, st)

@@ -55,7 +55,7 @@ func statusCases() []struct {
 	}
 }
 
-// TestStatusJSON compares AppendStatusJSON byte for byte with
+// TestStatusJSON compares AppendJSONStatus byte for byte with
 // apimachinery's JSON serializer writing the same metav1.Status.
 func TestStatusJSON(t *testing.T) {
 	for _, tc := range statusCases() {
@@ -66,13 +66,13 @@ func TestStatusJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := AppendStatusJSON([]byte("prefix"), &tc.st)
+			got := AppendJSONStatus([]byte("prefix"), &tc.st)
 			if !bytes.HasPrefix(got, []byte("prefix")) {
-				t.Fatalf("AppendStatusJSON dropped dst")
+				t.Fatalf("AppendJSONStatus dropped dst")
 			}
 			got = got[len("prefix"):]
 			if !bytes.Equal(got, wantJSON) {
-				t.Fatalf("AppendStatusJSON =\n%s\nwant\n%s", got, wantJSON)
+				t.Fatalf("AppendJSONStatus =\n%s\nwant\n%s", got, wantJSON)
 			}
 			obj, _, err := jsonCodec().Decode(got, nil, nil)
 			if err != nil {
@@ -85,7 +85,7 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
-// TestStatusProtobuf compares AppendStatusProtobuf byte for byte with
+// TestStatusProtobuf compares AppendProtobufStatus byte for byte with
 // apimachinery's protobuf serializer writing the same metav1.Status.
 func TestStatusProtobuf(t *testing.T) {
 	ser := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
@@ -97,9 +97,9 @@ func TestStatusProtobuf(t *testing.T) {
 			if err := ser.Encode(&in, &want); err != nil {
 				t.Fatal(err)
 			}
-			got := AppendStatusProtobuf(nil, &tc.st)
+			got := AppendProtobufStatus(nil, &tc.st)
 			if !bytes.Equal(got, want.Bytes()) {
-				t.Fatalf("AppendStatusProtobuf =\n%q\nwant\n%q", got, want.Bytes())
+				t.Fatalf("AppendProtobufStatus =\n%q\nwant\n%q", got, want.Bytes())
 			}
 			if len(got) != pbEnvelopeSize("v1", "Status", statusProtoSize(&tc.st)) {
 				t.Fatalf("size mismatch")

@@ -106,11 +106,11 @@ func (s *Schema) AppendJSON(dst []byte, obj Object, rv int64, o JSONOptions) ([]
 	return dst, nil
 }
 
-// AppendMetadataJSON writes only the object's metadata as a JSON object
+// AppendJSONMetadata writes only the object's metadata as a JSON object
 // ({"name":...,"resourceVersion":"<rv>",...}), as encoding/json writes a
 // metav1.ObjectMeta. For FormatJSON objects the stored metadata object is
 // copied with resourceVersion patched.
-func (s *Schema) AppendMetadataJSON(dst []byte, obj Object, rv int64) ([]byte, error) {
+func (s *Schema) AppendJSONMetadata(dst []byte, obj Object, rv int64) ([]byte, error) {
 	switch obj.Format {
 	case FormatJSON:
 		return appendJSONMetadataPassthrough(dst, obj.Raw, rv)

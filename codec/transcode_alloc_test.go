@@ -26,7 +26,7 @@ func TestHotPathAllocs(t *testing.T) {
 			{"Unwrap", func() { Unwrap(f.stored) }},
 			{"AppendJSON", func() { buf, _ = s.AppendJSON(buf[:0], o, 12345, JSONOptions{}) }},
 			{"AppendJSON/OmitTypeMeta", func() { buf, _ = s.AppendJSON(buf[:0], o, 12345, JSONOptions{OmitTypeMeta: true}) }},
-			{"AppendMetadataJSON", func() { buf, _ = s.AppendMetadataJSON(buf[:0], o, 12345) }},
+			{"AppendJSONMetadata", func() { buf, _ = s.AppendJSONMetadata(buf[:0], o, 12345) }},
 			{"AppendProtobufEnvelope", func() { buf = AppendProtobufEnvelope(buf[:0], o, 12345) }},
 			{"PeekMeta", func() { s.PeekMeta(o, &m) }},
 			{"PeekMeta/JSON", func() { s.PeekMeta(jo, &m) }},

@@ -122,7 +122,7 @@ func checkTranscode(t *testing.T, which uint8, raw []byte) {
 	// PeekMeta and the metadata writers must not panic either
 	var m Meta
 	_ = s.PeekMeta(o, &m)
-	_, _ = s.AppendMetadataJSON(nil, o, 5)
+	_, _ = s.AppendJSONMetadata(nil, o, 5)
 	_, _, _ = s.PeekField(o, "metadata.name")
 
 	obj := k.new()

@@ -59,10 +59,10 @@ func appendProtobufWatchEventHead(dst []byte, t EventType, objSize int) []byte {
 	return pbAppendBytesHeader(dst, 1, objSize)
 }
 
-// AppendJSONBookmark appends a JSON BOOKMARK frame whose object is a
+// AppendJSONWatchBookmark appends a JSON BOOKMARK frame whose object is a
 // <kind> carrying only metadata.resourceVersion (and the
 // k8s.io/initial-events-end: "true" annotation when initialEventsEnd).
-func AppendJSONBookmark(dst []byte, apiVersion, kind string, rv int64, initialEventsEnd bool) []byte {
+func AppendJSONWatchBookmark(dst []byte, apiVersion, kind string, rv int64, initialEventsEnd bool) []byte {
 	dst = appendJSONWatchEventHead(dst, EventBookmark)
 	dst = append(dst, `{"kind":`...)
 	dst = appendJSONQuote(dst, kind)
@@ -90,9 +90,9 @@ func bookmarkMetaSize(rv int64, initialEventsEnd bool) int {
 // {1: "k8s.io/initial-events-end", 2: "true"}.
 var bookmarkAnnotationSize = pbSizeBytesField(len(InitialEventsEndAnnotation)) + pbSizeBytesField(len("true"))
 
-// AppendProtobufBookmark appends a protobuf BOOKMARK frame, see
-// AppendJSONBookmark.
-func AppendProtobufBookmark(dst []byte, apiVersion, kind string, rv int64, initialEventsEnd bool) []byte {
+// AppendProtobufWatchBookmark appends a protobuf BOOKMARK frame, see
+// AppendJSONWatchBookmark.
+func AppendProtobufWatchBookmark(dst []byte, apiVersion, kind string, rv int64, initialEventsEnd bool) []byte {
 	meta := bookmarkMetaSize(rv, initialEventsEnd)
 	raw := pbSizeBytesField(meta) // the object's message: {1: ObjectMeta}
 	dst = appendProtobufWatchEventHead(dst, EventBookmark, pbEnvelopeSize(apiVersion, kind, raw))
@@ -111,7 +111,7 @@ func AppendProtobufBookmark(dst []byte, apiVersion, kind string, rv int64, initi
 // AppendJSONWatchStatus appends a JSON ERROR frame whose object is st.
 func AppendJSONWatchStatus(dst []byte, st *Status) []byte {
 	dst = appendJSONWatchEventHead(dst, EventError)
-	dst = AppendStatusJSON(dst, st)
+	dst = AppendJSONStatus(dst, st)
 	return append(dst, "}\n"...)
 }
 
@@ -119,5 +119,5 @@ func AppendJSONWatchStatus(dst []byte, st *Status) []byte {
 func AppendProtobufWatchStatus(dst []byte, st *Status) []byte {
 	raw := statusProtoSize(st)
 	dst = appendProtobufWatchEventHead(dst, EventError, pbEnvelopeSize("v1", "Status", raw))
-	return AppendStatusProtobuf(dst, st)
+	return AppendProtobufStatus(dst, st)
 }

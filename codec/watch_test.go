@@ -72,15 +72,15 @@ func TestWatchBookmarkAndError(t *testing.T) {
 		t.Run(mt, func(t *testing.T) {
 			var body []byte
 			if mt == mediaJSON {
-				body = AppendJSONBookmark(body, "v1", "ConfigMap", 12, false)
-				body = AppendJSONBookmark(body, "v1", "ConfigMap", 300000000000, true)
+				body = AppendJSONWatchBookmark(body, "v1", "ConfigMap", 12, false)
+				body = AppendJSONWatchBookmark(body, "v1", "ConfigMap", 300000000000, true)
 				body = AppendJSONWatchStatus(body, st)
 				if n := bytes.Count(body, []byte("\n")); n != 3 {
 					t.Fatalf("JSON watch frames have %d newlines, want 3:\n%s", n, body)
 				}
 			} else {
-				body = AppendProtobufBookmark(body, "v1", "ConfigMap", 12, false)
-				body = AppendProtobufBookmark(body, "v1", "ConfigMap", 300000000000, true)
+				body = AppendProtobufWatchBookmark(body, "v1", "ConfigMap", 12, false)
+				body = AppendProtobufWatchBookmark(body, "v1", "ConfigMap", 300000000000, true)
 				body = AppendProtobufWatchStatus(body, st)
 			}
 			got := decodeWatch(t, mt, body)
@@ -95,7 +95,7 @@ func TestWatchBookmarkAndError(t *testing.T) {
 // apimachinery's protobuf encoding of a metav1.WatchEvent.
 func TestProtobufWatchStatusFrame(t *testing.T) {
 	st := &Status{Code: 500, Reason: "InternalError", Message: "boom", Details: &StatusDetails{Causes: []StatusCause{{Message: "x"}}}}
-	raw := AppendStatusProtobuf(nil, st)
+	raw := AppendProtobufStatus(nil, st)
 	ev := metav1.WatchEvent{Type: "ERROR", Object: runtime.RawExtension{Raw: raw}}
 	pb, err := ev.Marshal()
 	if err != nil {
@@ -148,9 +148,9 @@ func TestWatchStreamDifferential(t *testing.T) {
 				}
 			}
 			if mt == mediaJSON {
-				body = AppendJSONBookmark(body, "v1", "Pod", 99, true)
+				body = AppendJSONWatchBookmark(body, "v1", "Pod", 99, true)
 			} else {
-				body = AppendProtobufBookmark(body, "v1", "Pod", 99, true)
+				body = AppendProtobufWatchBookmark(body, "v1", "Pod", 99, true)
 			}
 			got := decodeWatch(t, mt, body)
 			if diff := cmp.Diff(want, got); diff != "" {

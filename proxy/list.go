@@ -585,7 +585,7 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 	case out.target == targetPartial && out.format == formatProtobuf:
 		sw.buf = codec.AppendPartialProtobufListHead(sw.buf, lm, planned.size)
 	case out.target == targetPartial:
-		sw.buf = codec.AppendPartialListHeadJSON(sw.buf, lm)
+		sw.buf = codec.AppendPartialJSONListHead(sw.buf, lm)
 	case out.format == formatProtobuf:
 		sw.buf = codec.AppendProtobufListHead(sw.buf, apiVersion, r.ListKind, lm, planned.size)
 	case out.format == formatYAML:

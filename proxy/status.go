@@ -124,11 +124,11 @@ func (s *Server) writeStatus(rc *fasthttp.RequestCtx, f format, st *StatusError)
 	switch f {
 	case formatProtobuf:
 		rc.SetContentType(mediaProtobuf)
-		*buf = codec.AppendStatusProtobuf((*buf)[:0], &st.Status)
+		*buf = codec.AppendProtobufStatus((*buf)[:0], &st.Status)
 	case formatYAML:
 		// kube-apiserver negotiates a Status like any object: a YAML
 		// client gets the JSON encoding converted by sigs.k8s.io/yaml.
-		js := codec.AppendStatusJSON((*buf)[:0], &st.Status)
+		js := codec.AppendJSONStatus((*buf)[:0], &st.Status)
 		if y, err := yaml.JSONToYAML(js); err == nil {
 			rc.SetContentType(mediaYAML)
 			*buf = append(js[:0], y...)
@@ -138,7 +138,7 @@ func (s *Server) writeStatus(rc *fasthttp.RequestCtx, f format, st *StatusError)
 		*buf = js
 	default:
 		rc.SetContentType(mediaJSON)
-		*buf = codec.AppendStatusJSON((*buf)[:0], &st.Status)
+		*buf = codec.AppendJSONStatus((*buf)[:0], &st.Status)
 	}
 	rc.SetBody(*buf)
 	putBuf(buf)

@@ -455,9 +455,9 @@ func (e *watchEncoder) bookmark(dst []byte, rv int64, initialEnd bool) []byte {
 		apiVersion, kind = "meta.k8s.io/v1", "PartialObjectMetadata"
 	}
 	if e.out.format == formatProtobuf {
-		return codec.AppendProtobufBookmark(dst, apiVersion, kind, rv, initialEnd)
+		return codec.AppendProtobufWatchBookmark(dst, apiVersion, kind, rv, initialEnd)
 	}
-	return codec.AppendJSONBookmark(dst, apiVersion, kind, rv, initialEnd)
+	return codec.AppendJSONWatchBookmark(dst, apiVersion, kind, rv, initialEnd)
 }
 
 // status appends an ERROR frame.
