@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	certutil "k8s.io/client-go/util/cert"
 )
 
 // Proc is a target server the harness started as a child process.
@@ -123,15 +125,51 @@ func BuildLazyAPI(ctx context.Context, repo, outDir string) (string, error) {
 	return bin, nil
 }
 
-// StartLazyAPI starts a lazyapi binary against etcd on a free loopback port.
+// StartLazyAPI starts a lazyapi binary against etcd on free loopback ports
+// and returns it as a TLS target (https, self-signed certificate in
+// logDir, as kube-apiserver.sh's --cert-dir), so both servers pay the same
+// TLS costs; its plain HTTP port is left unused.
 func StartLazyAPI(bin, etcd, prefix, logDir string, extra ...string) (*Proc, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	t := Target{Name: "lazyapi", URL: "http://127.0.0.1:" + strconv.Itoa(port), Note: "lazyapi (go build ./cmd/lazyapi) " + fmt.Sprint(extra)}
-	argv := append([]string{bin, "--etcd-servers", etcd, "--etcd-prefix", prefix, "--bind-address", "127.0.0.1", "--port", strconv.Itoa(port), "--log-level", "warn"}, extra...)
+	securePort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	certFile, keyFile, err := selfSignedCert(filepath.Join(logDir, "lazyapi-certs"))
+	if err != nil {
+		return nil, err
+	}
+	t := Target{Name: "lazyapi", URL: "https://127.0.0.1:" + strconv.Itoa(securePort), Note: "lazyapi (go build ./cmd/lazyapi) over TLS " + fmt.Sprint(extra)}
+	argv := append([]string{bin, "--etcd-servers", etcd, "--etcd-prefix", prefix, "--bind-address", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--secure-port", strconv.Itoa(securePort), "--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--log-level", "warn"}, extra...)
 	return startProc("lazyapi", logDir, t, argv...)
+}
+
+// selfSignedCert writes a self-signed serving certificate for 127.0.0.1
+// into dir (once) as kube-apiserver does for --cert-dir, and returns the
+// certificate and key files.
+func selfSignedCert(dir string) (certFile, keyFile string, err error) {
+	certFile, keyFile = filepath.Join(dir, "apiserver.crt"), filepath.Join(dir, "apiserver.key")
+	if _, err := os.Stat(keyFile); err == nil {
+		return certFile, keyFile, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("cannot create %q: %w", dir, err)
+	}
+	cert, key, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+	if err != nil {
+		return "", "", fmt.Errorf("cannot generate a serving certificate: %w", err)
+	}
+	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, nil
 }
 
 // KubeAPIServerToken is the bearer token bench/kube-apiserver.sh accepts.

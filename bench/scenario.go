@@ -66,6 +66,16 @@ type Scenario struct {
 	Idle time.Duration `json:"idle_ns"`
 	// SampleEvery is the memory sampling period; 0 means 200ms.
 	SampleEvery time.Duration `json:"-"`
+	// ClientGo reads with client-go's default transport (rest.HTTPClientFor:
+	// HTTP/2 over TLS, Accept-Encoding: gzip added and decoded by Go's
+	// transport) instead of the harness's HTTP/1.1 client without
+	// compression. Bytes then count the decoded body; WireBytes what came
+	// over the connections.
+	ClientGo bool `json:"client_go,omitempty"`
+	// LinkRate throttles the bytes read from the target over all the
+	// scenario's connections to this many bytes/s (0: unthrottled), as a
+	// link of that speed: 125e6 is 1 Gbit/s.
+	LinkRate float64 `json:"link_rate,omitempty"`
 }
 
 func (s *Scenario) setDefaults() {
@@ -144,6 +154,15 @@ type Result struct {
 	// Probe is the listflood GET probe: one more client, on its own
 	// connection, GETting single objects while the lists run.
 	Probe *ProbeResult `json:"probe,omitempty"`
+
+	// ServerCPU is the target's CPU time (user + system) during the load
+	// phase, from /proc when the target is a local process (0: unknown);
+	// MiBPerCPUSecond is Bytes per second of it.
+	ServerCPU       time.Duration `json:"server_cpu_ns,omitempty"`
+	MiBPerCPUSecond float64       `json:"mib_per_cpu_s,omitempty"`
+	// WireBytes are the bytes read from the target's connections (TLS,
+	// headers, framing, compression included).
+	WireBytes int64 `json:"wire_bytes,omitempty"`
 
 	Memory      []MemSample `json:"memory,omitempty"`
 	IdleRSS     int64       `json:"idle_rss_bytes"`
@@ -394,7 +413,8 @@ func RunScenario(ctx context.Context, env Env, t Target, s Scenario) (Result, er
 	if err != nil {
 		return fail(err)
 	}
-	hc, err := t.httpClient(s.Concurrency + 4)
+	ln := newLink(s.LinkRate)
+	hc, err := t.scenarioClient(s, ln)
 	if err != nil {
 		return fail(err)
 	}
@@ -432,6 +452,11 @@ func RunScenario(ctx context.Context, env Env, t Target, s Scenario) (Result, er
 
 	lctx, cancel := context.WithTimeout(ctx, s.Duration)
 	defer cancel()
+	cpu0, cpuErr := time.Duration(0), error(nil)
+	if t.PID != 0 {
+		cpu0, cpuErr = ProcCPU(t.PID)
+	}
+	wire0 := ln.read.Load()
 	start := time.Now()
 	status := startStatus(lctx, env, t, &s, col, start)
 
@@ -453,6 +478,12 @@ func RunScenario(ctx context.Context, env Env, t Target, s Scenario) (Result, er
 		runErr = fmt.Errorf("unknown scenario %q (want one of %s)", s.Name, strings.Join(Scenarios, ", "))
 	}
 	res.Elapsed = time.Since(start)
+	if t.PID != 0 && cpuErr == nil {
+		if cpu1, err := ProcCPU(t.PID); err == nil {
+			res.ServerCPU = cpu1 - cpu0
+		}
+	}
+	res.WireBytes = ln.read.Load() - wire0
 	cancel()
 	status.Wait()
 
@@ -469,6 +500,7 @@ func RunScenario(ctx context.Context, env Env, t Target, s Scenario) (Result, er
 	res.Errors = col.errs.Load()
 	res.Throttled = col.throttled.Load()
 	res.Bytes = col.bytes.Load()
+	res.MiBPerCPUSecond = MiBPerCPUSecond(res.Bytes, res.ServerCPU)
 	res.StatusCodes = col.codes
 	if secs := res.Elapsed.Seconds(); secs > 0 {
 		res.RPS = float64(res.Requests) / secs
@@ -633,7 +665,11 @@ func runGets(ctx context.Context, env Env, cl *client, s *Scenario) error {
 	}
 	workers(ctx, s.Concurrency, newLimiter(s.Rate), func(ctx context.Context, _ int, r *rand.Rand) {
 		n := names[r.IntN(len(names))]
-		_, _, _ = cl.get(ctx, s.Kind.Path(n[0])+"/"+n[1], nil)
+		p := s.Kind.Path(n[0]) + "/" + n[1]
+		if s.ResourceVersion != "" {
+			p += "?resourceVersion=" + url.QueryEscape(s.ResourceVersion)
+		}
+		_, _, _ = cl.get(ctx, p, nil)
 	})
 	return nil
 }

@@ -118,6 +118,33 @@ func (t Target) httpClient(conns int) (*http.Client, error) {
 	return &http.Client{Transport: tr}, nil
 }
 
+// scenarioClient returns the HTTP client of a scenario: the harness's
+// (httpClient) or client-go's default transport (s.ClientGo), dialing
+// through ln.
+func (t Target) scenarioClient(s Scenario, ln *link) (*http.Client, error) {
+	if !s.ClientGo {
+		hc, err := t.httpClient(s.Concurrency + 4)
+		if err != nil {
+			return nil, err
+		}
+		hc.Transport.(*http.Transport).DialContext = ln.dial
+		return hc, nil
+	}
+	cfg, err := t.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dial = ln.dial
+	// Authentication stays the harness's (newRequest sets the token): the
+	// transport is client-go's (HTTP/2, compression, TLS settings).
+	cfg.BearerToken = ""
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot build client-go's transport: %w", err)
+	}
+	return hc, nil
+}
+
 func (t Target) newRequest(ctx context.Context, path, accept string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL+path, nil)
 	if err != nil {

@@ -49,6 +49,7 @@ Commands:
   clean      remove what seed wrote
   run        run a scenario (list, get, watch, listflood, informers, mixed) against targets
   suite      the standard suite against lazyapi and kube-apiserver (or the reference server)
+  cost       server CPU per MiB served, lazyapi and kube-apiserver over TLS (gzip over a throttled link too)
   refserver  serve the reference read API (what kube-apiserver does per request) on loopback
   etcd       run an embedded etcd (for trying things without one)
   record     rewrite the ## suite section of bench/RESULTS.md from a suite's results.json
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runRun(ctx, args, stdout, stderr)
 	case "suite":
 		return runSuite(ctx, args, stdout, stderr)
+	case "cost":
+		return runCost(ctx, args, stdout, stderr)
 	case "refserver":
 		return runRefServer(ctx, args, stderr)
 	case "etcd":
@@ -430,6 +433,39 @@ func runSuite(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if rep != nil {
 		_ = rep.WriteTerminal(stdout)
 		fmt.Fprintf(stdout, "suite took %s; results in %s\n", time.Since(start).Round(time.Second), *out)
+	}
+	return err
+}
+
+func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	d := bench.DefaultCostConfig()
+	fs := newFlagSet("cost", "cost [flags]", stdout)
+	var ef etcdFlags
+	ef.add(fs)
+	fs.Lookup("etcd-servers").Usage = "external etcd (default: an embedded etcd)"
+	repo := fs.String("repo", d.Repo, "lazyapi source tree")
+	out := fs.String("out", d.Out, "results folder")
+	objects := fs.Int("objects", d.Objects, "ConfigMaps to seed (one namespace)")
+	size := fs.String("size", d.Size.String(), "stored object size distribution")
+	clients := fs.Int("clients", d.Clients, "concurrent clients per phase")
+	dur := fs.Duration("duration", d.Duration, "length of each phase")
+	link := fs.Float64("link-rate", d.LinkRate, "bytes/s of the throttled link of the gzip phases (125e6 = 1 Gbit/s)")
+	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
+	skipKube := fs.Bool("skip-kube-apiserver", false, "measure lazyapi only")
+	noUpdate := fs.Bool("no-update-results", false, "do not rewrite the ## serving cost section of bench/RESULTS.md")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	sd, err := bench.ParseSizeDist(*size)
+	if err != nil {
+		return fmt.Errorf("invalid --size: %w", err)
+	}
+	cfg := bench.CostConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Objects: *objects, Size: sd,
+		Clients: *clients, Duration: *dur, LinkRate: *link, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, UpdateResults: !*noUpdate,
+		Command: commandName() + " cost " + strings.Join(args, " "), Log: stderr}
+	rep, err := bench.RunCost(ctx, cfg)
+	if rep != nil {
+		fmt.Fprint(stdout, rep.CostMarkdown())
 	}
 	return err
 }
