@@ -16,6 +16,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/pprofhandler"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -74,6 +75,11 @@ type Config struct {
 	// complete (after the last byte of a stream), or an error answered as a
 	// Status (a *StatusError keeps its code; others become 429).
 	Admit func(rc *fasthttp.RequestCtx, req *RequestInfo) (release func(), err error)
+	// Profiling serves Go's profiles at /debug/pprof/ (--profiling),
+	// authenticated like /metrics. Off by default: a CPU profile or trace
+	// costs CPU while it runs and a heap profile shows object contents'
+	// sizes.
+	Profiling bool
 	// Authenticator, when enabled, authenticates every request except the
 	// health endpoints and /version (authn.go); a request it refuses gets
 	// 401 Unauthorized. The user's name becomes the rate limiter's
@@ -262,6 +268,13 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		return
 	case path == "/metrics":
 		s.serveMetrics(rc)
+		return
+	case s.cfg.Profiling && (path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/")):
+		if path == "/debug/pprof" {
+			rc.Redirect("/debug/pprof/", fasthttp.StatusMovedPermanently)
+			return
+		}
+		pprofhandler.PprofHandler(rc)
 		return
 	case path == "/openapi/v2" || path == "/openapi/v3" || strings.HasPrefix(path, "/openapi/"):
 		s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), notFoundPath())

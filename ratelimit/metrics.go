@@ -14,12 +14,12 @@ type limiterMetrics struct {
 	rejectedLarge  *metrics.Counter
 	rejectedRate   *metrics.Counter
 	cancelled      *metrics.Counter
-	wait           *metrics.Histogram
+	wait           *metrics.PrometheusHistogram
 	usedBytes      *metrics.Counter
 	estimatedBytes *metrics.Counter
 	yields         *metrics.Counter
 	yieldTimeouts  *metrics.Counter
-	yieldWait      *metrics.Histogram
+	yieldWait      *metrics.PrometheusHistogram
 }
 
 func newLimiterMetrics(l *Limiter, s *metrics.Set) *limiterMetrics {
@@ -32,6 +32,10 @@ func newLimiterMetrics(l *Limiter, s *metrics.Set) *limiterMetrics {
 	s.NewGauge(`lazyapi_ratelimit_inflight{kind="short"}`, stat(func(st Stats) float64 { return float64(st.InflightRequests) }))
 	s.NewGauge(`lazyapi_ratelimit_inflight{kind="watch"}`, stat(func(st Stats) float64 { return float64(st.InflightWatches) }))
 	s.NewGauge(`lazyapi_ratelimit_inflight{kind="bulk"}`, stat(func(st Stats) float64 { return float64(st.InflightBulk) }))
+	// The seats themselves, for graphs and alerts of in-flight against them.
+	s.NewGauge(`lazyapi_ratelimit_seats{kind="short"}`, func() float64 { return float64(l.cfg.MaxRequestsInflight) })
+	s.NewGauge(`lazyapi_ratelimit_seats{kind="watch"}`, func() float64 { return float64(l.cfg.MaxWatchesInflight) })
+	s.NewGauge(`lazyapi_ratelimit_seats{kind="bulk"}`, func() float64 { return float64(l.cfg.MaxBulkInflight) })
 	s.NewGauge(`lazyapi_ratelimit_bulk_reserved_bytes`, stat(func(st Stats) float64 { return float64(st.BulkReservedBytes) }))
 	s.NewGauge(`lazyapi_ratelimit_queued`, stat(func(st Stats) float64 { return float64(st.Queued) }))
 	s.NewGauge(`lazyapi_ratelimit_reserved_bytes`, stat(func(st Stats) float64 { return float64(st.ReservedBytes) }))
@@ -44,12 +48,12 @@ func newLimiterMetrics(l *Limiter, s *metrics.Set) *limiterMetrics {
 		rejectedLarge:  s.NewCounter(`lazyapi_ratelimit_rejected_total{reason="too_large"}`),
 		rejectedRate:   s.NewCounter(`lazyapi_ratelimit_rejected_total{reason="rate_limited"}`),
 		cancelled:      s.NewCounter(`lazyapi_ratelimit_cancelled_total`),
-		wait:           s.NewHistogram(`lazyapi_ratelimit_queue_wait_seconds`),
+		wait:           s.NewPrometheusHistogram(`lazyapi_ratelimit_queue_wait_seconds`),
 		usedBytes:      s.NewCounter(`lazyapi_ratelimit_used_bytes_total`),
 		estimatedBytes: s.NewCounter(`lazyapi_ratelimit_estimated_bytes_total`),
 		yields:         s.NewCounter(`lazyapi_ratelimit_bulk_yields_total`),
 		yieldTimeouts:  s.NewCounter(`lazyapi_ratelimit_bulk_yield_timeouts_total`),
-		yieldWait:      s.NewHistogram(`lazyapi_ratelimit_bulk_yield_seconds`),
+		yieldWait:      s.NewPrometheusHistogram(`lazyapi_ratelimit_bulk_yield_seconds`),
 	}
 }
 

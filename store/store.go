@@ -77,6 +77,14 @@ func New(cli *clientv3.Client, cfg Config) *Store {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
+	if cfg.Metrics != nil {
+		// Every op's series exist from the start, so that a rate of errors
+		// is 0 rather than absent (alerts, deploy/alerts.yaml).
+		for _, op := range []string{"revision", "get", "range"} {
+			cfg.Metrics.GetOrCreatePrometheusHistogram(`lazyapi_etcd_request_duration_seconds{op="` + op + `"}`)
+			cfg.Metrics.GetOrCreateCounter(`lazyapi_etcd_request_errors_total{op="` + op + `"}`)
+		}
+	}
 	return &Store{cli: cli, cfg: cfg}
 }
 
@@ -95,7 +103,7 @@ func (s *Store) observe(op string, start time.Time, err error) {
 	if s.cfg.Metrics == nil {
 		return
 	}
-	s.cfg.Metrics.GetOrCreateHistogram(`lazyapi_etcd_request_duration_seconds{op="` + op + `"}`).UpdateDuration(start)
+	s.cfg.Metrics.GetOrCreatePrometheusHistogram(`lazyapi_etcd_request_duration_seconds{op="` + op + `"}`).UpdateDuration(start)
 	if err != nil {
 		s.cfg.Metrics.GetOrCreateCounter(`lazyapi_etcd_request_errors_total{op="` + op + `"}`).Inc()
 	}

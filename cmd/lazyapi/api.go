@@ -68,6 +68,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		Limiter:        pt.limiter,
 		Cache:          wc,
 		Authenticator:  authn.New(c.serving.authn),
+		Profiling:      c.profiling,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)

@@ -38,6 +38,7 @@ type config struct {
 	requestTimeout time.Duration
 	memoryLimit    int64 // bytes; 0: no limit set (a GOMEMLIMIT env var stays in force)
 	logLevel       zapcore.Level
+	profiling      bool             // --profiling: serve /debug/pprof/
 	limits         ratelimit.Config // --max-requests-inflight, --max-inflight-bytes, ...; MaxInflightBytes derived when 0
 	watchCache     bool             // --watch-cache
 	cacheSizes     map[string]int   // --watch-cache-sizes, by resource[.group]
@@ -123,6 +124,8 @@ func parseFlags(args []string) (*config, error) {
 		"Watch cache history sizes in events, comma separated resource[.group]#size (e.g. configmaps#1000,deployments.apps#0); 0 disables caching of that resource.")
 	fs.Var((*ratelimit.Bytes)(&c.cacheBytes), "watch-cache-memory",
 		"Byte budget of the watch cache: values, index and history of all cached resources (quantity). 0 = a quarter of --memory-limit (of 1Gi when unset).")
+	fs.BoolVar(&c.profiling, "profiling", false,
+		"Serve Go profiles at /debug/pprof/ (authenticated like /metrics). Default false (kube-apiserver's is true).")
 	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error. Logs are JSON on stderr.")
 	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir(),
 		"Data directory of the embedded etcd (used only without --etcd-servers).")
