@@ -45,8 +45,6 @@ type pager interface {
 // (reading the range again up to that last key). JSON and Table without
 // limit and YAML (whose list metadata comes last) stream in one pass.
 
-var errJSONAsProtobuf = errors.New("object is stored as JSON and cannot be served as protobuf")
-
 // lister is one LIST request's state.
 type lister struct {
 	s      *Server
@@ -61,6 +59,7 @@ type lister struct {
 	meta   codec.Meta
 	now    time.Time
 	uri    string // for logs from the stream writer
+	enc    encoder
 	// snap, when set, is the watch cache snapshot the list is served
 	// from instead of etcd; attrs: the filter can be evaluated on its
 	// items' cache.Attrs.
@@ -154,19 +153,6 @@ func (l *lister) walk(ctx context.Context, pg pager, page []*mvccpb.KeyValue, ws
 	}
 }
 
-func (l *lister) needSizes() bool { return l.st.out.format == formatProtobuf }
-
-// itemSize is the protobuf size of one list item.
-func (l *lister) itemSize(obj codec.Object, rv int64) (int, error) {
-	if l.st.out.target == targetPartial {
-		return codec.PartialProtobufListItemSize(obj, rv)
-	}
-	if obj.Format != codec.FormatProtobuf {
-		return 0, errJSONAsProtobuf
-	}
-	return codec.ProtobufListItemSize(obj, rv), nil
-}
-
 // serveList serves a LIST. cancel ends ctx; it is called when the response
 // is complete (in the stream writer when streaming).
 func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState, ef format) {
@@ -178,7 +164,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	}()
 	r, q := st.r, st.q
 	l := &lister{s: s, st: st, prefix: s.listPrefix(r, st.p.Namespace), limit: q.Limit, now: time.Now(),
-		uri: string(rc.RequestURI())}
+		uri: string(rc.RequestURI()), enc: st.enc}
 	var err error
 	l.f, err = parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
 	if err != nil {
@@ -264,13 +250,13 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	// Pass over the first page: complete answer?
 	var ws walkState
 	pageBytes := 0
-	// A protobuf answer up to protoBufferBytes is kept encoded during the
-	// size pass, so that it needs no second read of etcd.
+	// A sized (protobuf) answer up to protoBufferBytes is kept encoded
+	// during the size pass, so that it needs no second read of etcd.
 	// A first page whose values exceed it will not fit: it is not buffered
 	// at all (growing a buffer to the bound and dropping it cost a large
 	// protobuf LIST ~5 MB of garbage).
 	var pre *[]byte
-	if l.needSizes() {
+	if l.enc.sized() {
 		valueBytes := 0
 		for _, kv := range page {
 			valueBytes += len(kv.Value)
@@ -286,8 +272,8 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	}
 	sizeEmit := func(obj codec.Object, kv *mvccpb.KeyValue) error {
 		pageBytes += len(kv.Value)
-		if l.needSizes() {
-			n, err := l.itemSize(obj, kv.ModRevision)
+		if l.enc.sized() {
+			n, err := l.enc.itemSize(obj, kv.ModRevision)
 			if err != nil {
 				return &decodeError{key: string(kv.Key), err: err}
 			}
@@ -297,7 +283,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 				pre = nil
 			}
 			if pre != nil {
-				if *pre, err = l.appendProtoItem(*pre, obj, kv.ModRevision); err != nil {
+				if *pre, err = l.enc.listItem(*pre, obj, kv.ModRevision, ws.n == 0); err != nil {
 					return &decodeError{key: string(kv.Key), err: err}
 				}
 				if len(*pre) > protoBufferBytes {
@@ -313,13 +299,13 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		st.fail(rc, ef, statusOf(err))
 		return
 	}
-	yaml := st.out.format == formatYAML
+	metaAtEnd := l.enc.metaAtEnd()
 	firstComplete := !ws.partial
-	if ws.partial && !yaml && (l.needSizes() || l.limit > 0) {
+	if ws.partial && !metaAtEnd && (l.enc.sized() || l.limit > 0) {
 		// Plan pass: sizes, last key and remaining count over the rest of
 		// the range, one page at a time; then stream from the start again.
 		page = nil
-		if l.f.empty() && !l.needSizes() && l.snap == nil {
+		if l.f.empty() && !l.enc.sized() && l.snap == nil {
 			pg.Close()
 			// Only the limit-th key is needed: read keys only.
 			var n int64
@@ -351,7 +337,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	}
 	planned := ws // the metadata known before the first byte
 	lm := codec.ListMeta{ResourceVersion: l.rev}
-	if !yaml && !planned.partial {
+	if !metaAtEnd && !planned.partial {
 		if err := l.setContinue(&lm, &planned); err != nil {
 			st.fail(rc, ef, internalErr(err.Error()))
 			return
@@ -359,17 +345,17 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	}
 
 	rc.SetStatusCode(200)
-	rc.SetContentType(st.out.contentType(true))
+	rc.SetContentType(l.enc.output().contentType(true))
 	if pre != nil && !planned.partial {
-		// Protobuf, all items encoded by the size pass.
+		// Sized, all items encoded by the size pass.
 		buf := getBuf()
-		b := l.appendProtoHead((*buf)[:0], lm, planned.size)
+		b := l.enc.listHead((*buf)[:0], lm, planned.size)
 		b = append(b, *pre...)
-		b = codec.AppendProtobufListTail(b)
+		b = l.enc.listTail(b, lm)
 		rc.SetBody(b)
 		*buf = b
 		putBuf(buf)
-		s.countServed(codec.Object{Format: codec.FormatProtobuf}, st.out, int(planned.n))
+		s.countServed(l.enc, codec.Object{Format: codec.FormatProtobuf}, int(planned.n))
 		st.finish(200, len(rc.Response.Body()))
 		return
 	}
@@ -520,25 +506,6 @@ func (w *errWriter) Write(p []byte) (int, error) {
 // pass (see serveList).
 const protoBufferBytes = 2 << 20
 
-// appendProtoItem appends one protobuf list item.
-func (l *lister) appendProtoItem(dst []byte, obj codec.Object, rv int64) ([]byte, error) {
-	if l.st.out.target == targetPartial {
-		return codec.AppendPartialProtobufListItem(dst, obj, rv)
-	}
-	if obj.Format != codec.FormatProtobuf {
-		return dst, errJSONAsProtobuf
-	}
-	return codec.AppendProtobufListItem(dst, obj, rv), nil
-}
-
-// appendProtoHead appends a protobuf list's head.
-func (l *lister) appendProtoHead(dst []byte, lm codec.ListMeta, itemsSize int) []byte {
-	if l.st.out.target == targetPartial {
-		return codec.AppendPartialProtobufListHead(dst, lm, itemsSize)
-	}
-	return codec.AppendProtobufListHead(dst, l.st.r.APIVersion(), l.st.r.ListKind, lm, itemsSize)
-}
-
 // setContinue fills lm's continue and remainingItemCount from a walk.
 func (l *lister) setContinue(lm *codec.ListMeta, ws *walkState) error {
 	if !ws.hasMore {
@@ -572,73 +539,19 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 		// pages held, etcd round trips overlap the encoding.
 		pg.SetPrefetch(ctx, true)
 	}
-	st := l.st
-	r := st.r
-	sc := l.s.schema
-	out := st.out
-	apiVersion := r.APIVersion()
-	switch {
-	case out.target == targetTable && st.cc != nil:
-		sw.buf = codec.AppendCustomTableHead(sw.buf, st.cc, lm)
-	case out.target == targetTable:
-		sw.buf = sc.AppendTableHead(sw.buf, r.Group, r.Resource, lm)
-	case out.target == targetPartial && out.format == formatProtobuf:
-		sw.buf = codec.AppendPartialProtobufListHead(sw.buf, lm, planned.size)
-	case out.target == targetPartial:
-		sw.buf = codec.AppendPartialJSONListHead(sw.buf, lm)
-	case out.format == formatProtobuf:
-		sw.buf = codec.AppendProtobufListHead(sw.buf, apiVersion, r.ListKind, lm, planned.size)
-	case out.format == formatYAML:
-		sw.buf = codec.AppendYAMLListHead(sw.buf, apiVersion)
-	default:
-		sw.buf = codec.AppendJSONListHead(sw.buf, apiVersion, r.ListKind, lm)
-	}
-	omit := codec.JSONOptions{OmitTypeMeta: !r.Custom}
-	inc := includeObject(st.q.IncludeObject)
+	enc := l.enc
+	sw.buf = enc.listHead(sw.buf, lm, planned.size)
 	var (
 		ws      walkState
-		first   = true
 		lastObj codec.Object
 		err     error
 	)
 	emit := func(obj codec.Object, kv *mvccpb.KeyValue) error {
-		rv := kv.ModRevision
-		switch {
-		case out.target == targetTable:
-			if !first {
-				sw.buf = codec.AppendTableSep(sw.buf)
-			}
-			if st.cc != nil {
-				sw.buf, err = sc.AppendCustomTableRow(sw.buf, st.cc, obj, rv, inc, l.now)
-			} else {
-				sw.buf, err = sc.AppendTableRow(sw.buf, r.Group, r.Resource, obj, rv, inc, l.now)
-			}
-		case out.target == targetPartial && out.format == formatProtobuf:
-			sw.buf, err = codec.AppendPartialProtobufListItem(sw.buf, obj, rv)
-		case out.target == targetPartial:
-			if !first {
-				sw.buf = codec.AppendJSONListSep(sw.buf)
-			}
-			sw.buf, err = sc.AppendPartialJSON(sw.buf, obj, rv)
-		case out.format == formatProtobuf:
-			if obj.Format != codec.FormatProtobuf {
-				err = errJSONAsProtobuf
-				break
-			}
-			sw.buf = codec.AppendProtobufListItem(sw.buf, obj, rv)
-		case out.format == formatYAML:
-			sw.buf, err = sc.AppendYAMLListItem(sw.buf, obj, rv, omit.OmitTypeMeta)
-		default:
-			if !first {
-				sw.buf = codec.AppendJSONListSep(sw.buf)
-			}
-			sw.buf, err = sc.AppendJSON(sw.buf, obj, rv, omit)
-		}
+		sw.buf, err = enc.listItem(sw.buf, obj, kv.ModRevision, ws.n == 0)
 		if err != nil {
 			l.s.decodeErrs.Inc()
 			return &decodeError{key: string(kv.Key), err: err}
 		}
-		first = false
 		lastObj = obj
 		if inline {
 			return nil
@@ -656,23 +569,12 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 			return err
 		}
 	}
-	l.s.countServed(lastObj, out, int(ws.n))
-	switch {
-	case out.target == targetTable:
-		sw.buf = codec.AppendTableTail(sw.buf)
-	case out.target == targetPartial && out.format == formatProtobuf:
-		sw.buf = codec.AppendProtobufListTail(sw.buf)
-	case out.target == targetPartial:
-		sw.buf = codec.AppendJSONListTail(sw.buf)
-	case out.format == formatProtobuf:
-		sw.buf = codec.AppendProtobufListTail(sw.buf)
-	case out.format == formatYAML:
+	l.s.countServed(enc, lastObj, int(ws.n))
+	if enc.metaAtEnd() {
 		if err := l.setContinue(&lm, &ws); err != nil {
 			return err
 		}
-		sw.buf = codec.AppendYAMLListTail(sw.buf, r.ListKind, lm)
-	default:
-		sw.buf = codec.AppendJSONListTail(sw.buf)
 	}
+	sw.buf = enc.listTail(sw.buf, lm)
 	return nil
 }

@@ -71,6 +71,14 @@ func (o output) contentType(list bool) string {
 	return o.format.mediaType()
 }
 
+// watchContentType returns a watch response's Content-Type.
+func (o output) watchContentType() string {
+	if o.format == formatProtobuf {
+		return o.contentType(false) + ";stream=watch"
+	}
+	return o.contentType(false)
+}
+
 func (o output) String() string {
 	switch o.target {
 	case targetTable:

@@ -47,7 +47,7 @@ type reqState struct {
 	r       *resource.Resource
 	p       apiPath
 	q       Params
-	out     output
+	enc     encoder // the negotiated representation; nil before negotiation
 	verb    string
 	start   time.Time
 	release func()
@@ -55,8 +55,6 @@ type reqState struct {
 	// bytes written so far; for a bulk LIST it pauses the stream while short
 	// requests are in flight (bulkYield, ratelimit.Limiter.Yield).
 	yield func(written int)
-	// cc are a custom resource's Table columns (Table output only).
-	cc *codec.CustomColumns
 }
 
 // finish records the request's metrics and releases its admission.
@@ -69,9 +67,13 @@ func (st *reqState) finish(code int, bytes int) {
 	if st.r != nil {
 		res = st.r.GroupResource()
 	}
+	out := output{}
+	if st.enc != nil {
+		out = st.enc.output()
+	}
 	labels := `{verb="` + st.verb + `",resource="` + res + `"`
 	ms := st.s.ms
-	ms.GetOrCreateCounter(`lazyapi_apiserver_request_total` + labels + `,code="` + strconv.Itoa(code) + `",format="` + st.out.String() + `"}`).Inc()
+	ms.GetOrCreateCounter(`lazyapi_apiserver_request_total` + labels + `,code="` + strconv.Itoa(code) + `",format="` + out.String() + `"}`).Inc()
 	ms.GetOrCreatePrometheusHistogram(`lazyapi_apiserver_request_duration_seconds` + labels + `}`).UpdateDuration(st.start)
 	ms.GetOrCreateCounter(`lazyapi_apiserver_response_bytes_total` + labels + `}`).Add(bytes)
 }
@@ -143,15 +145,12 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		st.fail(rc, ef, notAcceptable())
 		return
 	}
-	st.out = out
-	if out.target == targetTable && r.Custom {
-		cc, err := customColumns(r)
-		if err != nil {
-			st.fail(rc, ef, internalErr(err.Error()))
-			return
-		}
-		st.cc = cc
+	cc, err := tableColumns(r, out)
+	if err != nil {
+		st.fail(rc, ef, internalErr(err.Error()))
+		return
 	}
+	st.enc = newEncoder(s.schema, r, out, cc, includeObject(q.IncludeObject), time.Now())
 	if s.etcdDown() {
 		// Not st.fail: a refusal without asking etcd must not extend
 		// the hold, or requests arriving within etcdDownHold of each
@@ -177,17 +176,6 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		return
 	}
 	s.serveList(ctx, cancel, rc, st, ef)
-}
-
-// customColumns returns the Table columns of a custom resource (its
-// additionalPrinterColumns).
-func customColumns(r *resource.Resource) (*codec.CustomColumns, error) {
-	cols := make([]codec.PrinterColumn, len(r.Columns))
-	for i, c := range r.Columns {
-		cols[i] = codec.PrinterColumn{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description,
-			Priority: c.Priority, JSONPath: c.JSONPath}
-	}
-	return codec.NewCustomColumns(cols)
 }
 
 // tooManyRequests is kube-apiserver's 429 for a refused admission. An
@@ -326,7 +314,7 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 	}
 	buf := getBuf()
 	defer putBuf(buf)
-	b, err := s.encodeObject((*buf)[:0], st, obj, kv.ModRevision)
+	b, err := st.enc.object((*buf)[:0], obj, kv.ModRevision)
 	*buf = b
 	if err != nil {
 		s.decodeErrs.Inc()
@@ -334,61 +322,24 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 		st.fail(rc, ef, internalErr((&decodeError{key: key, err: err}).Error()))
 		return
 	}
-	s.countServed(obj, st.out, 1)
+	s.countServed(st.enc, obj, 1)
 	rc.SetStatusCode(200)
-	rc.SetContentType(st.out.contentType(false))
+	rc.SetContentType(st.enc.output().contentType(false))
 	rc.SetBody(b)
 	st.finish(200, len(b))
 }
 
-// countServed counts n objects as passthrough (stored bytes copied with
-// the RV patched) or transcoded.
-func (s *Server) countServed(obj codec.Object, o output, n int) {
+// countServed counts n objects (the last of them obj) as passthrough
+// (stored bytes copied with the RV patched) or transcoded.
+func (s *Server) countServed(enc encoder, obj codec.Object, n int) {
 	if n == 0 {
 		return
 	}
-	pass := o.target == targetObject && ((o.format == formatProtobuf && obj.Format == codec.FormatProtobuf) ||
-		(o.format == formatJSON && obj.Format == codec.FormatJSON))
-	if pass {
+	if enc.passthrough(obj) {
 		s.passthru.Add(n)
 	} else {
 		s.transcoded.Add(n)
 	}
-}
-
-// encodeObject appends one object in the negotiated representation.
-func (s *Server) encodeObject(dst []byte, st *reqState, obj codec.Object, rv int64) ([]byte, error) {
-	sc := s.schema
-	switch st.out.target {
-	case targetTable:
-		var err error
-		if st.cc != nil {
-			dst = codec.AppendCustomTableHead(dst, st.cc, codec.ListMeta{ResourceVersion: rv})
-			dst, err = sc.AppendCustomTableRow(dst, st.cc, obj, rv, includeObject(st.q.IncludeObject), time.Now())
-		} else {
-			dst = sc.AppendTableHead(dst, st.r.Group, st.r.Resource, codec.ListMeta{ResourceVersion: rv})
-			dst, err = sc.AppendTableRow(dst, st.r.Group, st.r.Resource, obj, rv, includeObject(st.q.IncludeObject), time.Now())
-		}
-		if err != nil {
-			return dst, err
-		}
-		return codec.AppendTableTail(dst), nil
-	case targetPartial:
-		if st.out.format == formatProtobuf {
-			return codec.AppendPartialProtobuf(dst, obj, rv)
-		}
-		return sc.AppendPartialJSON(dst, obj, rv)
-	}
-	switch st.out.format {
-	case formatProtobuf:
-		if obj.Format != codec.FormatProtobuf {
-			return dst, errors.New("object is stored as JSON and cannot be served as protobuf")
-		}
-		return codec.AppendProtobufEnvelope(dst, obj, rv), nil
-	case formatYAML:
-		return sc.AppendYAML(dst, obj, rv)
-	}
-	return sc.AppendJSON(dst, obj, rv, codec.JSONOptions{})
 }
 
 // statusOf returns the Status to answer err with.

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
-	"sigs.k8s.io/yaml"
 
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/resource"
@@ -99,8 +99,8 @@ func storeStatus(err error, withContinue bool, rev int64) *StatusError {
 	return internalErr(err.Error())
 }
 
-// writeStatus writes st as the whole response in format f (protobuf or
-// JSON; YAML clients get JSON, which YAML parsers read).
+// writeStatus writes st as the whole response in format f (see
+// errorFormat), with f's encoder.
 func (s *Server) writeStatus(rc *fasthttp.RequestCtx, f format, st *StatusError) {
 	// Warnings (a deprecated version's) outlive the reset, as they do in
 	// kube-apiserver, whose warning recorder writes them before the handler.
@@ -121,25 +121,16 @@ func (s *Server) writeStatus(rc *fasthttp.RequestCtx, f format, st *StatusError)
 		rc.Response.Header.Set("Retry-After", strconv.Itoa(st.RetryAfter))
 	}
 	buf := getBuf()
-	switch f {
-	case formatProtobuf:
-		rc.SetContentType(mediaProtobuf)
-		*buf = codec.AppendProtobufStatus((*buf)[:0], &st.Status)
-	case formatYAML:
-		// kube-apiserver negotiates a Status like any object: a YAML
-		// client gets the JSON encoding converted by sigs.k8s.io/yaml.
-		js := codec.AppendJSONStatus((*buf)[:0], &st.Status)
-		if y, err := yaml.JSONToYAML(js); err == nil {
-			rc.SetContentType(mediaYAML)
-			*buf = append(js[:0], y...)
-			break
-		}
-		rc.SetContentType(mediaJSON)
-		*buf = js
-	default:
-		rc.SetContentType(mediaJSON)
-		*buf = codec.AppendJSONStatus((*buf)[:0], &st.Status)
-	}
+	var ct string
+	*buf, ct = statusEncoders[f].status((*buf)[:0], &st.Status)
+	rc.SetContentType(ct)
 	rc.SetBody(*buf)
 	putBuf(buf)
+}
+
+// statusEncoders encode error Statuses, by format.
+var statusEncoders = [...]encoder{
+	formatJSON:     newEncoder(nil, nil, output{format: formatJSON}, nil, 0, time.Time{}),
+	formatProtobuf: newEncoder(nil, nil, output{format: formatProtobuf}, nil, 0, time.Time{}),
+	formatYAML:     newEncoder(nil, nil, output{format: formatYAML}, nil, 0, time.Time{}),
 }

@@ -153,13 +153,12 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 	if req.Name != "" { // legacy /watch/.../{name}
 		f.fields = append(f.fields, fieldReq{field: "metadata.name", value: req.Name})
 	}
-	enc := &watchEncoder{s: s, r: r, out: out, inc: includeObject(q.IncludeObject)}
-	if out.target == targetTable && r.Custom {
-		if enc.cc, err = customColumns(r); err != nil {
-			s.writeStatus(rc, ef, internalErr(err.Error()))
-			return
-		}
+	cc, err := tableColumns(r, out)
+	if err != nil {
+		s.writeStatus(rc, ef, internalErr(err.Error()))
+		return
 	}
+	enc := &watchEncoder{s: s, r: r, enc: newEncoder(s.schema, r, out, cc, includeObject(q.IncludeObject), time.Time{})}
 
 	// The watch's context: its timeout, server shutdown (rc.Done closes
 	// when Shutdown starts), and the end of the stream.
@@ -195,12 +194,8 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 	prefix := req.KeyPrefix
 	start := func(run func(sw *watchWriter) error) {
 		streaming = true
-		ct := out.contentType(false)
-		if out.format == formatProtobuf {
-			ct += ";stream=watch"
-		}
 		rc.SetStatusCode(200)
-		rc.SetContentType(ct)
+		rc.SetContentType(out.watchContentType())
 		// Headers go out now, as kube-apiserver's: a watch may stay quiet.
 		rc.Response.ImmediateHeaderFlush = true
 		// The stream writer sets write deadlines on the connection itself
@@ -276,7 +271,7 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 			return
 		case errors.As(err, &tooOld):
 			start(func(sw *watchWriter) error {
-				sw.buf = enc.status(sw.buf, expired(tooOld.Message()))
+				sw.buf = enc.enc.watchStatus(sw.buf, &expired(tooOld.Message()).Status)
 				return nil
 			})
 			return
@@ -395,14 +390,11 @@ func (sw *watchWriter) flush() error {
 	return nil
 }
 
-// watchEncoder writes the events of one watch in its negotiated framing.
+// watchEncoder writes the events of one watch with its encoder.
 type watchEncoder struct {
-	s          *Server
-	r          *resource.Resource
-	out        output
-	inc        codec.IncludeObjectPolicy
-	cc         *codec.CustomColumns
-	sentHeader bool // Table: the column definitions went out
+	s   *Server
+	r   *resource.Resource
+	enc encoder
 }
 
 // event appends one ADDED/MODIFIED/DELETED frame for a stored value. A value
@@ -414,27 +406,7 @@ func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value []
 	}
 	if err == nil {
 		start := len(dst)
-		sc := e.s.schema
-		switch {
-		case e.out.target == targetTable:
-			dst, err = sc.AppendTableWatchEvent(dst, t, e.r.Group, e.r.Resource, e.cc, obj, rv, e.inc, time.Now(), !e.sentHeader)
-			if err == nil {
-				e.sentHeader = true
-			}
-		case e.out.target == targetPartial && e.out.format == formatProtobuf:
-			dst, err = codec.AppendPartialProtobufWatchEvent(dst, t, obj, rv)
-		case e.out.target == targetPartial:
-			dst, err = sc.AppendPartialJSONWatchEvent(dst, t, obj, rv)
-		case e.out.format == formatProtobuf:
-			if obj.Format != codec.FormatProtobuf {
-				err = errJSONAsProtobuf
-				break
-			}
-			dst = codec.AppendProtobufWatchEvent(dst, t, obj, rv)
-		default:
-			dst, err = sc.AppendJSONWatchEvent(dst, t, obj, rv)
-		}
-		if err != nil {
+		if dst, err = e.enc.watchEvent(dst, t, obj, rv); err != nil {
 			dst = dst[:start]
 		}
 	}
@@ -443,29 +415,6 @@ func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value []
 		e.s.log.Error("cannot encode watch event; skipped", zap.String("key", key), zap.Error(err))
 	}
 	return dst
-}
-
-// bookmark appends a BOOKMARK frame at rv.
-func (e *watchEncoder) bookmark(dst []byte, rv int64, initialEnd bool) []byte {
-	apiVersion, kind := e.r.APIVersion(), e.r.Kind
-	switch e.out.target {
-	case targetTable:
-		apiVersion, kind = "meta.k8s.io/v1", "Table"
-	case targetPartial:
-		apiVersion, kind = "meta.k8s.io/v1", "PartialObjectMetadata"
-	}
-	if e.out.format == formatProtobuf {
-		return codec.AppendProtobufWatchBookmark(dst, apiVersion, kind, rv, initialEnd)
-	}
-	return codec.AppendJSONWatchBookmark(dst, apiVersion, kind, rv, initialEnd)
-}
-
-// status appends an ERROR frame.
-func (e *watchEncoder) status(dst []byte, st *StatusError) []byte {
-	if e.out.format == formatProtobuf {
-		return codec.AppendProtobufWatchStatus(dst, &st.Status)
-	}
-	return codec.AppendJSONWatchStatus(dst, &st.Status)
 }
 
 func codecType(t cache.EventType) codec.EventType {
@@ -508,10 +457,10 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			return err
 		}
 		if ev.Type == cache.Bookmark {
-			if e.out.target == targetTable && !ev.InitialEventsEnd {
+			if !ev.InitialEventsEnd && !e.enc.bookmarks() {
 				continue
 			}
-			sw.buf = e.bookmark(sw.buf, ev.Rev, ev.InitialEventsEnd)
+			sw.buf = e.enc.watchBookmark(sw.buf, ev.Rev, ev.InitialEventsEnd)
 		} else {
 			sw.batch()
 			backlog := ev.Backlog
@@ -629,7 +578,7 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 		}
 		ew.pg, ew.page = nil, nil
 		if ew.ws.initialEnd {
-			sw.buf = e.bookmark(sw.buf, ew.rev, true)
+			sw.buf = e.enc.watchBookmark(sw.buf, ew.rev, true)
 			sw.m.events.Inc()
 		}
 		if err := sw.flush(); err != nil {
@@ -637,7 +586,8 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 		}
 	}
 	var tick <-chan time.Time
-	if ew.bookmarks && e.out.target != targetTable {
+	bookmarks := ew.bookmarks && e.enc.bookmarks()
+	if bookmarks {
 		t := time.NewTicker(etcdBookmarkInterval)
 		defer t.Stop()
 		tick = t.C
@@ -659,16 +609,16 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 				return ctx.Err()
 			}
 			if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
-				sw.buf = e.status(sw.buf, expired(fmt.Sprintf("too old resource version: %d (%d)", ew.rev, resp.CompactRevision)))
+				sw.buf = e.enc.watchStatus(sw.buf, &expired(fmt.Sprintf("too old resource version: %d (%d)", ew.rev, resp.CompactRevision)).Status)
 				return nil
 			}
 			if err := resp.Err(); err != nil {
 				return fmt.Errorf("cannot watch etcd: %w", err)
 			}
 			if resp.IsProgressNotify() {
-				if rev := resp.Header.Revision; rev > last && ew.bookmarks && e.out.target != targetTable {
+				if rev := resp.Header.Revision; rev > last && bookmarks {
 					last = rev
-					sw.buf = e.bookmark(sw.buf, rev, false)
+					sw.buf = e.enc.watchBookmark(sw.buf, rev, false)
 					sw.m.events.Inc()
 				}
 			}

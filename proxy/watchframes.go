@@ -117,17 +117,6 @@ func newFrameCache(ms *metrics.Set, maxBytes int64) *frameCache {
 	return c
 }
 
-// shareable reports whether the frames of out may be shared.
-func shareable(out output) bool {
-	switch out.target {
-	case targetTable:
-		return false
-	case targetPartial:
-		return true
-	}
-	return out.format != formatProtobuf
-}
-
 // appendEvent appends the frame of a change event (type t of the object
 // value stored at key, sent at resourceVersion rev) to dst: a copy of the
 // shared frame when another watcher encoded it, else encoded by e, and kept
@@ -135,10 +124,10 @@ func shareable(out output) bool {
 // pending) is frameShareBacklog or more. backlog < 0 means "do not share"
 // (initial events).
 func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, t codec.EventType, key string, value []byte, rev int64, backlog int) []byte {
-	if backlog < 0 || !shareable(e.out) || c.maxBytes.Load() <= 0 {
+	if backlog < 0 || !e.enc.shareable() || c.maxBytes.Load() <= 0 {
 		return e.event(dst, t, key, value, rev)
 	}
-	k := frameKey{r: e.r, out: e.out, t: t, rev: rev, key: key}
+	k := frameKey{r: e.r, out: e.enc.output(), t: t, rev: rev, key: key}
 	c.mu.Lock()
 	if f := c.m[k]; f != nil {
 		c.mu.Unlock()
