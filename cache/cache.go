@@ -269,6 +269,30 @@ func (c *Cache) reserve(n int64) bool {
 
 func (c *Cache) release(n int64) { c.used.Add(-n) }
 
+// MemoryBytes returns the budget (--watch-cache-memory); 0 when disabled.
+func (c *Cache) MemoryBytes() int64 {
+	if c.cfg.Disabled {
+		return 0
+	}
+	return c.cfg.MemoryBytes
+}
+
+// ReserveBelow takes n bytes of the budget for data derived from the
+// cache and kept beside it (proxy's rendered JSON), only if the budget in
+// use stays at most limit afterwards, so that such data never takes the
+// room the cached resources need; it reports whether it did. Release
+// returns the bytes.
+func (c *Cache) ReserveBelow(n, limit int64) bool {
+	if c.used.Add(n) > min(limit, c.cfg.MemoryBytes) {
+		c.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+// Release returns n bytes taken by ReserveBelow.
+func (c *Cache) Release(n int64) { c.release(n) }
+
 // requestProgress asks the progress loop for an etcd progress notification
 // soon (coalesced).
 func (c *Cache) requestProgress() {

@@ -314,7 +314,7 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 	}
 	buf := getBuf()
 	defer putBuf(buf)
-	b, err := st.enc.object((*buf)[:0], obj, kv.ModRevision)
+	b, err := s.object(st.enc, (*buf)[:0], kv.Key, obj, kv.ModRevision)
 	*buf = b
 	if err != nil {
 		s.decodeErrs.Inc()

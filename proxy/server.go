@@ -153,6 +153,9 @@ type Server struct {
 	sizeHints sync.Map
 	// frames shares encoded watch frames among watchers (watchframes.go).
 	frames *frameCache
+	// render keeps JSON renderings of hot objects (rendercache.go); nil
+	// without a watch cache budget.
+	render *renderCache
 	// authn counts authentication results (authn.go).
 	authn authnMetrics
 
@@ -204,6 +207,7 @@ func New(cfg Config) (*Server, error) {
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)
 	s.panics = s.ms.GetOrCreateCounter("lazyapi_handler_panics_total")
 	s.frames = newFrameCache(s.ms, frameCacheBytes)
+	s.render = newRenderCache(s.ms, cfg.Cache)
 	s.initAuthn()
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
@@ -243,6 +247,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.baseCancel()
+	s.render.close()
 	return err
 }
 

@@ -1,0 +1,295 @@
+package proxy
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/lazyapi/lazyapi/cache"
+	"github.com/lazyapi/lazyapi/codec"
+)
+
+// Rendered JSON of hot objects.
+//
+// Transcoding a stored protobuf object to JSON is most of the CPU of a
+// cached JSON LIST (40% of lazyapi's CPU for LISTs of 4 KiB ConfigMaps of
+// config text over TLS, perf, 2026-12-03; the rest is TLS and the socket).
+// The JSON of one object version is fixed: it depends only on the etcd key,
+// its mod revision (the object's resourceVersion) and whether the type meta
+// is written (a GET writes kind and apiVersion, a list item does not). So
+// renderCache keeps renderings of objects that are read again and again (a
+// LIST repeated by many clients, informers re-listing) and a hit copies
+// bytes instead of transcoding (kube-apiserver keeps serialized forms of
+// watch events for the same reason; its LISTs encode every object each
+// time).
+//
+// Memory: the bytes are charged to the watch cache's budget
+// (--watch-cache-memory, cache.ReserveBelow) and only while the budget in
+// use stays under renderBudgetShare of it, so rendered JSON never takes the
+// room the cached resources need: when the budget is tight nothing is
+// added, and what is held is evicted as new renderings arrive. The cache
+// holds at most renderMaxBytes and at most an eighth of the budget. Without
+// a watch cache (Config.Cache nil or disabled) there is no rendering cache.
+//
+// Admission: a rendering is kept the second time its object version is
+// rendered within a short while (a direct-mapped table of recent hashes,
+// renderSeenSlots), so a single pass over a large collection (a LIST of
+// 1 GiB read once) does not copy every object into the cache and evict the
+// hot ones. Eviction: CLOCK (second chance) per shard.
+//
+// Only protobuf-stored objects are cached: a JSON-stored object is served
+// by a passthrough copy already. Table rows (their age column reads the
+// clock), YAML and PartialObjectMetadata are not cached.
+
+const (
+	// renderMaxBytes bounds the rendering cache (bytes of renderings, keys
+	// and entries).
+	renderMaxBytes = 64 << 20
+	// renderBudgetShare: renderings are added only while the watch cache
+	// budget in use stays at most 3/4 of it.
+	renderBudgetNum, renderBudgetDen = 3, 4
+	// renderShards spreads the lock.
+	renderShards = 32
+	// renderSeenSlots is the size of the admission table (8 bytes a slot).
+	renderSeenSlots = 1 << 16
+	// renderEntryOverhead approximates an entry's cost besides its key and
+	// bytes: the entry struct, its map slot and clock slot.
+	renderEntryOverhead = 96
+	// renderMinBytes: renderings shorter than this are not kept (a small
+	// object transcodes in about the time a lookup takes).
+	renderMinBytes = 512
+)
+
+// renderEntry is one rendering; b is never modified once stored.
+type renderEntry struct {
+	hash uint64
+	key  string
+	rev  int64
+	full bool
+	b    []byte
+	ref  atomic.Bool // CLOCK reference bit
+	slot int         // index in its shard's clock (guarded by the shard's mu)
+}
+
+func (e *renderEntry) cost() int64 {
+	return int64(len(e.b)+len(e.key)) + renderEntryOverhead
+}
+
+type renderShard struct {
+	mu    sync.RWMutex
+	m     map[uint64]*renderEntry // guarded by mu
+	clock []*renderEntry          // guarded by mu: entries in insertion order (nil: free slot)
+	hand  int                     // guarded by mu
+	bytes int64                   // guarded by mu
+}
+
+// renderCache holds JSON renderings of hot object versions. It is safe for
+// concurrent use; a nil *renderCache caches nothing.
+type renderCache struct {
+	budget   *cache.Cache
+	maxBytes int64 // min(renderMaxBytes, budget/8)
+	limit    int64 // budget in use above which nothing is added
+	seed     maphash.Seed
+	seen     []atomic.Uint64
+	shards   [renderShards]renderShard
+	bytes    atomic.Int64
+
+	hits, misses, kept *metrics.Counter
+}
+
+// newRenderCache returns a rendering cache charged to c's budget, or nil
+// when there is no usable budget.
+func newRenderCache(ms *metrics.Set, c *cache.Cache) *renderCache {
+	if c == nil || c.MemoryBytes() <= 0 {
+		return nil
+	}
+	budget := c.MemoryBytes()
+	rc := &renderCache{
+		budget:   c,
+		maxBytes: min(renderMaxBytes, budget/8),
+		limit:    budget / renderBudgetDen * renderBudgetNum,
+		seed:     maphash.MakeSeed(),
+		seen:     make([]atomic.Uint64, renderSeenSlots),
+	}
+	for i := range rc.shards {
+		rc.shards[i].m = make(map[uint64]*renderEntry)
+	}
+	ms.GetOrCreateGauge("lazyapi_render_cache_bytes", func() float64 { return float64(rc.bytes.Load()) })
+	rc.hits = ms.GetOrCreateCounter(`lazyapi_render_cache_total{result="hit"}`)
+	rc.misses = ms.GetOrCreateCounter(`lazyapi_render_cache_total{result="miss"}`)
+	rc.kept = ms.GetOrCreateCounter(`lazyapi_render_cache_total{result="kept"}`)
+	return rc
+}
+
+func (rc *renderCache) hash(key []byte, rev int64, full bool) uint64 {
+	var h maphash.Hash
+	h.SetSeed(rc.seed)
+	_, _ = h.Write(key)
+	x := h.Sum64() ^ uint64(rev)*0x9E3779B97F4A7C15
+	if full {
+		x ^= 0xA5A5A5A5A5A5A5A5
+	}
+	return x
+}
+
+// listItem is enc.listItem, with a JSON item's bytes from the rendering
+// cache when they are kept there. key is the item's etcd key.
+func (s *Server) listItem(enc encoder, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
+	je, ok := enc.(*jsonEncoder)
+	if !ok || s.render == nil || obj.Format != codec.FormatProtobuf {
+		return enc.listItem(dst, obj, rv, first)
+	}
+	if !first {
+		dst = codec.AppendJSONListSep(dst)
+	}
+	// Items of a built-in list carry no apiVersion and kind.
+	return s.render.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{OmitTypeMeta: !je.r.Custom})
+}
+
+// object is enc.object, with a JSON object's bytes from the rendering
+// cache when they are kept there. key is the object's etcd key.
+func (s *Server) object(enc encoder, dst, key []byte, obj codec.Object, rv int64) ([]byte, error) {
+	je, ok := enc.(*jsonEncoder)
+	if !ok || s.render == nil || obj.Format != codec.FormatProtobuf {
+		return enc.object(dst, obj, rv)
+	}
+	return s.render.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{})
+}
+
+// appendJSON appends obj's JSON (resourceVersion rv, type meta written
+// unless opts.OmitTypeMeta) to dst: from a kept rendering when there is
+// one, else transcoded by sc (and kept if the object version is hot). key
+// is the object's etcd key.
+func (rc *renderCache) appendJSON(sc *codec.Schema, dst []byte, key []byte, obj codec.Object, rv int64, opts codec.JSONOptions) ([]byte, error) {
+	full := !opts.OmitTypeMeta
+	h := rc.hash(key, rv, full)
+	sh := &rc.shards[h%renderShards]
+	sh.mu.RLock()
+	e := sh.m[h]
+	sh.mu.RUnlock()
+	if e != nil && e.rev == rv && e.full == full && e.key == b2s(key) {
+		e.ref.Store(true)
+		rc.hits.Inc()
+		return append(dst, e.b...), nil
+	}
+	rc.misses.Inc()
+	start := len(dst)
+	dst, err := sc.AppendJSON(dst, obj, rv, opts)
+	if err != nil || len(dst)-start < renderMinBytes {
+		return dst, err
+	}
+	slot := &rc.seen[h%renderSeenSlots]
+	if slot.Load() != h {
+		slot.Store(h) // first sight: remember, keep on the second
+		return dst, nil
+	}
+	rc.keep(sh, &renderEntry{hash: h, key: string(key), rev: rv, full: full, b: append([]byte(nil), dst[start:]...)})
+	return dst, nil
+}
+
+// keep adds e to sh, evicting (CLOCK) to stay within maxBytes and the
+// watch cache budget; when the budget is tight e is dropped.
+func (rc *renderCache) keep(sh *renderShard, e *renderEntry) {
+	cost := e.cost()
+	shardMax := rc.maxBytes / renderShards
+	if cost > shardMax {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if old := sh.m[e.hash]; old != nil {
+		rc.removeLocked(sh, old)
+	}
+	for sh.bytes+cost > shardMax && rc.evictOneLocked(sh) {
+	}
+	for !rc.budget.ReserveBelow(cost, rc.limit) {
+		// The watch cache needs its budget: give back what this shard
+		// holds, oldest first, and keep e only if that makes room.
+		if !rc.evictOneLocked(sh) {
+			return
+		}
+	}
+	sh.m[e.hash] = e
+	e.slot = len(sh.clock)
+	sh.clock = append(sh.clock, e)
+	sh.bytes += cost
+	rc.bytes.Add(cost)
+	rc.kept.Inc()
+	if len(sh.clock) > 2*len(sh.m)+64 {
+		compactClock(sh)
+	}
+}
+
+// evictOneLocked evicts the next entry without its reference bit (CLOCK)
+// and reports whether it evicted one.
+func (rc *renderCache) evictOneLocked(sh *renderShard) bool {
+	if len(sh.m) == 0 {
+		return false
+	}
+	for range 2*len(sh.clock) + 1 {
+		if sh.hand >= len(sh.clock) {
+			sh.hand = 0
+		}
+		e := sh.clock[sh.hand]
+		if e == nil {
+			sh.hand++
+			continue
+		}
+		if e.ref.Swap(false) {
+			sh.hand++
+			continue
+		}
+		rc.removeLocked(sh, e)
+		return true
+	}
+	return false
+}
+
+// removeLocked drops e from sh and returns its bytes.
+func (rc *renderCache) removeLocked(sh *renderShard, e *renderEntry) {
+	delete(sh.m, e.hash)
+	sh.clock[e.slot] = nil
+	cost := e.cost()
+	sh.bytes -= cost
+	rc.bytes.Add(-cost)
+	rc.budget.Release(cost)
+}
+
+// compactClock removes the free slots of sh's clock.
+func compactClock(sh *renderShard) {
+	j := 0
+	for i, e := range sh.clock {
+		if e == nil {
+			if i < sh.hand {
+				sh.hand--
+			}
+			continue
+		}
+		e.slot = j
+		sh.clock[j] = e
+		j++
+	}
+	clear(sh.clock[j:])
+	sh.clock = sh.clock[:j]
+	if sh.hand < 0 {
+		sh.hand = 0
+	}
+}
+
+// close returns every kept byte to the budget.
+func (rc *renderCache) close() {
+	if rc == nil {
+		return
+	}
+	for i := range rc.shards {
+		sh := &rc.shards[i]
+		sh.mu.Lock()
+		for _, e := range sh.m {
+			rc.removeLocked(sh, e)
+		}
+		sh.clock = nil
+		sh.mu.Unlock()
+	}
+}

@@ -1,0 +1,108 @@
+package proxy_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lazyapi/lazyapi/cache"
+	"github.com/lazyapi/lazyapi/proxy"
+)
+
+// TestRenderCacheIdentical: LISTs and GETs repeated until their JSON comes
+// from the rendering cache are byte-identical to a proxy without a cache;
+// an object changed in etcd is served at its new revision; the kept bytes
+// are charged to the watch cache budget.
+func TestRenderCacheIdentical(t *testing.T) {
+	tw := startCacheTwins(t, 0)
+	e := tw.cached
+	rev := seedConfigMaps(t, e, "ns", 120, 2000)
+	tw.waitCached(t, rev)
+	paths := []string{"/api/v1/namespaces/ns/configmaps?resourceVersion=0", "/api/v1/configmaps?resourceVersion=0",
+		"/api/v1/namespaces/ns/configmaps", "/api/v1/namespaces/ns/configmaps?limit=50",
+		"/api/v1/namespaces/ns/configmaps/cm-00003", "/api/v1/namespaces/ns/configmaps/cm-00003?resourceVersion=0"}
+	check := func(round int) {
+		t.Helper()
+		for _, p := range paths {
+			ca, _, a := e.raw(t, "GET", p, "application/json")
+			cb, _, b := tw.etcd.raw(t, "GET", p, "application/json")
+			if ca != 200 || cb != 200 || !bytes.Equal(a, b) {
+				t.Fatalf("round %d: GET %s: cached proxy %d (%d bytes), etcd proxy %d (%d bytes), identical=%v", round, p, ca, len(a), cb, len(b), bytes.Equal(a, b))
+			}
+		}
+	}
+	used0 := usedBudget(t, e)
+	for round := range 3 {
+		check(round)
+	}
+	hits, err := metricValue(e.ms, `lazyapi_render_cache_total{result="hit"}`)
+	if err != nil || hits < 120 {
+		t.Fatalf("render cache hits = %v (%v), want >= 120 after three rounds", hits, err)
+	}
+	kept, _ := metricValue(e.ms, "lazyapi_render_cache_bytes")
+	if kept <= 0 || usedBudget(t, e)-used0 < int64(kept) {
+		t.Errorf("render cache holds %v bytes but the watch cache budget grew by %d", kept, usedBudget(t, e)-used0)
+	}
+	// A change: the next LIST and GET carry the new object.
+	rev = e.put(t, "configmaps", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm-00003"},
+		Data: map[string]string{"payload": fmt.Sprintf("%02000d", 7)}})
+	tw.waitCached(t, rev)
+	check(4)
+	_, _, b := e.raw(t, "GET", "/api/v1/namespaces/ns/configmaps/cm-00003?resourceVersion=0", "application/json")
+	if !bytes.Contains(b, []byte(fmt.Sprintf(`"resourceVersion":"%d"`, rev))) || !bytes.Contains(b, []byte("0000007")) {
+		t.Fatalf("GET after the change: %.300s", b)
+	}
+}
+
+// TestRenderCacheTightBudget: with a watch cache budget that the cached
+// resource fills past 3/4, nothing is kept (the budget belongs to the
+// cache) and answers are still identical.
+func TestRenderCacheTightBudget(t *testing.T) {
+	var c *cache.Cache
+	e := startEnv(t, func(cfg *proxy.Config) {
+		var err error
+		c, err = cache.New(cache.Config{Client: cfg.Client, MemoryBytes: 400 << 10, Metrics: cfg.Metrics, ProgressInterval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cfg.Cache = c
+	})
+	rev := seedConfigMaps(t, e, "ns", 150, 2000) // ~330 KB cached: above 3/4 of 400 KiB
+	e.raw(t, "GET", "/api/v1/configmaps?limit=1", "")
+	cr := c.Resource(cache.Spec{Name: "configmaps", Prefix: "/registry/configmaps/", Namespaced: true})
+	waitFor(t, "configmaps cached", func() error {
+		if !cr.Ready() || cr.Revision() < rev {
+			st, why := cr.Status()
+			return fmt.Errorf("cache %s (%s) at %d", st, why, cr.Revision())
+		}
+		return nil
+	})
+	var first []byte
+	for round := range 3 {
+		code, _, b := e.raw(t, "GET", "/api/v1/namespaces/ns/configmaps?resourceVersion=0", "application/json")
+		if code != 200 || (round > 0 && !bytes.Equal(b, first)) {
+			t.Fatalf("round %d: %d, identical=%v", round, code, bytes.Equal(b, first))
+		}
+		first = b
+	}
+	if kept, _ := metricValue(e.ms, "lazyapi_render_cache_bytes"); kept != 0 {
+		t.Errorf("render cache holds %v bytes with the budget tight, want 0", kept)
+	}
+	if c.UsedBytes() > 400<<10 {
+		t.Errorf("budget in use %d > 400 KiB", c.UsedBytes())
+	}
+}
+
+func usedBudget(t testing.TB, e *env) int64 {
+	t.Helper()
+	v, err := metricValue(e.ms, "lazyapi_cache_used_bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(v)
+}
