@@ -48,6 +48,7 @@ func startEnv(t testing.TB, opts ...envOption) *env {
 	e.cli = e.etcd.Client
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	oapi := proxy.NewOpenAPI(e.table)
 	if err := e.table.StartCRDSync(ctx, e.cli, "/registry"); err != nil {
 		t.Fatalf("StartCRDSync: %v", err)
 	}
@@ -58,6 +59,7 @@ func startEnv(t testing.TB, opts ...envOption) *env {
 		RequestTimeout: 20 * time.Second,
 		Resources:      e.table,
 		Metrics:        e.ms,
+		OpenAPI:        oapi,
 	}
 	for _, o := range opts {
 		o(&cfg)

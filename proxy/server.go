@@ -23,6 +23,7 @@ import (
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/openapi"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
@@ -80,6 +81,11 @@ type Config struct {
 	// costs CPU while it runs and a heap profile shows object contents'
 	// sizes.
 	Profiling bool
+	// OpenAPI serves /openapi/v2 and /openapi/v3; nil makes one from
+	// Resources with NewOpenAPI (then CRDs loaded before New have no
+	// OpenAPI documents until they change: call NewOpenAPI before
+	// Resources.StartCRDSync and pass it here).
+	OpenAPI *openapi.Service
 	// Authenticator, when enabled, authenticates every request except the
 	// health endpoints and /version (authn.go); a request it refuses gets
 	// 401 Unauthorized. The user's name becomes the rate limiter's
@@ -158,6 +164,8 @@ type Server struct {
 	render *renderCache
 	// authn counts authentication results (authn.go).
 	authn authnMetrics
+	// openapi holds the OpenAPI documents (openapi.go).
+	openapi *openapi.Service
 
 	baseCtx    context.Context
 	baseCancel context.CancelFunc
@@ -209,6 +217,10 @@ func New(cfg Config) (*Server, error) {
 	s.frames = newFrameCache(s.ms, frameCacheBytes)
 	s.render = newRenderCache(s.ms, cfg.Cache)
 	s.initAuthn()
+	s.openapi = cfg.OpenAPI
+	if s.openapi == nil {
+		s.openapi = NewOpenAPI(cfg.Resources)
+	}
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
 		Name:                          "lazyapi",
@@ -282,7 +294,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		pprofhandler.PprofHandler(rc)
 		return
 	case path == "/openapi/v2" || path == "/openapi/v3" || strings.HasPrefix(path, "/openapi/"):
-		s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), notFoundPath())
+		s.serveOpenAPI(rc, path)
 		return
 	}
 	if p, ok := parsePath(path); ok {

@@ -36,6 +36,8 @@ type crd struct {
 	namespaced                       bool
 	storageVersion                   string
 	versions                         []crdVersion // served versions only
+	// doc is the Table's CRD doc builder's result, or nil.
+	doc any
 }
 
 type crdVersion struct {
@@ -332,6 +334,12 @@ func (t *Table) putCRD(crds map[string]*crd, key string, value []byte) {
 	if c == nil {
 		delete(crds, key)
 		return
+	}
+	t.mu.Lock()
+	build := t.crdDoc
+	t.mu.Unlock()
+	if build != nil {
+		c.doc = build(value)
 	}
 	crds[key] = c
 }

@@ -35,8 +35,14 @@ type snapshot struct {
 
 	version, apiVersions, core, groupList []byte
 	aggregatedCore, aggregatedAPIs        []byte
-	groupDoc                              map[string][]byte
-	groupVersionDoc                       map[string][]byte // "group/version"
+	// gen is the Table's rebuild count at this snapshot.
+	gen uint64
+	// crdDocs are the CRD doc builder's results (Table.CRDDocs).
+	crdDocs []any
+	// builtinGVs are the served built-in group-versions.
+	builtinGVs      [][2]string
+	groupDoc        map[string][]byte
+	groupVersionDoc map[string][]byte // "group/version"
 }
 
 type group struct {
@@ -111,7 +117,12 @@ func (t *Table) rebuildLocked() {
 	for _, r := range t.builtin {
 		add(r, groupPriority[r.Group])
 	}
+	t.gen++
+	s.gen = t.gen
 	for _, c := range sortedCRDs(t.crds) {
+		if c.doc != nil {
+			s.crdDocs = append(s.crdDocs, c.doc)
+		}
 		for _, r := range c.resources() {
 			if !add(r, crdGroupPriority) {
 				t.log.Load().Warn("custom resource collides with a served resource; ignored",
@@ -159,6 +170,15 @@ func (t *Table) rebuildLocked() {
 	for _, g := range s.groups {
 		for _, v := range g.versions {
 			s.all = append(s.all, g.resources[v]...)
+		}
+	}
+
+	seen := map[[2]string]bool{}
+	for _, r := range s.all {
+		gv := [2]string{r.Group, r.Version}
+		if !r.Custom && r.Servable() && !seen[gv] {
+			seen[gv] = true
+			s.builtinGVs = append(s.builtinGVs, gv)
 		}
 	}
 

@@ -144,6 +144,36 @@ type Table struct {
 	// syncDone is closed when the CRD sync goroutine returns; nil until
 	// StartCRDSync starts it. Protected by mu.
 	syncDone chan struct{}
+	// crdDoc, when set, builds what a CRD contributes to other documents
+	// (OpenAPI) from its stored value; set before StartCRDSync.
+	crdDoc func(stored []byte) any
+	// gen counts rebuilds; protected by mu.
+	gen uint64
+}
+
+// SetCRDDocBuilder sets fn, which is called with the stored value of each
+// served CRD when it is loaded or changes; what it returns is kept with the
+// CRD and returned by CRDDocs (nil results are left out). Call it before
+// StartCRDSync.
+func (t *Table) SetCRDDocBuilder(fn func(stored []byte) any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.crdDoc = fn
+}
+
+// CRDGeneration returns a number that changes whenever the table does (a
+// CRD was added, changed or removed).
+func (t *Table) CRDGeneration() uint64 { return t.snap.Load().gen }
+
+// CRDDocs returns the CRD doc builder's results for the served CRDs, in
+// table order. The slice must not be modified.
+func (t *Table) CRDDocs() []any { return t.snap.Load().crdDocs }
+
+// ServedBuiltinGroupVersions returns the group-versions of the built-in
+// resources served as stored, in discovery order, as "group/version"
+// pairs.
+func (t *Table) ServedBuiltinGroupVersions() [][2]string {
+	return t.snap.Load().builtinGVs
 }
 
 // Lookup returns the resource served at group/version/resource; resource is

@@ -24,6 +24,8 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	// 4. Resource table. The CRD watch runs until the server has drained.
 	res := resource.NewBuiltin()
 	res.SetLogger(lg.Named("resource"))
+	// Before the CRDs are loaded, so that each gets its OpenAPI documents.
+	oapi := proxy.NewOpenAPI(res)
 	syncCtx, stopSync := context.WithCancel(context.Background())
 	defer stopSync()
 	if err := res.StartCRDSync(syncCtx, cli, c.etcdPrefix); err != nil {
@@ -69,6 +71,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		Cache:          wc,
 		Authenticator:  authn.New(c.serving.authn),
 		Profiling:      c.profiling,
+		OpenAPI:        oapi,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)
