@@ -65,6 +65,16 @@ type lister struct {
 	// items' cache.Attrs.
 	snap  *cache.Snapshot
 	attrs bool
+
+	// Set by firstPage and plan.
+	opts          store.ListOptions // the range read, at rev
+	pg            pager             // the pager the items are streamed from
+	page          []*mvccpb.KeyValue
+	ws            walkState // after plan: the metadata known before the first byte
+	pageBytes     int       // the first page's value bytes
+	pre           *[]byte   // a sized encoder's items encoded by the size pass, or nil
+	firstComplete bool      // the first page is the whole answer
+	lm            codec.ListMeta
 }
 
 // newPager returns a pager over opts's range from the snapshot or etcd.
@@ -153,8 +163,11 @@ func (l *lister) walk(ctx context.Context, pg pager, page []*mvccpb.KeyValue, ws
 	}
 }
 
-// serveList serves a LIST. cancel ends ctx; it is called when the response
-// is complete (in the stream writer when streaming).
+// serveList serves a LIST in its phases: newLister (where and at which
+// revision to read), firstPage (read and walk the first page: is it the
+// whole answer?), plan (the metadata that must precede the first byte) and
+// respond (one buffer, or a stream). cancel ends ctx; it is called when
+// the response is complete (in the stream writer when streaming).
 func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState, ef format) {
 	streaming := false
 	defer func() {
@@ -162,20 +175,37 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 			cancel()
 		}
 	}()
+	l, se := s.newLister(ctx, rc, st)
+	if se == nil {
+		defer l.releasePre()
+		se = l.firstPage(ctx)
+	}
+	if se == nil {
+		se = l.plan(ctx)
+	}
+	if se != nil {
+		st.fail(rc, ef, se)
+		return
+	}
+	streaming = l.respond(ctx, cancel, rc, ef)
+}
+
+// newLister parses a LIST's selectors, continue token and resourceVersion
+// into the range to read and its revision, from the watch cache's snapshot
+// or etcd.
+func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState) (*lister, *StatusError) {
 	r, q := st.r, st.q
 	l := &lister{s: s, st: st, prefix: s.listPrefix(r, st.p.Namespace), limit: q.Limit, now: time.Now(),
 		uri: string(rc.RequestURI()), enc: st.enc}
 	var err error
 	l.f, err = parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
 	if err != nil {
-		st.fail(rc, ef, badRequestErr(err.Error()))
-		return
+		return nil, badRequestErr(err.Error())
 	}
 	if q.Continue != "" {
 		l.start, l.rev, err = decodeContinue(q.Continue, l.prefix)
 		if err != nil {
-			st.fail(rc, ef, badRequestErr(err.Error()))
-			return
+			return nil, badRequestErr(err.Error())
 		}
 		l.serial = q.ResourceVersion == "0"
 	}
@@ -184,8 +214,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 		snap, outcome, se := s.cacheSnapshot(ctx, cr, cacheReadOptions(q, l.rev, true))
 		switch outcome {
 		case cacheFail:
-			st.fail(rc, ef, se)
-			return
+			return nil, se
 		case cacheServe:
 			l.snap = snap
 			l.attrs = l.f.attrsCover(r)
@@ -212,8 +241,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 			l.rev = rv
 		default: // NotOlderThan
 			if err := s.waitForRV(ctx, rv); err != nil {
-				st.fail(rc, ef, storeStatus(err, false, rv))
-				return
+				return nil, storeStatus(err, false, rv)
 			}
 		}
 	}
@@ -226,36 +254,40 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 			l.start = key
 		}
 	}
+	return l, nil
+}
+
+// firstPage reads the first page (pinning the list's revision) and walks
+// it: item sizes for a sized encoder, the encoded items while they fit
+// protoBufferBytes, and whether the page is the whole answer.
+func (l *lister) firstPage(ctx context.Context) *StatusError {
+	s := l.s
 	want := 0
 	if l.f.empty() && l.limit > 0 {
 		want = int(l.limit)
 	}
-	hintKey := s.prefix + "/" + r.KeyPrefix + "/"
-	opts := store.ListOptions{Prefix: l.prefix, Start: l.start, End: l.end, Rev: l.rev, Serializable: l.serial, Want: want}
+	hintKey := s.prefix + "/" + l.st.r.KeyPrefix + "/"
+	l.opts = store.ListOptions{Prefix: l.prefix, Start: l.start, End: l.end, Rev: l.rev, Serializable: l.serial, Want: want}
 	if h, ok := s.sizeHints.Load(hintKey); ok {
-		opts.SizeHint = h.(int)
+		l.opts.SizeHint = h.(int)
 	}
-	pg := l.newPager(opts)
-	page, err := pg.Next(ctx)
-	if avg := pg.AvgSize(); avg > 0 && avg != opts.SizeHint {
+	l.pg = l.newPager(l.opts)
+	page, err := l.pg.Next(ctx)
+	if avg := l.pg.AvgSize(); avg > 0 && avg != l.opts.SizeHint {
 		s.sizeHints.Store(hintKey, avg)
 	}
 	if err != nil {
-		st.fail(rc, ef, storeStatus(err, q.Continue != "", l.rev))
-		return
+		return storeStatus(err, l.st.q.Continue != "", l.rev)
 	}
-	l.rev = pg.Rev()
-	opts.Rev = l.rev
+	l.page = page
+	l.rev = l.pg.Rev()
+	l.opts.Rev = l.rev
 
-	// Pass over the first page: complete answer?
-	var ws walkState
-	pageBytes := 0
 	// A sized (protobuf) answer up to protoBufferBytes is kept encoded
 	// during the size pass, so that it needs no second read of etcd.
 	// A first page whose values exceed it will not fit: it is not buffered
 	// at all (growing a buffer to the bound and dropping it cost a large
 	// protobuf LIST ~5 MB of garbage).
-	var pre *[]byte
 	// Not for a watch cache snapshot: walking it again costs no etcd read,
 	// and streaming avoids growing and copying a buffer of the whole
 	// answer (a cached protobuf LIST of 800 KB spent more CPU per byte
@@ -266,51 +298,69 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 			valueBytes += len(kv.Value)
 		}
 		if valueBytes <= protoBufferBytes {
-			pre = getBuf()
-			defer func() {
-				if pre != nil {
-					putBuf(pre)
-				}
-			}()
+			l.pre = getBuf()
 		}
 	}
-	sizeEmit := func(obj codec.Object, kv *mvccpb.KeyValue) error {
-		pageBytes += len(kv.Value)
-		if l.enc.sized() {
-			n, err := l.enc.itemSize(obj, kv.ModRevision)
-			if err != nil {
-				return &decodeError{key: string(kv.Key), err: err}
-			}
-			ws.size += n
-			if pre != nil && ws.size > protoBufferBytes {
-				*pre = nil // too large: drop it, stream in a second pass
-				pre = nil
-			}
-			if pre != nil {
-				if *pre, err = l.enc.listItem(*pre, obj, kv.ModRevision, ws.n == 0); err != nil {
-					return &decodeError{key: string(kv.Key), err: err}
-				}
-				if len(*pre) > protoBufferBytes {
-					*pre = nil // too large: drop it, stream in a second pass
-					pre = nil
-				}
-			}
-		}
+	if err := l.walk(ctx, l.pg, page, &l.ws, true, l.sizeEmit); err != nil {
+		s.logListError(l.uri, err)
+		return statusOf(err)
+	}
+	l.firstComplete = !l.ws.partial
+	return nil
+}
+
+// sizeEmit is the walk of the size pass: it counts the values' bytes, and
+// for a sized encoder the items' sizes and their encoding into pre while
+// it fits.
+func (l *lister) sizeEmit(obj codec.Object, kv *mvccpb.KeyValue) error {
+	l.pageBytes += len(kv.Value)
+	if !l.enc.sized() {
 		return nil
 	}
-	if err := l.walk(ctx, pg, page, &ws, true, sizeEmit); err != nil {
-		s.logListError(l.uri, err)
-		st.fail(rc, ef, statusOf(err))
-		return
+	n, err := l.enc.itemSize(obj, kv.ModRevision)
+	if err != nil {
+		return &decodeError{key: string(kv.Key), err: err}
 	}
-	metaAtEnd := l.enc.metaAtEnd()
-	firstComplete := !ws.partial
-	if ws.partial && !metaAtEnd && (l.enc.sized() || l.limit > 0) {
-		// Plan pass: sizes, last key and remaining count over the rest of
-		// the range, one page at a time; then stream from the start again.
-		page = nil
+	l.ws.size += n
+	if l.pre != nil && l.ws.size > protoBufferBytes {
+		l.dropPre() // too large: stream in a second pass
+	}
+	if l.pre != nil {
+		if *l.pre, err = l.enc.listItem(*l.pre, obj, kv.ModRevision, l.ws.n == 0); err != nil {
+			return &decodeError{key: string(kv.Key), err: err}
+		}
+		if len(*l.pre) > protoBufferBytes {
+			l.dropPre() // too large: stream in a second pass
+		}
+	}
+	return nil
+}
+
+// dropPre gives up the size pass's encoding (the list streams instead).
+func (l *lister) dropPre() {
+	*l.pre = nil
+	l.pre = nil
+}
+
+// releasePre returns the size pass's buffer to the pool.
+func (l *lister) releasePre() {
+	if l.pre != nil {
+		putBuf(l.pre)
+		l.pre = nil
+	}
+}
+
+// plan completes what must be known before the first byte when the first
+// page is not the whole answer: for a sized encoder or a limit, a pass
+// over the rest of the range at the pinned revision (sizes, the last key,
+// the remaining count), after which the items are read again from the
+// start; then the list metadata (unless the encoder writes it last).
+func (l *lister) plan(ctx context.Context) *StatusError {
+	s := l.s
+	if l.ws.partial && !l.enc.metaAtEnd() && (l.enc.sized() || l.limit > 0) {
+		l.page = nil
 		if l.f.empty() && !l.enc.sized() && l.snap == nil {
-			pg.Close()
+			l.pg.Close()
 			// Only the limit-th key is needed: read keys only.
 			var n int64
 			res, err := s.store.List(ctx, store.ListOptions{Prefix: l.prefix, Start: l.start, End: l.end, Rev: l.rev,
@@ -319,68 +369,86 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 				return n == l.limit, nil
 			})
 			if err != nil {
-				st.fail(rc, ef, storeStatus(err, q.Continue != "", l.rev))
-				return
+				return storeStatus(err, l.st.q.Continue != "", l.rev)
 			}
-			ws = walkState{n: n, lastKey: res.LastKey, hasMore: n == l.limit && res.More, remaining: res.Remaining}
+			l.ws = walkState{n: n, lastKey: res.LastKey, hasMore: n == l.limit && res.More, remaining: res.Remaining}
 		} else {
-			pg.SetPrefetch(ctx, true)
-			err := l.walk(ctx, pg, nil, &ws, false, sizeEmit)
-			pg.Close()
+			l.pg.SetPrefetch(ctx, true)
+			err := l.walk(ctx, l.pg, nil, &l.ws, false, l.sizeEmit)
+			l.pg.Close()
 			if err != nil {
 				s.logListError(l.uri, err)
-				st.fail(rc, ef, statusOf(err))
-				return
+				return statusOf(err)
 			}
 		}
-		ws.partial = false
-		if ws.hasMore {
-			opts.End = string(ws.lastKey)
+		l.ws.partial = false
+		if l.ws.hasMore {
+			l.opts.End = string(l.ws.lastKey)
 		}
-		pg = l.newPager(opts)
+		l.pg = l.newPager(l.opts)
 	}
-	planned := ws // the metadata known before the first byte
-	lm := codec.ListMeta{ResourceVersion: l.rev}
-	if !metaAtEnd && !planned.partial {
-		if err := l.setContinue(&lm, &planned); err != nil {
-			st.fail(rc, ef, internalErr(err.Error()))
-			return
+	l.lm = codec.ListMeta{ResourceVersion: l.rev}
+	if !l.enc.metaAtEnd() && !l.ws.partial {
+		if err := l.setContinue(&l.lm, &l.ws); err != nil {
+			return internalErr(err.Error())
 		}
 	}
+	return nil
+}
 
+// respond writes the 200: from the size pass's encoding, encoded here
+// when the first page is the whole, small answer, or streamed. It reports
+// whether it streams (the stream writer then ends the request).
+func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef format) (streaming bool) {
 	rc.SetStatusCode(200)
 	rc.SetContentType(l.enc.output().contentType(true))
-	if pre != nil && !planned.partial {
-		// Sized, all items encoded by the size pass.
-		buf := getBuf()
-		b := l.enc.listHead((*buf)[:0], lm, planned.size)
-		b = append(b, *pre...)
-		b = l.enc.listTail(b, lm)
-		rc.SetBody(b)
-		*buf = b
-		putBuf(buf)
-		s.countServed(l.enc, codec.Object{Format: codec.FormatProtobuf}, int(planned.n))
-		st.finish(200, len(rc.Response.Body()))
+	switch {
+	case l.pre != nil && !l.ws.partial:
+		l.respondEncoded(rc)
+	case l.firstComplete && l.pageBytes <= inlineBytes:
+		l.respondInline(ctx, rc, ef)
+	default:
+		l.respondStream(ctx, cancel, rc)
+		return true
+	}
+	return false
+}
+
+// respondEncoded answers with the items encoded by the size pass.
+func (l *lister) respondEncoded(rc *fasthttp.RequestCtx) {
+	buf := getBuf()
+	b := l.enc.listHead((*buf)[:0], l.lm, l.ws.size)
+	b = append(b, *l.pre...)
+	b = l.enc.listTail(b, l.lm)
+	rc.SetBody(b)
+	*buf = b
+	putBuf(buf)
+	l.s.countServed(l.enc, codec.Object{Format: codec.FormatProtobuf}, int(l.ws.n))
+	l.st.finish(200, len(rc.Response.Body()))
+}
+
+// respondInline encodes the whole answer, all in the first page and small,
+// in the handler: sent with a Content-Length.
+func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef format) {
+	buf := getBuf()
+	defer putBuf(buf)
+	sw := streamWriter{buf: (*buf)[:0]}
+	err := l.write(ctx, &sw, l.pg, l.page, l.lm, l.ws, true)
+	*buf = sw.buf
+	if err != nil {
+		l.s.logListError(l.uri, err)
+		l.st.fail(rc, ef, statusOf(err))
 		return
 	}
-	if firstComplete && pageBytes <= inlineBytes {
-		// Everything is in the first page and small: encode it here.
-		buf := getBuf()
-		sw := streamWriter{buf: (*buf)[:0]}
-		err := l.write(ctx, &sw, pg, page, lm, planned, true)
-		*buf = sw.buf
-		if err != nil {
-			s.logListError(l.uri, err)
-			st.fail(rc, ef, statusOf(err))
-			putBuf(buf)
-			return
-		}
-		rc.SetBody(sw.buf)
-		st.finish(200, len(sw.buf))
-		putBuf(buf)
-		return
-	}
-	streaming = true
+	rc.SetBody(sw.buf)
+	l.st.finish(200, len(sw.buf))
+}
+
+// respondStream hands the list to fasthttp as a streamed body, written
+// item by item on the connection's goroutine.
+func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx) {
+	s, st := l.s, l.st
+	pg, page, lm, planned := l.pg, l.page, l.lm, l.ws
 	body := &listBody{done: func(n int) {
 		cancel()
 		st.finish(200, n)

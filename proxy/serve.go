@@ -191,27 +191,6 @@ func tooManyRequests(err error) *StatusError {
 		Details: &codec.StatusDetails{RetryAfterSeconds: int32(retry)}}, RetryAfter: retry}
 }
 
-// serveWatch hands a watch to Config.Watch, or answers 501.
-func (s *Server) serveWatch(rc *fasthttp.RequestCtx, st *reqState, accept string, ef format) {
-	if s.cfg.Watch == nil {
-		st.fail(rc, ef, statusErr(501, "NotImplemented", "watch is not served by this lazyapi yet"))
-		return
-	}
-	if _, err := parseFilter(st.q.LabelSelector, st.q.FieldSelector, st.r.ConvertFieldLabel); err != nil {
-		st.fail(rc, ef, badRequestErr(err.Error()))
-		return
-	}
-	req := &WatchRequest{
-		RequestInfo: RequestInfo{Verb: "watch", Resource: st.r, Namespace: st.p.Namespace, Name: st.p.Name,
-			ResourceVersion: st.q.ResourceVersion},
-		KeyPrefix: s.listPrefix(st.r, st.p.Namespace),
-		Params:    st.q,
-		Protobuf:  ef == formatProtobuf,
-	}
-	s.cfg.Watch(rc, req)
-	st.finish(rc.Response.StatusCode(), 0)
-}
-
 // listPrefix returns the etcd prefix of a collection, ending in "/".
 func (s *Server) listPrefix(r *resource.Resource, ns string) string {
 	if ns == "" {

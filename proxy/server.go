@@ -57,18 +57,14 @@ type Config struct {
 	Metrics *metrics.Set
 	// Schema decodes built-in types; nil means codec.DefaultSchema().
 	Schema *codec.Schema
-	// Watch serves watch requests (watch=true or /watch/ paths) once the
-	// request was routed and validated. Nil answers them 501. The cache
-	// developer plugs the watch cache in here; see WatchRequest.
-	Watch func(rc *fasthttp.RequestCtx, req *WatchRequest)
-	// Cache, when set, serves watches of cached, ready resources; others
-	// are watched in etcd directly. Used by the default Watch handler
-	// (installed when Watch is nil). The caller closes it.
+	// Cache, when set, serves GETs, LISTs and watches of cached, ready
+	// resources; others are read and watched in etcd directly. The caller
+	// closes it.
 	Cache *cache.Cache
 	// Limiter, when set, admits every GET and LIST after routing and before
 	// any etcd read, with an estimate of its working set (one page + write
 	// buffers); a refusal is answered 429 with Retry-After. Watches are
-	// admitted by the Watch handler (it owns the watch's lifetime).
+	// admitted too, with a small estimate held for their lifetime.
 	Limiter *ratelimit.Limiter
 	// Admit, when set, is an extra admission step (e.g. authorization)
 	// called for every GET and LIST after routing and Limiter, before any
@@ -105,22 +101,6 @@ type RequestInfo struct {
 	Limit int64
 	// ResourceVersion is the resourceVersion parameter.
 	ResourceVersion string
-}
-
-// WatchRequest is a validated watch request handed to Config.Watch.
-type WatchRequest struct {
-	RequestInfo
-	// KeyPrefix is the etcd key prefix of the watched collection, ending
-	// in "/" (e.g. "/registry/configmaps/ns/"); for a watch with a name
-	// field selector it still names the collection.
-	KeyPrefix string
-	// Params are the query parameters (resourceVersion, labelSelector,
-	// fieldSelector, allowWatchBookmarks, sendInitialEvents,
-	// timeoutSeconds, ...), validated.
-	Params Params
-	// Protobuf is true when the client asked for protobuf frames
-	// (application/vnd.kubernetes.protobuf[;stream=watch]), else JSON.
-	Protobuf bool
 }
 
 // StatusError is an error answered with a specific Status.
@@ -207,9 +187,6 @@ func New(cfg Config) (*Server, error) {
 		}),
 	}
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
-	if s.cfg.Watch == nil {
-		s.cfg.Watch = s.serveWatchStream
-	}
 	s.decodeErrs = s.ms.GetOrCreateCounter("lazyapi_decode_errors_total")
 	s.passthru = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="passthrough"}`)
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)

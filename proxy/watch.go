@@ -126,44 +126,84 @@ func parseWatchStart(q *Params) watchStart {
 	return ws
 }
 
-// serveWatchStream is the default Config.Watch: it serves req from the
-// watch cache or etcd.
-func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
-	accept := string(rc.Request.Header.Peek("Accept"))
-	ef := errorFormat(accept)
-	q := req.Params
-	r := req.Resource
-	if err := validateWatch(&q); err != nil {
-		s.writeStatus(rc, ef, badRequestErr(err.Error()))
+// serveWatch serves a WATCH in its phases: newWatch (validate, negotiate,
+// filter, where to start), admit (the limiter), source (the watch cache
+// when it can serve the watch, else etcd) and stream (the response). The
+// request is recorded when the response starts.
+func (s *Server) serveWatch(rc *fasthttp.RequestCtx, st *reqState, accept string, ef format) {
+	defer func() { st.finish(rc.Response.StatusCode(), 0) }()
+	w, se := s.newWatch(rc, st, accept)
+	if se != nil {
+		s.writeStatus(rc, ef, se)
 		return
+	}
+	streaming := false
+	defer func() {
+		if !streaming {
+			w.end()
+		}
+	}()
+	se = w.admit()
+	var run func(sw *watchWriter) error
+	if se == nil {
+		run, se = w.source()
+	}
+	if se != nil {
+		s.writeStatus(rc, ef, se)
+		return
+	}
+	w.stream(run)
+	streaming = true
+}
+
+// watchReq is one WATCH request's state.
+type watchReq struct {
+	s       *Server
+	rc      *fasthttp.RequestCtx
+	r       *resource.Resource
+	q       *Params
+	prefix  string // the collection's key prefix, ending in "/"
+	f       filter
+	ws      watchStart
+	enc     *watchEncoder
+	ctx     context.Context // the watch's: its timeout, shutdown, the end of the stream
+	cancel  context.CancelFunc
+	release func() // the limiter's admission, or nil
+}
+
+// newWatch validates a watch request, negotiates its encoder and starts
+// its context.
+func (s *Server) newWatch(rc *fasthttp.RequestCtx, st *reqState, accept string) (*watchReq, *StatusError) {
+	q, r := &st.q, st.r
+	f, err := parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
+	if err != nil {
+		return nil, badRequestErr(err.Error())
+	}
+	if err := validateWatch(q); err != nil {
+		return nil, badRequestErr(err.Error())
 	}
 	out, ok := negotiate(accept, false, r.JSONStorage)
 	if !ok {
-		s.writeStatus(rc, ef, notAcceptable())
-		return
+		return nil, notAcceptable()
 	}
 	if out.format == formatYAML {
 		out.format = formatJSON // kube-apiserver has no YAML stream framing either
 	}
-	f, err := parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
-	if err != nil {
-		s.writeStatus(rc, ef, badRequestErr(err.Error()))
-		return
-	}
-	if req.Name != "" { // legacy /watch/.../{name}
-		f.fields = append(f.fields, fieldReq{field: "metadata.name", value: req.Name})
+	if st.p.Name != "" { // legacy /watch/.../{name}
+		f.fields = append(f.fields, fieldReq{field: "metadata.name", value: st.p.Name})
 	}
 	cc, err := tableColumns(r, out)
 	if err != nil {
-		s.writeStatus(rc, ef, internalErr(err.Error()))
-		return
+		return nil, internalErr(err.Error())
 	}
-	enc := &watchEncoder{s: s, r: r, enc: newEncoder(s.schema, r, out, cc, includeObject(q.IncludeObject), time.Time{})}
-
+	st.enc = newEncoder(s.schema, r, out, cc, includeObject(q.IncludeObject), time.Time{})
+	w := &watchReq{s: s, rc: rc, r: r, q: q, prefix: s.listPrefix(r, st.p.Namespace), f: f,
+		ws: parseWatchStart(q), enc: &watchEncoder{s: s, r: r, enc: st.enc}}
 	// The watch's context: its timeout, server shutdown (rc.Done closes
 	// when Shutdown starts), and the end of the stream.
-	ctx, cancel := context.WithTimeout(s.baseCtx, watchTimeout(&q))
+	w.ctx, w.cancel = context.WithTimeout(s.baseCtx, watchTimeout(q))
 	shutdown := rc.Done()
+	ctx, cancel := w.ctx, w.cancel
 	go func() {
 		select {
 		case <-shutdown:
@@ -171,129 +211,137 @@ func (s *Server) serveWatchStream(rc *fasthttp.RequestCtx, req *WatchRequest) {
 		case <-ctx.Done():
 		}
 	}()
-	streaming := false
-	var release func()
-	defer func() {
-		if !streaming {
-			cancel()
-			if release != nil {
-				release()
-			}
-		}
-	}()
-	if l := s.cfg.Limiter; l != nil {
-		t, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Class: "watch/" + r.GroupResource(),
-			Kind: ratelimit.Watch, Bytes: watchBufferBytes})
-		if err != nil {
-			s.writeStatus(rc, ef, tooManyRequests(err))
-			return
-		}
-		release = func() { t.Release(0) }
-	}
-	ws := parseWatchStart(&q)
-	prefix := req.KeyPrefix
-	start := func(run func(sw *watchWriter) error) {
-		streaming = true
-		rc.SetStatusCode(200)
-		rc.SetContentType(out.watchContentType())
-		// Headers go out now, as kube-apiserver's: a watch may stay quiet.
-		rc.Response.ImmediateHeaderFlush = true
-		// The stream writer sets write deadlines on the connection itself
-		// (rc may be recycled by fasthttp while the writer still runs, when
-		// the client went away), so the connection serves this watch only.
-		rc.SetConnectionClose()
-		conn := rc.Conn()
-		// The body is written by fasthttp on the connection's goroutine
-		// (listBody.WriteTo): each flush of the watchWriter is one HTTP
-		// chunk and one write, with no copy through SetBodyStreamWriter's
-		// pipe and goroutine per event (measured: bench/RESULTS.md
-		// ## watch fan-out).
-		body := &listBody{done: func(int) {
-			cancel()
-			if release != nil {
-				release()
-			}
-		}}
-		body.write = func(w *bufio.Writer) (int, error) {
-			m := s.watchMetrics()
-			m.open.Inc()
-			defer func() {
-				m.open.Dec()
-				if v := recover(); v != nil {
-					s.panics.Inc()
-					s.log.Error("panic streaming watch", zap.String("key", prefix), zap.Any("panic", v), zap.Stack("stack"))
-				}
-			}()
-			go watchHangup(conn, cancel)
-			// A watch is long-lived and mostly idle: it keeps a small buffer
-			// of its own rather than a pooled flushSize one.
-			sw := &watchWriter{conn: conn, w: w, buf: make([]byte, 0, watchIdleBuf), m: m}
-			err := run(sw)
-			if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				err = sw.flush()
-			}
-			if err != nil {
-				s.log.Debug("watch ended", zap.String("key", prefix), zap.Error(err))
-			}
-			// A watch that ended (timeout, lag, re-list, shutdown, broken
-			// etcd watch) ends its response cleanly: the client re-watches.
-			return 0, nil
-		}
-		rc.SetBodyStream(body, -1)
-	}
+	return w, nil
+}
 
-	// The cache first.
-	if cr := s.cacheResource(r); cr != nil {
-		o := cache.WatchOptions{Initial: ws.initial, InitialEventsEnd: ws.initialEnd, Bookmarks: q.AllowWatchBookmarks}
-		if prefix != s.listPrefix(r, "") {
-			o.From, o.To = prefix, clientv3.GetPrefixRangeEnd(prefix)
-		}
-		if !f.empty() {
-			o.Filter = func(a cache.Attrs) bool { return f.matchesAttrs(a) }
-		}
-		switch {
-		case ws.initial && q.ResourceVersion == "":
-			o.Mode = cache.ReadConsistent
-		case ws.initial && ws.any:
-			o.Mode = cache.ReadAny
-		case ws.initial:
-			o.Mode, o.RV = cache.ReadNotOlderThan, ws.rv
-		case ws.fromNow:
-			o.RV = 0
-		default:
-			o.RV = ws.rv
-		}
-		w, err := cr.Watch(ctx, o)
-		var tooOld *cache.TooOldError
-		switch {
-		case err == nil:
-			start(func(sw *watchWriter) error { return enc.fromCache(ctx, sw, w) })
-			return
-		case errors.As(err, &tooOld):
-			start(func(sw *watchWriter) error {
-				sw.buf = enc.enc.watchStatus(sw.buf, &expired(tooOld.Message()).Status)
-				return nil
-			})
-			return
-		case errors.Is(err, cache.ErrTooLarge):
-			s.writeStatus(rc, ef, tooLargeRV(o.RV, cr.Revision()))
-			return
-		case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrNotCaughtUp), errors.Is(err, cache.ErrSnapshotUnavailable):
-			// etcd below
-		default:
-			s.writeStatus(rc, ef, storeStatus(err, false, 0))
-			return
+// end ends the watch's context and releases its admission.
+func (w *watchReq) end() {
+	w.cancel()
+	if w.release != nil {
+		w.release()
+	}
+}
+
+// admit asks the limiter for the watch's (small, long-lived) share.
+func (w *watchReq) admit() *StatusError {
+	l := w.s.cfg.Limiter
+	if l == nil {
+		return nil
+	}
+	t, err := l.Admit(w.ctx, ratelimit.Request{Client: clientKey(w.rc), Class: "watch/" + w.r.GroupResource(),
+		Kind: ratelimit.Watch, Bytes: watchBufferBytes})
+	if err != nil {
+		return tooManyRequests(err)
+	}
+	w.release = func() { t.Release(0) }
+	return nil
+}
+
+// source opens the watch's events: the watch cache's when it can serve
+// them, else an etcd watch's. run streams them.
+func (w *watchReq) source() (run func(sw *watchWriter) error, se *StatusError) {
+	s := w.s
+	if cr := s.cacheResource(w.r); cr != nil {
+		if run, se, ok := w.fromCache(cr); ok {
+			return run, se
 		}
 	}
-
-	// etcd.
 	s.watchMetrics().fallback.Inc()
-	ew := &etcdWatch{s: s, enc: enc, f: &f, prefix: prefix, ws: ws, bookmarks: q.AllowWatchBookmarks}
-	if err := ew.prepare(ctx); err != nil {
-		s.writeStatus(rc, ef, storeStatus(err, false, ws.rv))
-		return
+	ew := &etcdWatch{s: s, enc: w.enc, f: &w.f, prefix: w.prefix, ws: w.ws, bookmarks: w.q.AllowWatchBookmarks}
+	if err := ew.prepare(w.ctx); err != nil {
+		return nil, storeStatus(err, false, w.ws.rv)
 	}
-	start(func(sw *watchWriter) error { return ew.run(ctx, sw) })
+	ctx := w.ctx
+	return func(sw *watchWriter) error { return ew.run(ctx, sw) }, nil
+}
+
+// fromCache opens a watch of the watch cache; ok is false when the cache
+// cannot serve it (not cached or not caught up: etcd serves it).
+func (w *watchReq) fromCache(cr *cache.Resource) (run func(sw *watchWriter) error, se *StatusError, ok bool) {
+	ws, q, ctx, enc := w.ws, w.q, w.ctx, w.enc
+	o := cache.WatchOptions{Initial: ws.initial, InitialEventsEnd: ws.initialEnd, Bookmarks: q.AllowWatchBookmarks}
+	if w.prefix != w.s.listPrefix(w.r, "") {
+		o.From, o.To = w.prefix, clientv3.GetPrefixRangeEnd(w.prefix)
+	}
+	if !w.f.empty() {
+		f := &w.f
+		o.Filter = func(a cache.Attrs) bool { return f.matchesAttrs(a) }
+	}
+	switch {
+	case ws.initial && q.ResourceVersion == "":
+		o.Mode = cache.ReadConsistent
+	case ws.initial && ws.any:
+		o.Mode = cache.ReadAny
+	case ws.initial:
+		o.Mode, o.RV = cache.ReadNotOlderThan, ws.rv
+	case ws.fromNow:
+		o.RV = 0
+	default:
+		o.RV = ws.rv
+	}
+	cw, err := cr.Watch(ctx, o)
+	var tooOld *cache.TooOldError
+	switch {
+	case err == nil:
+		return func(sw *watchWriter) error { return enc.fromCache(ctx, sw, cw) }, nil, true
+	case errors.As(err, &tooOld):
+		return func(sw *watchWriter) error {
+			sw.buf = enc.enc.watchStatus(sw.buf, &expired(tooOld.Message()).Status)
+			return nil
+		}, nil, true
+	case errors.Is(err, cache.ErrTooLarge):
+		return nil, tooLargeRV(o.RV, cr.Revision()), true
+	case errors.Is(err, cache.ErrNotCached), errors.Is(err, cache.ErrNotCaughtUp), errors.Is(err, cache.ErrSnapshotUnavailable):
+		return nil, nil, false
+	}
+	return nil, storeStatus(err, false, 0), true
+}
+
+// stream starts the 200 response and hands fasthttp a body that runs the
+// watch on the connection's goroutine; the body ends the watch.
+func (w *watchReq) stream(run func(sw *watchWriter) error) {
+	s, rc, prefix, cancel := w.s, w.rc, w.prefix, w.cancel
+	rc.SetStatusCode(200)
+	rc.SetContentType(w.enc.enc.output().watchContentType())
+	// Headers go out now, as kube-apiserver's: a watch may stay quiet.
+	rc.Response.ImmediateHeaderFlush = true
+	// The stream writer sets write deadlines on the connection itself
+	// (rc may be recycled by fasthttp while the writer still runs, when
+	// the client went away), so the connection serves this watch only.
+	rc.SetConnectionClose()
+	conn := rc.Conn()
+	// The body is written by fasthttp on the connection's goroutine
+	// (listBody.WriteTo): each flush of the watchWriter is one HTTP
+	// chunk and one write, with no copy through SetBodyStreamWriter's
+	// pipe and goroutine per event (measured: bench/RESULTS.md
+	// ## watch fan-out).
+	body := &listBody{done: func(int) { w.end() }}
+	body.write = func(bw *bufio.Writer) (int, error) {
+		m := s.watchMetrics()
+		m.open.Inc()
+		defer func() {
+			m.open.Dec()
+			if v := recover(); v != nil {
+				s.panics.Inc()
+				s.log.Error("panic streaming watch", zap.String("key", prefix), zap.Any("panic", v), zap.Stack("stack"))
+			}
+		}()
+		go watchHangup(conn, cancel)
+		// A watch is long-lived and mostly idle: it keeps a small buffer
+		// of its own rather than a pooled flushSize one.
+		sw := &watchWriter{conn: conn, w: bw, buf: make([]byte, 0, watchIdleBuf), m: m}
+		err := run(sw)
+		if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			err = sw.flush()
+		}
+		if err != nil {
+			s.log.Debug("watch ended", zap.String("key", prefix), zap.Error(err))
+		}
+		// A watch that ended (timeout, lag, re-list, shutdown, broken
+		// etcd watch) ends its response cleanly: the client re-watches.
+		return 0, nil
+	}
+	rc.SetBodyStream(body, -1)
 }
 
 // watchHangup cancels a watch when its client closes the connection.
