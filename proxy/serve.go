@@ -151,7 +151,7 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		return
 	}
 	st.enc = newEncoder(s.schema, r, out, cc, includeObject(q.IncludeObject), time.Now())
-	if s.etcdDown() {
+	if s.etcdDown() && !s.cacheServesAny(r, q) {
 		// Not st.fail: a refusal without asking etcd must not extend
 		// the hold, or requests arriving within etcdDownHold of each
 		// other would keep answering 503 after etcd is back.
@@ -176,6 +176,18 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		return
 	}
 	s.serveList(ctx, cancel, rc, st, ef)
+}
+
+// cacheServesAny reports whether a request is a resourceVersion=0 read the
+// watch cache answers without etcd (the resource is cached and ready): as
+// kube-apiserver, such reads are served while etcd is unavailable, so the
+// etcd-down hold does not apply to them.
+func (s *Server) cacheServesAny(r *resource.Resource, q Params) bool {
+	if q.ResourceVersion != "0" || q.Continue != "" {
+		return false
+	}
+	cr := s.cacheResource(r)
+	return cr != nil && cr.Ready()
 }
 
 // tooManyRequests is kube-apiserver's 429 for a refused admission. An
