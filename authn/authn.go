@@ -23,8 +23,13 @@ type User struct {
 	// UID is the token file's third column ("" for certificates).
 	UID string
 	// Groups are the token file's fourth column split at commas, or the
-	// certificate's subject Organizations.
+	// certificate's subject Organizations; the Authenticator appends
+	// system:authenticated.
 	Groups []string
+	// Extra are the extra fields kube-apiserver's authenticators attach
+	// (e.g. a service account token's authentication.kubernetes.io/pod-name);
+	// nil for most users.
+	Extra map[string][]string
 	// Method is how the user was authenticated: "token", "x509" or
 	// "anonymous".
 	Method string
@@ -85,8 +90,17 @@ type certEntry struct {
 	notAfter time.Time // earliest NotAfter of the verified chain
 }
 
-// New returns an Authenticator for cfg.
+// New returns an Authenticator for cfg. Users of cfg.Tokens get the group
+// system:authenticated added, as kube-apiserver adds it to every
+// authenticated user (AuthenticatedGroupAdder); cfg.Tokens is not changed.
 func New(cfg Config) *Authenticator {
+	if cfg.Tokens != nil {
+		tokens := make(Tokens, len(cfg.Tokens))
+		for tok, u := range cfg.Tokens {
+			tokens[tok] = withAuthenticated(u)
+		}
+		cfg.Tokens = tokens
+	}
 	a := &Authenticator{cfg: cfg, now: cfg.Now, certs: make(map[string]certEntry)}
 	if a.now == nil {
 		a.now = time.Now
@@ -185,7 +199,7 @@ func (a *Authenticator) verifyCert(certs []*x509.Certificate) (*User, error) {
 			notAfter = c.NotAfter
 		}
 	}
-	u := &User{Name: leaf.Subject.CommonName, Groups: leaf.Subject.Organization, Method: "x509"}
+	u := withAuthenticated(&User{Name: leaf.Subject.CommonName, Groups: leaf.Subject.Organization, Method: "x509"})
 	a.mu.Lock()
 	if len(a.certs) >= certCacheSize {
 		clear(a.certs)
@@ -193,4 +207,29 @@ func (a *Authenticator) verifyCert(certs []*x509.Certificate) (*User, error) {
 	a.certs[string(leaf.Raw)] = certEntry{user: u, notAfter: notAfter}
 	a.mu.Unlock()
 	return u, nil
+}
+
+// Group names kube-apiserver gives every authenticated and every
+// anonymous request.
+const (
+	AllAuthenticated   = "system:authenticated"
+	AllUnauthenticated = "system:unauthenticated"
+)
+
+// withAuthenticated returns u with the group system:authenticated
+// appended, as kube-apiserver's AuthenticatedGroupAdder: not for
+// system:anonymous, nor when u already has system:authenticated or
+// system:unauthenticated. u is not modified; the result may be u.
+func withAuthenticated(u *User) *User {
+	if u.Name == Anonymous.Name {
+		return u
+	}
+	for _, g := range u.Groups {
+		if g == AllAuthenticated || g == AllUnauthenticated {
+			return u
+		}
+	}
+	c := *u
+	c.Groups = append(append(make([]string, 0, len(u.Groups)+1), u.Groups...), AllAuthenticated)
+	return &c
 }

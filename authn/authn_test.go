@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,7 +146,7 @@ func TestAuthenticate(t *testing.T) {
 
 	a := authn.New(authn.Config{ClientCAs: pool})
 	u, err := a.Authenticate(nil, chain(alice))
-	if err != nil || !reflect.DeepEqual(u, &authn.User{Name: "alice-cert", Groups: []string{"team-a", "team-b"}, Method: "x509"}) {
+	if err != nil || !reflect.DeepEqual(u, &authn.User{Name: "alice-cert", Groups: []string{"team-a", "team-b", "system:authenticated"}, Method: "x509"}) {
 		t.Errorf("certificate user = %+v, %v; want CN as name and O as groups", u, err)
 	}
 	if u, err := a.Authenticate([]byte("Bearer good"), nil); !errors.Is(err, authn.ErrNoCredentials) {
@@ -206,9 +207,18 @@ func FuzzParseTokens(f *testing.F) {
 				continue // not sendable as one bearer token (kube-apiserver trims and splits too)
 			}
 			got, err := a.Authenticate([]byte("Bearer "+tok), nil)
-			if err != nil || got != u {
-				t.Fatalf("Authenticate(token %q) = %v, %v; want %v", tok, got, err, u)
+			if err != nil || got.Name != u.Name || got.UID != u.UID || !slices.Equal(got.Groups, authenticatedGroups(u.Name, u.Groups)) {
+				t.Fatalf("Authenticate(token %q) = %v, %v; want %v with system:authenticated", tok, got, err, u)
 			}
 		}
 	})
+}
+
+// authenticatedGroups is groups as kube-apiserver's AuthenticatedGroupAdder
+// leaves them for a user that is not system:anonymous.
+func authenticatedGroups(name string, groups []string) []string {
+	if name == "system:anonymous" || slices.Contains(groups, "system:authenticated") || slices.Contains(groups, "system:unauthenticated") {
+		return groups
+	}
+	return append(slices.Clone(groups), "system:authenticated")
 }

@@ -43,6 +43,10 @@ func newAuthnSetup(t *testing.T) *authnSetup {
 			t.Fatal(err)
 		}
 	}
+	// --authorization-mode defaults to RBAC: discovery for everyone, the
+	// ConfigMaps of "authn" for the group readers and anonymous users.
+	putRBAC(t, s.etcd, discoveryRBAC()...)
+	putRBAC(t, s.etcd, readerRBAC("authn", group("readers"), group("system:unauthenticated"))...)
 	return s
 }
 

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/openapi"
@@ -87,6 +88,11 @@ type Config struct {
 	// 401 Unauthorized. The user's name becomes the rate limiter's
 	// fairness key. Nil (or not Enabled) serves everyone, keyed by IP.
 	Authenticator *authn.Authenticator
+	// Authorizer, when set, authorizes every request that is
+	// authenticated (all but the health endpoints and /version) with
+	// kube-apiserver's request attributes (authz.go); a refusal is 403
+	// Forbidden. Nil allows every authenticated request.
+	Authorizer *authz.Chain
 }
 
 // RequestInfo describes a routed resource request, for admission.
@@ -253,7 +259,7 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 func (s *Server) handle(rc *fasthttp.RequestCtx) {
 	defer s.recoverPanic(rc)
 	path := string(rc.Path())
-	if !publicPath(path) && !s.authenticate(rc) {
+	if !publicPath(path) && (!s.authenticate(rc) || !s.authorize(rc, path)) {
 		return
 	}
 	switch {

@@ -57,6 +57,16 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		}()
 	}
 
+	// 5b. Authorization (RBAC follows etcd until the server has drained).
+	authorizer, stopAuthz, err := startAuthz(ctx, c, pt, cli, lg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer stopAuthz()
+
 	// 6. HTTP server.
 	srv, err := proxy.New(proxy.Config{
 		Client:         cli,
@@ -72,6 +82,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		Authenticator:  authn.New(c.serving.authn),
 		Profiling:      c.profiling,
 		OpenAPI:        oapi,
+		Authorizer:     authorizer,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)

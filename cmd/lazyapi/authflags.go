@@ -4,10 +4,12 @@ import (
 	"crypto/tls"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/spf13/pflag"
 
 	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/authz"
 )
 
 // servingFlags are kube-apiserver's secure serving and authentication
@@ -19,9 +21,11 @@ type servingFlags struct {
 	clientCAFile  string
 	tokenAuthFile string
 	anonymousAuth bool
+	authzModes    string // --authorization-mode as given
 
 	servingTLS *tls.Config  // non-nil when securePort > 0
 	authn      authn.Config // ClientCAs and Tokens loaded from the files
+	modes      []string     // --authorization-mode parsed; nil: no authorization
 }
 
 func (s *servingFlags) addFlags(fs *pflag.FlagSet) {
@@ -35,7 +39,9 @@ func (s *servingFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.tokenAuthFile, "token-auth-file", "",
 		"If set, the file that will be used to secure the API via token authentication: CSV lines token,user,uid[,\"group1,group2\"].")
 	fs.BoolVar(&s.anonymousAuth, "anonymous-auth", false,
-		"Serve requests without credentials as system:anonymous when --client-ca-file or --token-auth-file is set. Default false (kube-apiserver's is true): lazyapi has no authorizer, so an anonymous user could read everything, Secrets included.")
+		"Serve requests without credentials as system:anonymous (group system:unauthenticated) when an authenticator is configured; they get what --authorization-mode grants those names. Default false (kube-apiserver's is true).")
+	fs.StringVar(&s.authzModes, "authorization-mode", "",
+		"Ordered comma-separated list of authorization modes: RBAC (the Roles and bindings in etcd, evaluated locally), AlwaysAllow, AlwaysDeny. The group system:masters is allowed everything. Default: RBAC when an authenticator is configured, none otherwise.")
 }
 
 // validate checks the flags against each other and loads the files; every
@@ -95,6 +101,34 @@ func (s *servingFlags) validate(port int) error {
 		s.authn.Tokens = tokens
 	}
 	s.authn.Anonymous = s.anonymousAuth
+	return s.validateAuthz()
+}
+
+// validateAuthz parses --authorization-mode: RBAC by default once an
+// authenticator is configured; a mode without an authenticator is an
+// error (every request would be system:anonymous), except AlwaysAllow.
+func (s *servingFlags) validateAuthz() error {
+	authenticated := s.authn.ClientCAs != nil || s.authn.Tokens != nil
+	if s.authzModes == "" {
+		if authenticated {
+			s.modes = []string{authz.ModeRBAC}
+		}
+		return nil
+	}
+	modes, err := authz.ParseModes(s.authzModes)
+	if err != nil {
+		return usageErrorf("invalid --authorization-mode: %v", err)
+	}
+	if slices.Contains(modes, authz.ModeWebhook) {
+		return usageErrorf("invalid --authorization-mode: mode Webhook is not supported yet (use RBAC: lazyapi evaluates the cluster's RBAC objects from etcd itself)")
+	}
+	if !authenticated {
+		if len(modes) == 1 && modes[0] == authz.ModeAlwaysAllow {
+			return nil
+		}
+		return usageErrorf("--authorization-mode %s needs an authenticator (--client-ca-file or --token-auth-file)", s.authzModes)
+	}
+	s.modes = modes
 	return nil
 }
 

@@ -58,6 +58,7 @@ func TestParseFlagsServingErrors(t *testing.T) {
 	}
 	badTokens := write("bad.csv", "secret-1,alice,uid\nsecret-2,bob\n")
 	notPEM := write("not.pem", "hello")
+	goodTokens := write("good.csv", "secret-1,alice,uid\n")
 	missing := filepath.Join(dir, "missing")
 	tlsArgs := []string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile}
 	with := func(extra ...string) []string { return append(append([]string{}, tlsArgs...), extra...) }
@@ -77,5 +78,35 @@ func TestParseFlagsServingErrors(t *testing.T) {
 		{[]string{"--token-auth-file=" + missing}, "invalid --token-auth-file"},
 		{[]string{"--token-auth-file=" + badTokens}, "invalid --token-auth-file: cannot parse token file " + badTokens + ": line 2"},
 		{[]string{"--anonymous-auth=maybe"}, "--anonymous-auth"},
+		{[]string{"--authorization-mode=RBAC"}, "--authorization-mode RBAC needs an authenticator"},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,Magic"}, `invalid --authorization-mode: unknown mode "Magic"`},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=Node,RBAC"}, `invalid --authorization-mode: mode "Node" is not supported`},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,RBAC"}, `invalid --authorization-mode: mode "RBAC" is given twice`},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,"}, `invalid --authorization-mode: empty mode`},
 	})
+}
+
+func TestParseFlagsAuthorizationMode(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("tok,alice,1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--authorization-mode=AlwaysAllow"}, ""},
+		{[]string{"--token-auth-file=" + tokens}, "RBAC"},
+		{[]string{"--token-auth-file=" + tokens, "--authorization-mode=AlwaysDeny, RBAC"}, "AlwaysDeny,RBAC"},
+		{[]string{"--token-auth-file=" + tokens, "--authorization-mode=AlwaysAllow"}, "AlwaysAllow"},
+	} {
+		c, err := parseFlags(tt.args)
+		if err != nil {
+			t.Fatalf("parseFlags(%q) = %v", tt.args, err)
+		}
+		if got := strings.Join(c.serving.modes, ","); got != tt.want {
+			t.Errorf("parseFlags(%q): modes %q, want %q", tt.args, got, tt.want)
+		}
+	}
 }

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lazyapi/lazyapi/authz"
+	"github.com/lazyapi/lazyapi/authz/rbacetcd"
+)
+
+// rbacLoadTimeout bounds the first read of the RBAC objects at start.
+const rbacLoadTimeout = 10 * time.Second
+
+// startAuthz builds the --authorization-mode chain; for RBAC it reads the
+// RBAC objects from etcd and follows them until stop is called. A nil
+// chain (no modes) authorizes nothing: every authenticated request passes.
+func startAuthz(ctx context.Context, c *config, pt parts, cli *clientv3.Client, lg *zap.Logger) (chain *authz.Chain, stop func(), err error) {
+	stop = func() {}
+	if len(c.serving.modes) == 0 {
+		return nil, stop, nil
+	}
+	var modes []authz.Mode
+	for _, m := range c.serving.modes {
+		switch m {
+		case authz.ModeRBAC:
+			rbac := authz.NewRBAC()
+			lctx, cancel := context.WithTimeout(ctx, rbacLoadTimeout)
+			src, err := rbacetcd.Start(lctx, rbacetcd.Config{
+				Client: cli, Prefix: c.etcdPrefix, RBAC: rbac, Logger: lg.Named("rbac"), Metrics: pt.metrics,
+			})
+			cancel()
+			if err != nil {
+				return nil, nil, fmt.Errorf("cannot read the RBAC objects for --authorization-mode RBAC: %w", err)
+			}
+			stop = src.Close
+			r, cr, rb, crb := rbac.Stats()
+			lg.Info("RBAC objects read", zap.Int("roles", r), zap.Int("clusterRoles", cr),
+				zap.Int("roleBindings", rb), zap.Int("clusterRoleBindings", crb), zap.Int64("revision", src.Revision()))
+			modes = append(modes, authz.Mode{Name: m, Authorizer: rbac})
+		case authz.ModeAlwaysAllow:
+			lg.Warn("--authorization-mode AlwaysAllow: every authenticated user may read everything lazyapi serves, Secrets included")
+			modes = append(modes, authz.Mode{Name: m, Authorizer: authz.AlwaysAllow{}})
+		case authz.ModeAlwaysDeny:
+			modes = append(modes, authz.Mode{Name: m, Authorizer: authz.AlwaysDeny{}})
+		}
+	}
+	chain, err = authz.NewChain(modes, pt.metrics)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return chain, stop, nil
+}
