@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,6 +26,18 @@ type Config struct {
 	Metrics *metrics.Set
 	// Schema peeks labels and fields. Nil means codec.DefaultSchema().
 	Schema *codec.Schema
+
+	// Decrypt, when set, returns the plaintext of a value stored in etcd
+	// under key for resource (Spec.Name): values encrypted at rest
+	// (encryption.Transformers.Decrypt). Labels and fields are derived
+	// from the plaintext. The cache holds the value as stored (encrypted)
+	// unless HoldDecrypted; a value that fails to decrypt is held as
+	// stored, without attributes.
+	Decrypt func(ctx context.Context, resource string, key, value []byte) ([]byte, error)
+	// HoldDecrypted holds decrypted values (--watch-cache-decrypted):
+	// reads skip the decryption, and plaintext Secrets stay in memory.
+	// The budget counts the bytes held.
+	HoldDecrypted bool
 
 	// Disabled turns the whole cache off (--watch-cache=false): every
 	// resource reports ErrNotCached.

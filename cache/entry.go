@@ -44,13 +44,29 @@ type deriver struct {
 	fields []string
 	m      codec.Meta
 	scr    []byte
+	// decrypt, when set, returns a value's plaintext (Config.Decrypt);
+	// hold keeps the plaintext in the entry (Config.HoldDecrypted).
+	decrypt func(key, value []byte) ([]byte, error)
+	hold    bool
 }
 
 // newEntry copies key and value into a new entry and derives its attributes
-// (labels, then the resource's fields) with the codec's peek.
+// (labels, then the resource's fields) with the codec's peek, from the
+// value's plaintext when it is encrypted (see Config.Decrypt).
 func (d *deriver) newEntry(key, value []byte, rev int64) *entry {
 	d.scr = d.scr[:0]
-	valid := d.derive(value)
+	plain := value
+	if d.decrypt != nil {
+		p, err := d.decrypt(key, value)
+		if err != nil {
+			p = nil // attributes invalid: readers decrypt (and fail) themselves
+		}
+		plain = p
+		if d.hold && p != nil {
+			value = p
+		}
+	}
+	valid := plain != nil && d.derive(plain)
 	e, data := newEntryBlock(len(key), len(value), len(d.scr))
 	copy(data, key)
 	copy(data[len(key):], value)

@@ -221,7 +221,13 @@ func (r *Resource) uncharge(n int64) {
 }
 
 func (r *Resource) deriver() *deriver {
-	return &deriver{schema: r.c.cfg.Schema, prefix: r.spec.Prefix, ns: r.spec.Namespaced, fields: r.spec.Fields}
+	d := &deriver{schema: r.c.cfg.Schema, prefix: r.spec.Prefix, ns: r.spec.Namespaced, fields: r.spec.Fields}
+	if dec := r.c.cfg.Decrypt; dec != nil {
+		name, ctx := r.spec.Name, r.c.ctx
+		d.decrypt = func(key, value []byte) ([]byte, error) { return dec(ctx, name, key, value) }
+		d.hold = r.c.cfg.HoldDecrypted
+	}
+	return d
 }
 
 // fillAndWatch lists the resource into a new tree, publishes it, and

@@ -209,9 +209,21 @@ func (t *Transformers) Decrypt(ctx context.Context, resource string, key, value 
 	if !configured && !bytes.HasPrefix(value, encPrefix) {
 		return value, nil // the identity transformer's answer, without its cost
 	}
-	out, _, err := tr.TransformFromStorage(ctx, value, valueContext(key))
+	return t.transform(ctx, tr, resource, key, value)
+}
+
+// transform runs tr. A panic in a provider is a DecryptError: k8s.io/
+// apiserver v0.37's aescbc indexes result[-1] on a ciphertext of one block
+// (the IV alone), found by FuzzDecrypt.
+func (t *Transformers) transform(ctx context.Context, tr value.Transformer, resource string, key, v []byte) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, t.decryptError(resource, key, v, fmt.Errorf("malformed value: the provider failed: %v", r))
+		}
+	}()
+	out, _, err = tr.TransformFromStorage(ctx, v, valueContext(key))
 	if err != nil {
-		return nil, t.decryptError(resource, key, value, err)
+		return nil, t.decryptError(resource, key, v, err)
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -320,4 +321,66 @@ func errString(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+// TestAutomaticReload: a rotation written to the file (a new key first)
+// is picked up without a restart; a broken file keeps the previous
+// configuration (counted as a failed reload).
+func TestAutomaticReload(t *testing.T) {
+	dir := t.TempDir()
+	rule := func(keys ...string) enctest.Rule {
+		return enctest.Rule{Resources: "secrets", Providers: []string{enctest.Provider("aesgcm", "", keys...)}}
+	}
+	file := writeConfig(t, dir, "read.yaml", rule("key1"))
+	ms := metrics.NewSet()
+	tr := newTransformers(t, encryption.Config{File: file, AutomaticReload: true, ReloadInterval: 50 * time.Millisecond, Metrics: ms})
+	w2 := newWriter(t, writeConfig(t, dir, "w2.yaml", rule("key2")))
+	key := []byte("/registry/secrets/ns/s")
+	v2, err := w2.Encrypt("secrets", string(key), []byte("k8s\x00v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Decrypt(context.Background(), "secrets", key, v2); err == nil {
+		t.Fatal("key2 value decrypted before the rotation")
+	}
+	reloads := func(status string) float64 {
+		var b bytes.Buffer
+		ms.WritePrometheus(&b)
+		for _, l := range strings.Split(b.String(), "\n") {
+			if v, ok := strings.CutPrefix(l, `lazyapi_encryption_config_reloads_total{status="`+status+`"} `); ok {
+				var f float64
+				_, _ = fmt.Sscan(v, &f)
+				return f
+			}
+		}
+		return 0
+	}
+	// A broken file: kept the old configuration.
+	if err := os.WriteFile(file, []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources: [{resources: [secrets], providers: [{aesgcm: {keys: [{name: k, secret: bad}]}}]}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "a failed reload", func() bool { return reloads("failure") > 0 })
+	// The rotation.
+	if err := os.WriteFile(file, []byte(enctest.Config(rule("key2", "key1"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the rotated configuration", func() bool {
+		got, err := tr.Decrypt(context.Background(), "secrets", key, v2)
+		return err == nil && string(got) == "k8s\x00v"
+	})
+	if reloads("success") != 1 {
+		t.Errorf("successful reloads = %v, want 1", reloads("success"))
+	}
+}
+
+// poll waits up to 20 s for cond.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling to a deadline
+	}
 }

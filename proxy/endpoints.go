@@ -109,6 +109,10 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
 			err = errNotReady
 		}
 		checks = append(checks, check{name: "resources", err: err})
+		if e := s.cfg.Encryption; e != nil && e.KMS() {
+			// kube-apiserver's check: the KMS v2 plugins' Status.
+			checks = append(checks, check{name: "kms-providers", err: e.Check(rc)})
+		}
 		if s.baseCtx.Err() != nil {
 			checks = append(checks, check{name: "shutdown", err: errShuttingDown})
 		}

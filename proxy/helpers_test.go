@@ -22,6 +22,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/openapi"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/resource"
 )
@@ -44,13 +45,29 @@ type envOption func(*proxy.Config)
 
 func startEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
-	e := &env{etcd: etcdtest.Start(t), table: resource.NewBuiltin(), ms: metrics.NewSet()}
+	return startEnvWith(t, nil, nil, opts...)
+}
+
+// startEnvWith starts a proxy on etcd and table, or on new ones when nil.
+func startEnvWith(t testing.TB, etcd *etcdtest.Server, table *resource.Table, opts ...envOption) *env {
+	t.Helper()
+	e := &env{etcd: etcd, table: table, ms: metrics.NewSet()}
+	if e.etcd == nil {
+		e.etcd = etcdtest.Start(t)
+	}
 	e.cli = e.etcd.Client
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	oapi := proxy.NewOpenAPI(e.table)
-	if err := e.table.StartCRDSync(ctx, e.cli, "/registry"); err != nil {
-		t.Fatalf("StartCRDSync: %v", err)
+	var oapi *openapi.Service
+	if e.table == nil {
+		e.table = resource.NewBuiltin()
+		oapi = proxy.NewOpenAPI(e.table) // before the sync: it sets the CRD doc builder
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		if err := e.table.StartCRDSync(ctx, e.cli, "/registry"); err != nil {
+			t.Fatalf("StartCRDSync: %v", err)
+		}
+	}
+	if oapi == nil {
+		oapi = proxy.NewOpenAPI(e.table)
 	}
 	cfg := proxy.Config{
 		Client:         e.cli,

@@ -75,6 +75,10 @@ type lister struct {
 	pre           *[]byte   // a sized encoder's items encoded by the size pass, or nil
 	firstComplete bool      // the first page is the whole answer
 	lm            codec.ListMeta
+	// ctx is the request's (for KMS calls); gr the resource's
+	// "resource[.group]" (for decryption).
+	ctx context.Context
+	gr  string
 }
 
 // newPager returns a pager over opts's range from the snapshot or etcd.
@@ -98,15 +102,17 @@ type walkState struct {
 // item unwraps kv and evaluates the filter.
 // kv is the i-th item of pg's last page.
 func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue) (codec.Object, bool, error) {
-	obj, err := l.s.unwrap(l.st.r, kv)
+	cp, cached := pg.(*cachePager)
+	byAttrs := !l.f.empty() && cached && l.attrs && i < len(cp.attrs) && cp.attrs[i].Valid()
+	if byAttrs && !l.f.matchesAttrs(cp.attrs[i]) {
+		return codec.Object{}, false, nil // not decrypted, not unwrapped
+	}
+	obj, err := l.unwrap(kv, cached)
 	if err != nil {
 		return obj, false, err
 	}
-	if l.f.empty() {
+	if l.f.empty() || byAttrs {
 		return obj, true, nil
-	}
-	if cp, ok := pg.(*cachePager); ok && l.attrs && i < len(cp.attrs) && cp.attrs[i].Valid() {
-		return obj, l.f.matchesAttrs(cp.attrs[i]), nil
 	}
 	l.meta.Reset()
 	if err := l.s.schema.PeekMeta(obj, &l.meta); err != nil {
@@ -123,6 +129,19 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue) (codec.Object, bool,
 
 // walk visits the matching items of page and, unless onePage, of the
 // following pages of pg, until limit matches or the end of the range.
+// unwrap decrypts and unwraps kv's value (kv itself is not changed).
+func (l *lister) unwrap(kv *mvccpb.KeyValue, cached bool) (codec.Object, error) {
+	if l.s.cfg.Encryption == nil {
+		return l.s.unwrap(l.st.r, kv)
+	}
+	v, err := l.s.plaintext(l.ctx, l.gr, kv.Key, kv.Value, cached)
+	if err != nil {
+		return codec.Object{}, err
+	}
+	pkv := mvccpb.KeyValue{Key: kv.Key, Value: v, ModRevision: kv.ModRevision}
+	return l.s.unwrap(l.st.r, &pkv)
+}
+
 func (l *lister) walk(ctx context.Context, pg pager, page []*mvccpb.KeyValue, ws *walkState, onePage bool,
 	emit func(obj codec.Object, kv *mvccpb.KeyValue) error) error {
 	for {
@@ -196,7 +215,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState) (*lister, *StatusError) {
 	r, q := st.r, st.q
 	l := &lister{s: s, st: st, prefix: s.listPrefix(r, st.p.Namespace), limit: q.Limit, now: time.Now(),
-		uri: string(rc.RequestURI()), enc: st.enc}
+		uri: string(rc.RequestURI()), enc: st.enc, ctx: ctx, gr: r.GroupResource()}
 	var err error
 	l.f, err = parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
 	if err != nil {

@@ -296,7 +296,14 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 		st.fail(rc, ef, notFoundObject(r, st.p.Name))
 		return
 	}
-	mkv := mvccpb.KeyValue{Key: kv.Key, Value: kv.Value, ModRevision: kv.ModRevision}
+	value, err := s.plaintext(ctx, r.GroupResource(), kv.Key, kv.Value, cached)
+	if err != nil {
+		se, _ := decryptStatus(err)
+		s.log.Error("cannot decrypt stored object", zap.Error(err))
+		st.fail(rc, ef, se)
+		return
+	}
+	mkv := mvccpb.KeyValue{Key: kv.Key, Value: value, ModRevision: kv.ModRevision}
 	obj, err := s.unwrap(r, &mkv)
 	if err != nil {
 		s.log.Error("cannot decode stored object", zap.String("key", key), zap.Error(err))
@@ -335,6 +342,9 @@ func (s *Server) countServed(enc encoder, obj codec.Object, n int) {
 
 // statusOf returns the Status to answer err with.
 func statusOf(err error) *StatusError {
+	if se, ok := decryptStatus(err); ok {
+		return se
+	}
 	var de *decodeError
 	if errors.As(err, &de) {
 		return internalErr(de.Error())

@@ -24,6 +24,7 @@ import (
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/encryption"
 	"github.com/lazyapi/lazyapi/openapi"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
@@ -93,6 +94,13 @@ type Config struct {
 	// kube-apiserver's request attributes (authz.go); a refusal is 403
 	// Forbidden. Nil allows every authenticated request.
 	Authorizer *authz.Chain
+	// Encryption, when set, decrypts values encrypted at rest
+	// (--encryption-provider-config) where they leave etcd or the watch
+	// cache (decrypt.go); its KMS plugins' health is part of /readyz.
+	Encryption *encryption.Transformers
+	// CacheDecrypted says Cache holds decrypted values
+	// (cache.Config.HoldDecrypted, --watch-cache-decrypted).
+	CacheDecrypted bool
 }
 
 // RequestInfo describes a routed resource request, for admission.
@@ -198,7 +206,11 @@ func New(cfg Config) (*Server, error) {
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)
 	s.panics = s.ms.GetOrCreateCounter("lazyapi_handler_panics_total")
 	s.frames = newFrameCache(s.ms, frameCacheBytes)
-	s.render = newRenderCache(s.ms, cfg.Cache)
+	if cfg.Encryption == nil || cfg.CacheDecrypted {
+		// Renderings of decrypted objects would keep plaintext beyond the
+		// request (decrypt.go); --watch-cache-decrypted accepts that.
+		s.render = newRenderCache(s.ms, cfg.Cache)
+	}
 	s.initAuthn()
 	s.openapi = cfg.OpenAPI
 	if s.openapi == nil {

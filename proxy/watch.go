@@ -202,6 +202,7 @@ func (s *Server) newWatch(rc *fasthttp.RequestCtx, st *reqState, accept string) 
 	// The watch's context: its timeout, server shutdown (rc.Done closes
 	// when Shutdown starts), and the end of the stream.
 	w.ctx, w.cancel = context.WithTimeout(s.baseCtx, watchTimeout(q))
+	w.enc.ctx, w.enc.gr = w.ctx, r.GroupResource()
 	shutdown := rc.Done()
 	ctx, cancel := w.ctx, w.cancel
 	go func() {
@@ -443,11 +444,27 @@ type watchEncoder struct {
 	s   *Server
 	r   *resource.Resource
 	enc encoder
+	// For decryption (decrypt.go): the watch's context, the resource's
+	// "resource[.group]", whether events come from the watch cache; failed
+	// is set when a value did not decrypt: the ERROR event went out and
+	// the watch ends.
+	ctx    context.Context
+	gr     string
+	cached bool
+	failed bool
 }
 
 // event appends one ADDED/MODIFIED/DELETED frame for a stored value. A value
 // that cannot be decoded is skipped (logged and counted).
 func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value []byte, rv int64) []byte {
+	value, err := e.s.plaintext(e.ctx, e.gr, s2b(key), value, e.cached)
+	if err != nil {
+		// kube-apiserver's etcd watcher: an ERROR event, then the end.
+		e.failed = true
+		e.s.log.Error("cannot decrypt watch event; ending the watch", zap.Error(err))
+		se, _ := decryptStatus(err)
+		return e.enc.watchStatus(dst, &se.Status)
+	}
 	obj, err := codec.Unwrap(value)
 	if err == nil && obj.Kind == "" {
 		obj.APIVersion, obj.Kind = e.r.APIVersion(), e.r.Kind
@@ -490,6 +507,7 @@ var doneCtx = func() context.Context {
 // initial phase, so the non-blocking Next(doneCtx) decides.
 func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.Watcher) error {
 	defer w.Close()
+	e.cached = true
 	for {
 		ev, err := w.Next(doneCtx)
 		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
@@ -516,6 +534,9 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 				backlog = -1
 			}
 			sw.buf = e.s.frames.appendEvent(sw.buf, e, codecType(ev.Type), ev.Key, ev.Value, ev.Rev, backlog)
+			if e.failed {
+				return nil
+			}
 		}
 		sw.m.events.Inc()
 		if len(sw.buf) >= flushSize {
@@ -579,7 +600,11 @@ func (ew *etcdWatch) match(kv *mvccpb.KeyValue) bool {
 	if ew.f.empty() {
 		return true
 	}
-	obj, err := codec.Unwrap(kv.Value)
+	value, err := ew.s.plaintext(ew.enc.ctx, ew.enc.gr, kv.Key, kv.Value, false)
+	if err != nil {
+		return true // event reports it (an ERROR event) and ends the watch
+	}
+	obj, err := codec.Unwrap(value)
 	if err != nil {
 		return false
 	}
@@ -610,6 +635,9 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 				}
 				sw.buf = e.event(sw.buf, codec.EventAdded, string(kv.Key), kv.Value, kv.ModRevision)
 				sw.m.events.Inc()
+				if e.failed {
+					return nil
+				}
 				if len(sw.buf) >= flushSize {
 					if err := sw.flush(); err != nil {
 						return err
@@ -674,6 +702,9 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 				ew.appendEvent(sw, ev, len(resp.Events)-1-i)
 				last = ev.Kv.ModRevision
 				idle = false
+				if e.failed {
+					return nil
+				}
 			}
 			if len(wch) == 0 || len(sw.buf) >= flushSize {
 				if err := sw.flush(); err != nil {

@@ -124,7 +124,7 @@ func newFrameCache(ms *metrics.Set, maxBytes int64) *frameCache {
 // pending) is frameShareBacklog or more. backlog < 0 means "do not share"
 // (initial events).
 func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, t codec.EventType, key string, value []byte, rev int64, backlog int) []byte {
-	if backlog < 0 || !e.enc.shareable() || c.maxBytes.Load() <= 0 {
+	if backlog < 0 || !e.enc.shareable() || c.maxBytes.Load() <= 0 || e.s.keepsNoPlaintext(value) {
 		return e.event(dst, t, key, value, rev)
 	}
 	k := frameKey{r: e.r, out: e.enc.output(), t: t, rev: rev, key: key}
@@ -161,6 +161,9 @@ func (c *frameCache) encode(f *frame, dst []byte, e *watchEncoder, value []byte)
 	defer close(f.ready)
 	start := len(dst)
 	dst = e.event(dst, f.k.t, f.k.key, value, f.k.rev)
+	if e.failed {
+		return dst // not shared (f.ok false): every watcher meets the failure itself
+	}
 	f.b = append([]byte(nil), dst[start:]...)
 	f.ok = true
 	c.mu.Lock()

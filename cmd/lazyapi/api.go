@@ -35,16 +35,27 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		return fmt.Errorf("cannot load CustomResourceDefinitions from etcd: %w", err)
 	}
 
+	// 4b. Encryption at rest (KMS connections closed last).
+	enc, err := c.encryption.open(lg.Named("encryption"), pt.metrics)
+	if err != nil {
+		return err
+	}
+	if enc != nil {
+		defer enc.Close()
+	}
+
 	// 5. Watch cache (closed after the server has drained).
 	var wc *cache.Cache
 	if c.watchCache {
 		var err error
 		wc, err = cache.New(cache.Config{
-			Client:      cli,
-			Logger:      lg.Named("cache"),
-			Metrics:     pt.metrics,
-			MemoryBytes: c.cacheBytes,
-			Sizes:       c.cacheSizes,
+			Client:        cli,
+			Logger:        lg.Named("cache"),
+			Metrics:       pt.metrics,
+			MemoryBytes:   c.cacheBytes,
+			Sizes:         c.cacheSizes,
+			Decrypt:       cacheDecrypt(enc),
+			HoldDecrypted: c.encryption.cacheDecrypted,
 		})
 		if err != nil {
 			return fmt.Errorf("cannot create the watch cache: %w", err)
@@ -83,6 +94,8 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		Profiling:      c.profiling,
 		OpenAPI:        oapi,
 		Authorizer:     authorizer,
+		Encryption:     enc,
+		CacheDecrypted: c.encryption.cacheDecrypted,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)

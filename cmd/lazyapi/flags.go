@@ -43,6 +43,7 @@ type config struct {
 	watchCache     bool             // --watch-cache
 	cacheSizes     map[string]int   // --watch-cache-sizes, by resource[.group]
 	cacheBytes     int64            // --watch-cache-memory; derived from --memory-limit when 0
+	encryption     encryptionFlags  // --encryption-provider-config[-automatic-reload], --watch-cache-decrypted
 	dataDir        string
 	demo           bool
 	serving        servingFlags // --secure-port, --tls-*, --client-ca-file, --token-auth-file, --anonymous-auth
@@ -126,6 +127,7 @@ func parseFlags(args []string) (*config, error) {
 		"Byte budget of the watch cache: values, index and history of all cached resources (quantity). 0 = a quarter of --memory-limit (of 1Gi when unset).")
 	fs.BoolVar(&c.profiling, "profiling", false,
 		"Serve Go profiles at /debug/pprof/ (authenticated like /metrics). Default false (kube-apiserver's is true).")
+	c.encryption.addFlags(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error. Logs are JSON on stderr.")
 	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir(),
 		"Data directory of the embedded etcd (used only without --etcd-servers).")
@@ -201,6 +203,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if len(c.etcdServers) == 0 && strings.TrimSpace(c.dataDir) == "" {
 		return nil, usageErrorf("invalid --data-dir: must not be empty when --etcd-servers is not set")
+	}
+	if err := c.encryption.validate(); err != nil {
+		return nil, err
 	}
 	if err := c.serving.validate(c.port); err != nil {
 		return nil, err

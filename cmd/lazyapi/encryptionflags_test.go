@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lazyapi/lazyapi/internal/enctest"
+	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/storagefmt"
+)
+
+func TestEncryptionFlagErrors(t *testing.T) {
+	checkFlagErrors(t, []flagErrorCase{
+		{[]string{"--encryption-provider-config-automatic-reload"}, "--encryption-provider-config"},
+		{[]string{"--watch-cache-decrypted"}, "--encryption-provider-config"},
+	})
+	c, err := parseFlags([]string{"--encryption-provider-config=/x.yaml", "--encryption-provider-config-automatic-reload", "--watch-cache-decrypted"})
+	if err != nil || c.encryption != (encryptionFlags{file: "/x.yaml", reload: true, cacheDecrypted: true}) {
+		t.Fatalf("parseFlags = %+v, %v", c, err)
+	}
+}
+
+// TestRunEncryption: lazyapi started with --encryption-provider-config
+// serves a Secret kube-apiserver's aesgcm transformer encrypted; a KMS v1
+// configuration or a missing file is a start-up error naming the flag.
+func TestRunEncryption(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := enctest.WriteFile(dir, "enc.yaml", enctest.Config(enctest.Rule{Resources: "secrets",
+		Providers: []string{enctest.Provider("aesgcm", "", "k1"), enctest.Provider("identity", "")}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := enctest.NewWriter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	etcd := etcdtest.Start(t)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s1", Namespace: "ns", UID: "u1"}, Data: map[string][]byte{"k": []byte("v")}}
+	plain, err := storagefmt.Protobuf(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := storagefmt.Key("/registry", "secrets", "ns", "s1")
+	enc, err := w.Encrypt("secrets", key, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.Client.Put(context.Background(), key, string(enc)); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, bad := range []struct{ name, content, want string }{
+		{"kmsv1.yaml", "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n  - resources: [secrets]\n    providers:\n      - kms:\n          name: p\n          endpoint: unix:///tmp/x.sock\n", "apiVersion v1"},
+		{"", "", "no such file"},
+	} {
+		file := dir + "/missing.yaml"
+		if bad.name != "" {
+			if file, err = enctest.WriteFile(dir, bad.name, bad.content); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := run(context.Background(), []string{"--etcd-servers=" + etcd.Endpoint, "--port=0", "--encryption-provider-config=" + file}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--encryption-provider-config") || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("run with %s = %v, want a start-up error naming the flag and %q", file, err, bad.want)
+		}
+	}
+
+	for _, extra := range [][]string{nil, {"--watch-cache-decrypted"}, {"--watch-cache=false"}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		sink := &logSink{serving: make(chan string, 1)}
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, append([]string{"--etcd-servers=" + etcd.Endpoint, "--port=0", "--encryption-provider-config=" + cfg}, extra...), io.Discard, sink)
+		}()
+		var url string
+		select {
+		case url = <-sink.serving:
+		case err := <-done:
+			t.Fatalf("run returned before serving: %v\n%s", err, sink)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("run did not serve within 60s\n%s", sink)
+		}
+		for _, p := range []string{"/api/v1/namespaces/ns/secrets/s1", "/api/v1/secrets"} {
+			resp, err := http.Get(url + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"k":"dg=="`)) {
+				t.Errorf("%v GET %s: %s %s", extra, p, resp.Status, body)
+			}
+			var v map[string]any
+			if json.Unmarshal(body, &v) != nil {
+				t.Errorf("GET %s: not JSON", p)
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run = %v", err)
+		}
+	}
+}
