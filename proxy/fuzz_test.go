@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/lazyapi/lazyapi/authz"
 )
 
 // FuzzParseRequest feeds request parsing (path, query, continue token,
@@ -19,12 +22,24 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add("/api/v1/namespaces/ns/configmaps", "continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NDIsInN0YXJ0IjoiY20tMVx1MDAwMCJ9",
 		"eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NDIsInN0YXJ0IjoiY20tMVx1MDAwMCJ9", "app in (a,b),!c", "spec.nodeName!=n",
 		"application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
-	f.Fuzz(func(t *testing.T, path, query, token, labelSel, fieldSel, accept string) {
-		if p, ok := parsePath(path); ok {
-			if p.Version == "" || p.Resource == "" || strings.Contains(p.Name, "/") || strings.Contains(p.Namespace, "/") {
-				t.Fatalf("parsePath(%q) accepted %+v", path, p)
-			}
-		}
+	// Paths that must never leave their namespace (issue 10 item 5).
+	for _, p := range []string{
+		"/api/v1/namespaces/a/configmaps/..%2F..%2Fb%2Fsecrets",
+		"/api/v1/namespaces/a%2F..%2Fb/secrets",
+		"/api/v1/namespaces/a/secrets/..%2F..%2Fb%2Fsecrets%2Fs",
+		"/api/v1/namespaces/a/../b/secrets",
+		"/api/v1/namespaces/a/secrets/%2E%2E",
+		"/api/v1/namespaces//configmaps",
+		"/api/v1/namespaces/a/configmaps/x%25y",
+		"//api/v1/namespaces/b/secrets",
+		"/apis/apps/v1/namespaces/a/deployments/d/status",
+		"/api/v1/namespaces/a/pods/p/proxy/x/../../y",
+		"/api/v1/watch/namespaces/a/secrets/s",
+	} {
+		f.Add(p, "", "", "", "", "")
+	}
+	f.Fuzz(func(t *testing.T, target, query, token, labelSel, fieldSel, accept string) {
+		checkPath(t, target)
 		var args fasthttp.Args
 		args.Parse(query)
 		q, err := parseParams(func(fn func(k, v []byte)) { args.VisitAll(fn) })
@@ -73,4 +88,100 @@ func FuzzParseRequest(f *testing.F) {
 		_ = errorFormat(accept)
 		_ = wantsAggregated(accept)
 	})
+}
+
+// checkPath holds lazyapi's path handling against kube-apiserver's: the path
+// is Go's URL.Path of the request target, and a path lazyapi routes has the
+// namespace and name kube-apiserver's RequestInfoFactory gives it.
+func checkPath(t *testing.T, target string) {
+	path, ok := decodePath([]byte(target))
+	u, err := url.ParseRequestURI(target)
+	if ok != (err == nil) || (ok && path != u.Path) {
+		t.Fatalf("decodePath(%q) = %q, %v; Go's server: %v, %v", target, path, ok, u, err)
+	}
+	if !ok {
+		return
+	}
+	p, ok := parsePath(path)
+	if !ok {
+		return
+	}
+	ns, name, sub, isResource := kubeRequestInfo(path)
+	if !isResource || p.Namespace != ns || p.Name != name || p.Subresource != sub {
+		t.Fatalf("parsePath(%q) = ns %q name %q sub %q; kube-apiserver: ns %q name %q sub %q resource %v",
+			path, p.Namespace, p.Name, p.Subresource, ns, name, sub, isResource)
+	}
+	if p.Version == "" || p.Resource == "" || strings.Contains(p.Name, "/") || strings.Contains(p.Namespace, "/") {
+		t.Fatalf("parsePath(%q) accepted %+v", path, p)
+	}
+	// What is authorized is what is served.
+	var a authz.Attributes
+	var q fasthttp.Args
+	requestAttributes(&a, "GET", path, &q)
+	wantNS := p.Namespace
+	if p.Resource == "namespaces" && !p.InNamespace {
+		wantNS = p.Name
+	}
+	if !a.ResourceRequest || a.Namespace != wantNS || a.Name != p.Name || a.Resource != p.Resource ||
+		a.Subresource != p.Subresource || a.APIGroup != p.Group || a.APIVersion != p.Version {
+		t.Fatalf("parsePath(%q) = %+v; authorized as %+v", path, p, a)
+	}
+}
+
+// kubeRequestInfo is the path part of k8s.io/apiserver v0.37.2
+// pkg/endpoints/request/requestinfo.go NewRequestInfo, line for line, for a
+// GET (APIPrefixes api and apis, GrouplessAPIPrefixes api).
+func kubeRequestInfo(path string) (namespace, name, subresource string, resource bool) {
+	trimmed := strings.Trim(path, "/")
+	var currentParts []string
+	if trimmed != "" {
+		currentParts = strings.Split(trimmed, "/")
+	}
+	if len(currentParts) < 3 {
+		return "", "", "", false
+	}
+	if currentParts[0] != "api" && currentParts[0] != "apis" {
+		return "", "", "", false
+	}
+	prefix := currentParts[0]
+	currentParts = currentParts[1:]
+	if prefix != "api" {
+		if len(currentParts) < 3 {
+			return "", "", "", false
+		}
+		currentParts = currentParts[1:]
+	}
+	currentParts = currentParts[1:] // version
+	verb := "get"
+	if currentParts[0] == "watch" || currentParts[0] == "proxy" {
+		if len(currentParts) < 2 {
+			return "", "", "", false
+		}
+		verb = currentParts[0]
+		currentParts = currentParts[1:]
+	}
+	nsObject := false
+	if currentParts[0] == "namespaces" {
+		if len(currentParts) > 1 {
+			namespace = currentParts[1]
+			if len(currentParts) > 2 && currentParts[2] != "status" && currentParts[2] != "finalize" {
+				currentParts = currentParts[2:]
+			} else {
+				nsObject = true
+			}
+		}
+	}
+	switch {
+	case len(currentParts) >= 3 && verb != "proxy":
+		subresource = currentParts[2]
+		fallthrough
+	case len(currentParts) >= 2:
+		name = currentParts[1]
+	}
+	// namespaces/{name}: RequestInfo has the name as namespace too;
+	// lazyapi's apiPath names the namespace object without one.
+	if nsObject {
+		namespace = ""
+	}
+	return namespace, name, subresource, true
 }

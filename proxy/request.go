@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -19,47 +20,105 @@ const (
 // apiPath is a parsed /api or /apis resource path.
 type apiPath struct {
 	Group, Version, Resource, Namespace, Name, Subresource string
+	// InNamespace is true when the path had namespaces/{namespace}/ before
+	// the resource, even an empty one: kube-apiserver routes
+	// /namespaces//configmaps to the namespaced list handler with
+	// namespace "", which lists every namespace.
+	InNamespace bool
 	// Watch is true for the legacy /watch/ paths.
 	Watch bool
+	// Rest is what follows a proxy subresource (pods/NAME/proxy/REST).
+	Rest string
 }
 
-// parsePath parses a resource path:
+// decodePath returns the path of a request as Go's net/http server hands it
+// to kube-apiserver (url.ParseRequestURI's URL.Path): percent-decoded once,
+// with "." and ".." segments, repeated slashes and decoded "%2F" kept as
+// they are. kube-apiserver routes on that path (RequestInfoFactory,
+// go-restful's CurlyRouter) and etcd keys are literal, so no request can
+// name another namespace's key by a traversal; fasthttp's default
+// normalisation (decode, then resolve "..") would have let
+// /api/v1/namespaces/a/secrets/..%2F..%2Fb%2Fsecrets read namespace b.
+// ok=false means Go's server refuses the request line (400 Bad Request).
+func decodePath(uri []byte) (path string, ok bool) {
+	// Fast path: an origin-form target without escapes or control bytes is
+	// its own path.
+	if len(uri) > 0 && uri[0] == '/' && (len(uri) == 1 || uri[1] != '/') {
+		end := len(uri)
+		plain := true
+		for i, c := range uri {
+			if c == '?' {
+				end = i
+				break
+			}
+			if c == '%' || c < 0x20 || c == 0x7f {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return string(uri[:end]), true
+		}
+	}
+	u, err := url.ParseRequestURI(string(uri))
+	if err != nil {
+		return "", false
+	}
+	return u.Path, true
+}
+
+// splitPath splits a path as kube-apiserver's RequestInfoFactory and
+// go-restful's tokenizer (TrimRightSlashEnabled) do: outer slashes trimmed,
+// inner empty segments kept.
+func splitPath(path string) []string {
+	path = strings.Trim(path, "/")
+	if path == "" {
+		return nil
+	}
+	return strings.Split(path, "/")
+}
+
+// parsePath parses a decoded resource path (see decodePath) as
+// kube-apiserver's RequestInfoFactory does, keeping only the shapes its
+// go-restful routes match:
 //
 //	/api/v1/[watch/][namespaces/{ns}/]{resource}[/{name}[/{subresource}]]
 //	/apis/{group}/{version}/[watch/][namespaces/{ns}/]{resource}[/{name}[/{subresource}]]
 //
-// /api/v1/namespaces/{name}[/status|/finalize] names the namespace itself,
-// as in kube-apiserver's RequestInfoFactory. ok=false means the path is not a
-// resource path (discovery or unknown).
+// plus {resource}/{name}/proxy/{rest...}. /api/v1/namespaces/{name}[/status|
+// /finalize] names the namespace itself. Segments are not cleaned: a "." or
+// ".." is a name like any other (refused later by validName) and an empty
+// namespace segment is namespace "". ok=false means the path is not a
+// resource path kube-apiserver routes (discovery, or 404).
 func parsePath(path string) (p apiPath, ok bool) {
-	rest, found := strings.CutPrefix(path, "/api/")
-	if found {
-		p.Version, rest, _ = strings.Cut(rest, "/")
-	} else if rest, found = strings.CutPrefix(path, "/apis/"); found {
-		p.Group, rest, _ = strings.Cut(rest, "/")
-		p.Version, rest, _ = strings.Cut(rest, "/")
+	// The web service roots (/api/v1, /apis/{group}/{version}) are
+	// matched on the path itself, as kube-apiserver's director does.
+	var rest string
+	if r, found := strings.CutPrefix(path, "/api/"); found {
+		p.Version, rest, _ = strings.Cut(r, "/")
+	} else if r, found = strings.CutPrefix(path, "/apis/"); found {
+		p.Group, r, _ = strings.Cut(r, "/")
+		p.Version, rest, _ = strings.Cut(r, "/")
 		if p.Group == "" {
 			return p, false
 		}
 	} else {
 		return p, false
 	}
-	rest = strings.TrimSuffix(rest, "/")
-	if p.Version == "" || rest == "" {
+	parts := splitPath(rest)
+	if p.Version == "" || len(parts) == 0 {
 		return p, false
 	}
-	parts := strings.Split(rest, "/")
-	for _, s := range parts {
-		if s == "" || s == "." || s == ".." {
-			return p, false
-		}
+	if parts[0] == "proxy" {
+		// RequestInfoFactory's other special verb: no route serves it.
+		return p, false
 	}
 	if parts[0] == "watch" {
 		p.Watch = true
 		parts = parts[1:]
-	}
-	if len(parts) == 0 {
-		return p, false
+		if len(parts) == 0 {
+			return p, false
+		}
 	}
 	if parts[0] == "namespaces" && len(parts) > 1 {
 		if len(parts) == 2 || parts[2] == "status" || parts[2] == "finalize" {
@@ -68,24 +127,51 @@ func parsePath(path string) (p apiPath, ok bool) {
 			if len(parts) > 2 {
 				p.Subresource = parts[2]
 			}
-			return p, len(parts) <= 3
+			return p, len(parts) <= 3 && !(p.Watch && p.Subresource != "")
 		}
-		p.Namespace = parts[1]
+		p.Namespace, p.InNamespace = parts[1], true
 		parts = parts[2:]
 	}
-	switch len(parts) {
-	case 3:
+	switch {
+	case len(parts) > 3 && parts[2] == "proxy" && !p.Watch:
+		p.Rest = strings.Join(parts[3:], "/")
+		parts = parts[:3]
+		fallthrough
+	case len(parts) == 3 && !p.Watch:
 		p.Subresource = parts[2]
 		fallthrough
-	case 2:
+	case len(parts) == 2:
 		p.Name = parts[1]
 		fallthrough
-	case 1:
+	case len(parts) == 1:
 		p.Resource = parts[0]
 	default:
 		return p, false
 	}
-	return p, true
+	return p, p.Resource != ""
+}
+
+// validName returns kube-apiserver's 400 for a name its registry refuses
+// (NamespaceKeyFunc, NoNamespaceKeyFunc: path.IsValidPathSegmentName), or
+// nil.
+func validName(name string) error {
+	if name == "" {
+		return badf("name must be provided")
+	}
+	var msgs []string
+	if name == "." || name == ".." {
+		msgs = append(msgs, fmt.Sprintf("may not be '%s'", name))
+	} else {
+		for _, c := range []string{"/", "%"} {
+			if strings.Contains(name, c) {
+				msgs = append(msgs, fmt.Sprintf("may not contain '%s'", c))
+			}
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return badf("Name parameter invalid: %q: %s", name, strings.Join(msgs, ";"))
 }
 
 // Params are the query parameters of a GET, LIST or WATCH, validated as

@@ -14,16 +14,16 @@ func TestParsePath(t *testing.T) {
 		ok   bool
 	}{
 		{"/api/v1/configmaps", apiPath{Version: "v1", Resource: "configmaps"}, true},
-		{"/api/v1/namespaces/ns/configmaps", apiPath{Version: "v1", Namespace: "ns", Resource: "configmaps"}, true},
-		{"/api/v1/namespaces/ns/configmaps/cm", apiPath{Version: "v1", Namespace: "ns", Resource: "configmaps", Name: "cm"}, true},
-		{"/api/v1/namespaces/ns/pods/p/status", apiPath{Version: "v1", Namespace: "ns", Resource: "pods", Name: "p", Subresource: "status"}, true},
+		{"/api/v1/namespaces/ns/configmaps", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps"}, true},
+		{"/api/v1/namespaces/ns/configmaps/cm", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps", Name: "cm"}, true},
+		{"/api/v1/namespaces/ns/pods/p/status", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Name: "p", Subresource: "status"}, true},
 		{"/api/v1/namespaces", apiPath{Version: "v1", Resource: "namespaces"}, true},
 		{"/api/v1/namespaces/kube-system", apiPath{Version: "v1", Resource: "namespaces", Name: "kube-system"}, true},
 		{"/api/v1/namespaces/kube-system/status", apiPath{Version: "v1", Resource: "namespaces", Name: "kube-system", Subresource: "status"}, true},
 		{"/api/v1/nodes/n1", apiPath{Version: "v1", Resource: "nodes", Name: "n1"}, true},
-		{"/api/v1/watch/namespaces/ns/pods", apiPath{Version: "v1", Namespace: "ns", Resource: "pods", Watch: true}, true},
+		{"/api/v1/watch/namespaces/ns/pods", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Watch: true}, true},
 		{"/apis/apps/v1/deployments", apiPath{Group: "apps", Version: "v1", Resource: "deployments"}, true},
-		{"/apis/apps/v1/namespaces/ns/deployments/d", apiPath{Group: "apps", Version: "v1", Namespace: "ns", Resource: "deployments", Name: "d"}, true},
+		{"/apis/apps/v1/namespaces/ns/deployments/d", apiPath{Group: "apps", Version: "v1", Namespace: "ns", InNamespace: true, Resource: "deployments", Name: "d"}, true},
 		{"/apis/example.com/v1/watch/widgets", apiPath{Group: "example.com", Version: "v1", Resource: "widgets", Watch: true}, true},
 		{"/apis/apps/v1/", apiPath{}, false},
 		{"/apis/apps/v1", apiPath{}, false},
@@ -32,8 +32,16 @@ func TestParsePath(t *testing.T) {
 		{"/api", apiPath{}, false},
 		{"/version", apiPath{}, false},
 		{"/api/v1/namespaces/ns/configmaps/cm/status/extra", apiPath{}, false},
-		{"/api/v1/namespaces//configmaps", apiPath{}, false},
-		{"/api/v1/namespaces/ns/configmaps/..", apiPath{}, false},
+		// Segments are kept as kube-apiserver's RequestInfoFactory keeps
+		// them: an empty namespace, "." and ".." names (refused later).
+		{"/api/v1/namespaces//configmaps", apiPath{Version: "v1", InNamespace: true, Resource: "configmaps"}, true},
+		{"/api/v1/namespaces/ns/configmaps/..", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps", Name: ".."}, true},
+		{"/api/v1/namespaces/ns/configmaps/../../x/secrets", apiPath{}, false},
+		{"/api/v1/namespaces/ns/configmaps/cm/", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps", Name: "cm"}, true},
+		{"/api/v1/namespaces/ns/pods//status", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Subresource: "status"}, true},
+		{"/api/v1/namespaces/ns/pods/p/proxy/a/b", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Name: "p", Subresource: "proxy", Rest: "a/b"}, true},
+		{"/api/v1/watch/namespaces/ns/pods/p/status", apiPath{}, false},
+		{"//api/v1/namespaces/ns/configmaps", apiPath{}, false},
 		{"/api/v1/watch", apiPath{}, false},
 	}
 	for _, tt := range tests {

@@ -95,14 +95,19 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 	if p.Name == "" {
 		st.verb = "list"
 	}
+	r, ok := s.cfg.Resources.Lookup(p.Group, p.Version, p.Resource)
+	if ok && routed(r, &p) && r.Subresource(p.Subresource) == resource.SubConnect {
+		// Any method: kubectl exec and attach POST.
+		st.r, st.verb = r, "connect"
+		st.fail(rc, ef, connectNotServed(r, &p))
+		return
+	}
 	if !rc.IsGet() && !rc.IsHead() {
 		st.verb = string(rc.Method())
 		st.fail(rc, ef, methodNotAllowed(string(rc.Method())))
 		return
 	}
-	r, ok := s.cfg.Resources.Lookup(p.Group, p.Version, p.Resource)
-	if !ok || (p.Subresource != "" && p.Subresource != "status") ||
-		(p.Namespace != "" && !r.Namespaced) || (p.Name != "" && r.Namespaced && p.Namespace == "") {
+	if !ok || !routed(r, &p) {
 		st.fail(rc, ef, notFoundPath())
 		return
 	}
@@ -111,6 +116,13 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		// kube-apiserver adds a deprecated version's warning to every
 		// response of the resource's routes, errors included.
 		rc.Response.Header.Add("Warning", r.Warning)
+	}
+	if r.Subresource(p.Subresource) == resource.SubCreateOnly {
+		// go-restful has a POST route only.
+		st.fail(rc, ef, &StatusError{Status: codec.Status{Code: 405, Reason: "MethodNotAllowed",
+			Message: "the server does not allow this method on the requested resource",
+			Details: &codec.StatusDetails{Causes: []codec.StatusCause{{Type: "UnexpectedServerResponse", Message: "405: Method Not Allowed"}}}}})
+		return
 	}
 	if !r.Servable() {
 		// lazyapi serves bytes as stored and does not convert between
@@ -129,6 +141,18 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		return
 	}
 	st.q = q
+	if !p.Watch && !q.Watch && (p.Name != "" || p.Subresource != "") {
+		// The registry's key function (NamespaceKeyFunc,
+		// NoNamespaceKeyFunc) refuses these before reading.
+		if p.InNamespace && p.Namespace == "" {
+			st.fail(rc, ef, badRequestErr("Namespace parameter required."))
+			return
+		}
+		if err := validName(p.Name); err != nil {
+			st.fail(rc, ef, badRequestErr(err.Error()))
+			return
+		}
+	}
 	if p.Watch || q.Watch {
 		st.verb = "watch"
 		s.serveWatch(rc, st, accept, ef)
@@ -170,7 +194,7 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		st.fail(rc, ef, se)
 		return
 	}
-	if p.Name != "" {
+	if p.Name != "" || p.Subresource != "" {
 		defer cancel()
 		s.serveGet(ctx, rc, st, ef)
 		return
@@ -188,6 +212,27 @@ func (s *Server) cacheServesAny(r *resource.Resource, q Params) bool {
 	}
 	cr := s.cacheResource(r)
 	return cr != nil && cr.Ready()
+}
+
+// routed reports whether kube-apiserver registers a route for p (a GET on
+// it): go-restful answers the others 404 before any handler runs.
+func routed(r *resource.Resource, p *apiPath) bool {
+	named := p.Name != "" || p.Subresource != ""
+	switch {
+	case p.InNamespace && !r.Namespaced:
+		return false // no namespaces/{namespace}/nodes
+	case named && r.Namespaced && !p.InNamespace:
+		return false // no configmaps/{name} across namespaces
+	case p.Subresource == "":
+		return p.Rest == ""
+	}
+	switch r.Subresource(p.Subresource) {
+	case resource.SubNone:
+		return false
+	case resource.SubConnect:
+		return p.Subresource == "proxy" || p.Rest == ""
+	}
+	return p.Rest == ""
 }
 
 // tooManyRequests is kube-apiserver's 429 for a refused admission. An

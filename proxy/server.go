@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,10 +224,21 @@ func New(cfg Config) (*Server, error) {
 		NoDefaultContentType:          true,
 		DisableHeaderNamesNormalizing: false,
 		MaxRequestBodySize:            1 << 20,
-		ReadTimeout:                   30 * time.Second, // reading a request; --request-timeout bounds serving it
-		IdleTimeout:                   90 * time.Second,
-		Logger:                        fasthttpLogger{cfg.Logger},
-		CloseOnShutdown:               true,
+		// Request headers up to what Go's server accepts for
+		// kube-apiserver (MaxHeaderBytes 1 MiB, plus the 4 KiB Go adds):
+		// long label selectors, large OIDC tokens. fasthttp needs the
+		// whole header in its read buffer, so the buffer is that large;
+		// ReduceMemoryUsage takes it only while a request is being read
+		// (not while a connection is idle or its response is written),
+		// so idle connections cost no more than before (bench/RESULTS.md
+		// ## request headers).
+		ReadBufferSize:    maxHeaderBytes,
+		ReduceMemoryUsage: true,
+		ErrorHandler:      goErrorHandler,
+		ReadTimeout:       30 * time.Second, // reading a request; --request-timeout bounds serving it
+		IdleTimeout:       90 * time.Second,
+		Logger:            fasthttpLogger{cfg.Logger},
+		CloseOnShutdown:   true,
 	}
 	return s, nil
 }
@@ -234,7 +246,7 @@ func New(cfg Config) (*Server, error) {
 // Serve accepts connections on ln until Shutdown. It returns nil after
 // Shutdown, else the listener's error.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.srv.Serve(ln)
+	err := s.srv.Serve(gateListener{ln})
 	if s.baseCtx.Err() != nil {
 		return nil
 	}
@@ -261,6 +273,31 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Store returns the server's etcd store (for the cache and tests).
 func (s *Server) Store() *store.Store { return s.store }
 
+// maxHeaderBytes is Go's limit on a request's line and headers for
+// kube-apiserver: http.Server.MaxHeaderBytes 1 << 20 (k8s.io/apiserver
+// SecureServingInfo) plus the 4096 bytes net/http allows on top.
+const maxHeaderBytes = 1<<20 + 4096
+
+// goErrorHandler answers requests fasthttp cannot parse as Go's server
+// (kube-apiserver's) does: a plain-text status line as body.
+func goErrorHandler(rc *fasthttp.RequestCtx, err error) {
+	code := fasthttp.StatusBadRequest
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.As(err, &small):
+		code = fasthttp.StatusRequestHeaderFieldsTooLarge
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		code = fasthttp.StatusRequestEntityTooLarge
+	case errors.As(err, &ne) && ne.Timeout():
+		code = fasthttp.StatusRequestTimeout
+	}
+	rc.Response.Reset()
+	rc.SetStatusCode(code)
+	rc.SetContentType("text/plain; charset=utf-8")
+	rc.SetBodyString(strconv.Itoa(code) + " " + fasthttp.StatusMessage(code))
+}
+
 type fasthttpLogger struct{ l *zap.Logger }
 
 func (l fasthttpLogger) Printf(format string, args ...any) {
@@ -270,7 +307,23 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 // handle is the fasthttp handler: it dispatches on the path.
 func (s *Server) handle(rc *fasthttp.RequestCtx) {
 	defer s.recoverPanic(rc)
-	path := string(rc.Path())
+	if rc.Request.Header.ContentLength() == -1 {
+		// A chunked body turned the connection's headerGate off: the
+		// connection ends with this response (set last: writeStatus resets
+		// the response's headers).
+		defer rc.SetConnectionClose()
+	}
+	path, ok := decodePath(rc.RequestURI())
+	if !ok {
+		// What Go's server (kube-apiserver's) answers a request line it
+		// cannot parse; the handler never sees it.
+		rc.Response.Reset()
+		rc.SetStatusCode(fasthttp.StatusBadRequest)
+		rc.SetContentType("text/plain; charset=utf-8")
+		rc.SetBodyString("400 Bad Request")
+		rc.SetConnectionClose()
+		return
+	}
 	if !publicPath(path) && (!s.authenticate(rc) || !s.authorize(rc, path)) {
 		return
 	}

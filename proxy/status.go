@@ -39,6 +39,17 @@ func methodNotAllowed(method string) *StatusError {
 		Details: &codec.StatusDetails{}}}
 }
 
+// connectNotServed answers the subresources that connect to a kubelet, a
+// pod or a service (log, exec, attach, portforward, proxy): lazyapi serves
+// only what is stored in etcd, so it names where to send them instead.
+func connectNotServed(r *resource.Resource, p *apiPath) *StatusError {
+	what := r.GroupResource() + "/" + p.Subresource
+	return &StatusError{Status: codec.Status{Code: 405, Reason: "MethodNotAllowed",
+		Message: fmt.Sprintf("%s is not served by lazyapi, which serves only the objects stored in etcd, read-only: "+
+			"send log, exec, attach, portforward and proxy requests to kube-apiserver", what),
+		Details: &codec.StatusDetails{Name: p.Name, Group: r.Group, Kind: r.Resource}}}
+}
+
 func notAcceptable() *StatusError {
 	return statusErr(406, "NotAcceptable",
 		"only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")

@@ -355,6 +355,7 @@ func watchHangup(conn net.Conn, cancel context.CancelFunc) {
 	if conn == nil {
 		return
 	}
+	conn = unwrapConn(conn)
 	var b [64]byte
 	for {
 		_, err := conn.Read(b[:])

@@ -46,6 +46,8 @@ type crdVersion struct {
 	selectable []string
 	// warning is the version's deprecation Warning header, or "".
 	warning string
+	status  bool
+	scale   *ScalePaths
 }
 
 // resources returns one Resource per served version.
@@ -69,6 +71,8 @@ func (c *crd) resources() []*Resource {
 			FieldSelectors:   v.selectable,
 			Columns:          v.columns,
 			Warning:          v.warning,
+			Scale:            v.scale,
+			statusSub:        v.status,
 			fieldStyle:       fieldsListed,
 			noNamespaceField: !c.namespaced,
 		})
@@ -109,9 +113,11 @@ type crdJSON struct {
 			DeprecationWarning       *string           `json:"deprecationWarning"`
 			AdditionalPrinterColumns []columnJSON      `json:"additionalPrinterColumns"`
 			SelectableFields         []selectableField `json:"selectableFields"`
+			Subresources             *subresourcesJSON `json:"subresources"`
 		} `json:"versions"`
 		AdditionalPrinterColumns []columnJSON      `json:"additionalPrinterColumns"`
 		SelectableFields         []selectableField `json:"selectableFields"`
+		Subresources             *subresourcesJSON `json:"subresources"`
 	} `json:"spec"`
 	Status struct {
 		Conditions []struct {
@@ -139,6 +145,27 @@ type columnJSON struct {
 	Priority    int32  `json:"priority"`
 	JSONPath    string `json:"jsonPath"`
 	JSONPathV1b string `json:"JSONPath"`
+}
+
+// subresourcesJSON is a CRD's spec.subresources (v1beta1) or
+// spec.versions[].subresources.
+type subresourcesJSON struct {
+	Status *struct{} `json:"status"`
+	Scale  *struct {
+		SpecReplicasPath   string `json:"specReplicasPath"`
+		StatusReplicasPath string `json:"statusReplicasPath"`
+		LabelSelectorPath  string `json:"labelSelectorPath"`
+	} `json:"scale"`
+}
+
+func (s *subresourcesJSON) apply(v *crdVersion) {
+	if s == nil {
+		return
+	}
+	v.status = s.Status != nil
+	if sc := s.Scale; sc != nil {
+		v.scale = &ScalePaths{SpecReplicas: sc.SpecReplicasPath, StatusReplicas: sc.StatusReplicasPath, LabelSelector: sc.LabelSelectorPath}
+	}
 }
 
 type selectableField struct {
@@ -197,6 +224,7 @@ func parseCRD(value []byte) (*crd, error) {
 	if len(in.Spec.Versions) == 0 && in.Spec.Version != "" {
 		c.storageVersion = in.Spec.Version
 		c.versions = []crdVersion{{name: in.Spec.Version, columns: topColumns, selectable: topSelectable}}
+		in.Spec.Subresources.apply(&c.versions[0])
 	}
 	specs := make([]crdVersionSpec, len(in.Spec.Versions))
 	for i, v := range in.Spec.Versions {
@@ -221,6 +249,11 @@ func parseCRD(value []byte) (*crd, error) {
 		}
 		if cv.selectable == nil {
 			cv.selectable = topSelectable
+		}
+		if v.Subresources != nil {
+			v.Subresources.apply(&cv)
+		} else {
+			in.Spec.Subresources.apply(&cv)
 		}
 		c.versions = append(c.versions, cv)
 	}

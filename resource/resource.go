@@ -81,6 +81,11 @@ type Resource struct {
 	// (deprecation.go).
 	Warning string
 
+	// Scale is a custom resource's scale subresource (nil: none).
+	Scale *ScalePaths
+
+	// statusSub: a custom resource with the status subresource.
+	statusSub bool
 	// fieldStyle selects the field label rules and error message;
 	// noNamespaceField is set when metadata.namespace is refused.
 	fieldStyle       fieldStyle
