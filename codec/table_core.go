@@ -30,10 +30,9 @@ func corePrinters(c stdColumns) []printerDef {
 			metav1.TableColumnDefinition{Name: "Status", Type: "string", Description: "The status of the namespace"},
 			c.age,
 		),
-		def("", "serviceaccounts", serviceAccountCells, c.name,
-			metav1.TableColumnDefinition{Name: "Secrets", Type: "string", Description: corev1.ServiceAccount{}.SwaggerDoc()["secrets"]},
-			c.age,
-		),
+		// kube-apiserver v1.37 prints no SECRETS column (removed with the
+		// legacy service account token secrets).
+		def("", "serviceaccounts", serviceAccountCells, c.name, c.age),
 		def("", "services", serviceCells, c.name,
 			metav1.TableColumnDefinition{Name: "Type", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["type"]},
 			metav1.TableColumnDefinition{Name: "Cluster-IP", Type: "string", Description: corev1.ServiceSpec{}.SwaggerDoc()["clusterIP"]},
@@ -150,13 +149,12 @@ func namespaceCells(js []byte, now time.Time) ([]any, []tableRowCondition, error
 
 func serviceAccountCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 	var o struct {
-		Metadata objMeta             `json:"metadata"`
-		Secrets  []gojson.RawMessage `json:"secrets"`
+		Metadata objMeta `json:"metadata"`
 	}
 	if err := gojson.Unmarshal(js, &o); err != nil {
 		return nil, nil, err
 	}
-	return []any{o.Metadata.Name, int64(len(o.Secrets)), translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
+	return []any{o.Metadata.Name, translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
 }
 
 func serviceCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {

@@ -34,6 +34,7 @@ func nodeCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 				OSImage                 string `json:"osImage"`
 				KernelVersion           string `json:"kernelVersion"`
 				ContainerRuntimeVersion string `json:"containerRuntimeVersion"`
+				Architecture            string `json:"architecture"`
 			} `json:"nodeInfo"`
 		} `json:"status"`
 	}
@@ -86,6 +87,10 @@ func nodeCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 		return "<none>"
 	}
 	info := n.Status.NodeInfo
+	kernel := orUnknown(info.KernelVersion)
+	if info.Architecture != "" {
+		kernel += " (" + info.Architecture + ")"
+	}
 	return []any{
 		n.Metadata.Name,
 		strings.Join(status, ","),
@@ -94,6 +99,6 @@ func nodeCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 		info.KubeletVersion,
 		address(string(corev1.NodeInternalIP)),
 		address(string(corev1.NodeExternalIP)),
-		orUnknown(info.OSImage), orUnknown(info.KernelVersion), orUnknown(info.ContainerRuntimeVersion),
+		orUnknown(info.OSImage), kernel, orUnknown(info.ContainerRuntimeVersion),
 	}, nil, nil
 }

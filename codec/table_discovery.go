@@ -5,7 +5,7 @@ import (
 	"time"
 
 	gojson "github.com/goccy/go-json"
-	discoveryv1beta1 "k8s.io/api/discovery/v1beta1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -13,9 +13,9 @@ import (
 func discoveryPrinters(c stdColumns) []printerDef {
 	return []printerDef{
 		def("discovery.k8s.io", "endpointslices", endpointSliceCells, c.name,
-			metav1.TableColumnDefinition{Name: "AddressType", Type: "string", Description: discoveryv1beta1.EndpointSlice{}.SwaggerDoc()["addressType"]},
-			metav1.TableColumnDefinition{Name: "Ports", Type: "string", Description: discoveryv1beta1.EndpointSlice{}.SwaggerDoc()["ports"]},
-			metav1.TableColumnDefinition{Name: "Endpoints", Type: "string", Description: discoveryv1beta1.EndpointSlice{}.SwaggerDoc()["endpoints"]},
+			metav1.TableColumnDefinition{Name: "AddressType", Type: "string", Description: discoveryv1.EndpointSlice{}.SwaggerDoc()["addressType"]},
+			metav1.TableColumnDefinition{Name: "Ports", Type: "string", Description: discoveryv1.EndpointSlice{}.SwaggerDoc()["ports"]},
+			metav1.TableColumnDefinition{Name: "Endpoints", Type: "string", Description: discoveryv1.EndpointSlice{}.SwaggerDoc()["endpoints"]},
 			c.age,
 		),
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	gojson "github.com/goccy/go-json"
-	extensionsv1beta1 "k8s.io/api/extensions/v1beta1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -22,7 +22,7 @@ func networkingPrinters(c stdColumns) []printerDef {
 			c.age,
 		),
 		def("networking.k8s.io", "networkpolicies", networkPolicyCells, c.name,
-			metav1.TableColumnDefinition{Name: "Pod-Selector", Type: "string", Description: extensionsv1beta1.NetworkPolicySpec{}.SwaggerDoc()["podSelector"]},
+			metav1.TableColumnDefinition{Name: "Pod-Selector", Type: "string", Description: networkingv1.NetworkPolicySpec{}.SwaggerDoc()["podSelector"]},
 			c.age,
 		),
 	}

@@ -63,6 +63,15 @@ var printerGroups = []func(stdColumns) []printerDef{
 	networkingPrinters,
 	policyPrinters,
 	rbacPrinters,
+	admissionregistrationPrinters,
+	certificatesPrinters,
+	nodePrinters,
+	resourcePrinters,
+	schedulingPrinters,
+	storagePrinters,
+	storagemigrationPrinters,
+	morePrinters,
+	apiextensionsPrinters,
 }
 
 // registeredPrinters returns the printers of every group.

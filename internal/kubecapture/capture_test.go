@@ -46,6 +46,14 @@ func (k *kube) do(method, path, accept string, body []byte) (int, http.Header, [
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return k.send(req)
+}
+
+// send sends req with the bearer token and returns the answer.
+func (k *kube) send(req *http.Request) (int, http.Header, []byte) {
+	k.t.Helper()
+	method, path := req.Method, req.URL.Path
+	req.Header.Set("Authorization", "Bearer "+bench.KubeAPIServerToken)
 	resp, err := k.hc.Do(req)
 	if err != nil {
 		k.t.Fatalf("%s %s: %v", method, path, err)
@@ -111,6 +119,7 @@ func TestCapture(t *testing.T) {
 	captureOpenAPI(t, k)
 	captureDiscovery(t, k)
 	captureCRDs(t, k, etcd)
+	captureTables(t, k, etcd)
 }
 
 // captureOpenAPI writes kube-apiserver's built-in OpenAPI documents (no
