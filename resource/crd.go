@@ -360,6 +360,18 @@ func (t *Table) loadCRDs(ctx context.Context, cli *clientv3.Client, keyPrefix st
 // putCRD parses a stored CRD into crds, or removes it from crds when it is
 // not served or cannot be decoded.
 func (t *Table) putCRD(crds map[string]*crd, key string, value []byte) {
+	t.mu.Lock()
+	decrypt := t.decrypt
+	t.mu.Unlock()
+	if decrypt != nil {
+		plain, err := decrypt(key, value)
+		if err != nil {
+			t.log.Load().Warn("cannot decrypt CustomResourceDefinition; its resources are not served", zap.String("key", key), zap.Error(err))
+			delete(crds, key)
+			return
+		}
+		value = plain
+	}
 	c, err := parseCRD(value)
 	if err != nil {
 		t.log.Load().Warn("cannot use CustomResourceDefinition; its resources are not served", zap.String("key", key), zap.Error(err))

@@ -152,6 +152,8 @@ type Table struct {
 	// crdDoc, when set, builds what a CRD contributes to other documents
 	// (OpenAPI) from its stored value; set before StartCRDSync.
 	crdDoc func(stored []byte) any
+	// decrypt, when set, decrypts stored CRDs; set before StartCRDSync.
+	decrypt func(key string, value []byte) ([]byte, error)
 	// gen counts rebuilds; protected by mu.
 	gen uint64
 }
@@ -164,6 +166,15 @@ func (t *Table) SetCRDDocBuilder(fn func(stored []byte) any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.crdDoc = fn
+}
+
+// SetDecrypt sets fn, which turns a stored CRD encrypted at rest
+// (--encryption-provider-config covering customresourcedefinitions) into
+// its plaintext; key is its etcd key. Call it before StartCRDSync.
+func (t *Table) SetDecrypt(fn func(key string, value []byte) ([]byte, error)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.decrypt = fn
 }
 
 // CRDGeneration returns a number that changes whenever the table does (a

@@ -21,9 +21,21 @@ import (
 // them in reverse order.
 // secureLn, when not nil, is the --secure-port TLS listener.
 func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln, secureLn net.Listener, lg *zap.Logger, stdout io.Writer) error {
-	// 4. Resource table. The CRD watch runs until the server has drained.
+	// 4. Encryption at rest (KMS connections closed last): CRDs, RBAC
+	// objects and every served value may be encrypted.
+	enc, err := c.encryption.open(lg.Named("encryption"), pt.metrics)
+	if err != nil {
+		return err
+	}
+	if enc != nil {
+		defer enc.Close()
+	}
+	pt.enc = enc
+
+	// 4a. Resource table. The CRD watch runs until the server has drained.
 	res := resource.NewBuiltin()
 	res.SetLogger(lg.Named("resource"))
+	res.SetDecrypt(decryptFor(enc, "customresourcedefinitions.apiextensions.k8s.io"))
 	// Before the CRDs are loaded, so that each gets its OpenAPI documents.
 	oapi := proxy.NewOpenAPI(res)
 	syncCtx, stopSync := context.WithCancel(context.Background())
@@ -33,15 +45,6 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 			return nil
 		}
 		return fmt.Errorf("cannot load CustomResourceDefinitions from etcd: %w", err)
-	}
-
-	// 4b. Encryption at rest (KMS connections closed last).
-	enc, err := c.encryption.open(lg.Named("encryption"), pt.metrics)
-	if err != nil {
-		return err
-	}
-	if enc != nil {
-		defer enc.Close()
 	}
 
 	// 5. Watch cache (closed after the server has drained).

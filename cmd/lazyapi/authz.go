@@ -31,6 +31,7 @@ func startAuthz(ctx context.Context, c *config, pt parts, cli *clientv3.Client, 
 			lctx, cancel := context.WithTimeout(ctx, rbacLoadTimeout)
 			src, err := rbacetcd.Start(lctx, rbacetcd.Config{
 				Client: cli, Prefix: c.etcdPrefix, RBAC: rbac, Logger: lg.Named("rbac"), Metrics: pt.metrics,
+				Decrypt: rbacDecrypt(pt.enc),
 			})
 			cancel()
 			if err != nil {

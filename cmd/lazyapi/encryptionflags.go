@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/go-logr/zapr"
@@ -54,6 +55,35 @@ func (f *encryptionFlags) open(lg *zap.Logger, ms *metrics.Set) (*encryption.Tra
 		return nil, fmt.Errorf("--encryption-provider-config: %w", err)
 	}
 	return t, nil
+}
+
+// decryptFor returns a decryption of resource's values for readers of
+// etcd outside the proxy (CRDs, RBAC); nil without t.
+func decryptFor(t *encryption.Transformers, resource string) func(key string, value []byte) ([]byte, error) {
+	if t == nil {
+		return nil
+	}
+	return func(key string, value []byte) ([]byte, error) {
+		return t.Decrypt(context.Background(), resource, []byte(key), value)
+	}
+}
+
+// rbacDecrypt decrypts RBAC objects, whose resource is the key's segment
+// after the prefix ("/registry/roles/ns/name").
+func rbacDecrypt(t *encryption.Transformers) func(key string, value []byte) ([]byte, error) {
+	if t == nil {
+		return nil
+	}
+	return func(key string, value []byte) ([]byte, error) {
+		res := "roles"
+		for _, r := range []string{"/clusterrolebindings/", "/clusterroles/", "/rolebindings/", "/roles/"} {
+			if strings.Contains(key, r) {
+				res = strings.Trim(r, "/")
+				break
+			}
+		}
+		return t.Decrypt(context.Background(), res+".rbac.authorization.k8s.io", []byte(key), value)
+	}
 }
 
 // cacheDecrypt is the watch cache's Config.Decrypt for t (nil: none).

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/lazyapi/lazyapi/encryption"
 	"github.com/lazyapi/lazyapi/ratelimit"
 )
 
@@ -79,6 +80,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type parts struct {
 	metrics *metrics.Set       // every component's metrics, served at /metrics
 	limiter *ratelimit.Limiter // admission of GET and LIST
+	// enc decrypts values encrypted at rest (--encryption-provider-config);
+	// nil without. Set by serveAPI.
+	enc *encryption.Transformers
 }
 
 // version is set at build time: -ldflags "-X main.version=v0.1.0".
