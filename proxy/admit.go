@@ -60,6 +60,12 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 		if avg <= 0 {
 			avg = defaultAvgValueBytes
 		}
+		// The compressor (gzip.go) of a LIST, or of a GET of a resource
+		// whose objects are large enough to be compressed.
+		buffers := int64(streamBufferBytes)
+		if st.gzip && (st.p.Name == "" || avg > gzipThreshold/2) {
+			buffers += gzipBytes
+		}
 		items := 1
 		switch {
 		case cached:
@@ -78,7 +84,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 			Client: clientKey(rc),
 			Class:  st.verb + "/" + st.r.GroupResource(),
 			Kind:   kind,
-			Bytes:  ratelimit.EstimateList(avg, items, streamBufferBytes),
+			Bytes:  ratelimit.EstimateList(avg, items, buffers),
 		})
 		if err != nil {
 			return err

@@ -427,7 +427,7 @@ func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fas
 	case l.firstComplete && l.pageBytes <= inlineBytes:
 		l.respondInline(ctx, rc, ef)
 	default:
-		l.respondStream(ctx, cancel, rc)
+		l.respondStream(ctx, cancel, rc, ef)
 		return true
 	}
 	return false
@@ -439,11 +439,11 @@ func (l *lister) respondEncoded(rc *fasthttp.RequestCtx) {
 	b := l.enc.listHead((*buf)[:0], l.lm, l.ws.size)
 	b = append(b, *l.pre...)
 	b = l.enc.listTail(b, l.lm)
-	rc.SetBody(b)
+	l.st.setBody(rc, b)
 	*buf = b
 	putBuf(buf)
 	l.s.countServed(l.enc, codec.Object{Format: codec.FormatProtobuf}, int(l.ws.n))
-	l.st.finish(200, len(rc.Response.Body()))
+	l.st.finish(200, len(b))
 }
 
 // respondInline encodes the whole answer, all in the first page and small,
@@ -459,13 +459,14 @@ func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef 
 		l.st.fail(rc, ef, statusOf(err))
 		return
 	}
-	rc.SetBody(sw.buf)
+	l.st.setBody(rc, sw.buf)
 	l.st.finish(200, len(sw.buf))
 }
 
 // respondStream hands the list to fasthttp as a streamed body, written
 // item by item on the connection's goroutine.
-func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx) {
+// A request that accepts gzip is answered by serveGzipStream (gzip.go).
+func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef format) {
 	s, st := l.s, l.st
 	pg, page, lm, planned := l.pg, l.page, l.lm, l.ws
 	body := &listBody{done: func(n int) {
@@ -498,6 +499,13 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 			s.logListError(l.uri, err)
 		}
 		return sw.n, err
+	}
+	if st.gzip {
+		s.serveGzipStream(rc, st, body.write, body.done, func(err error) {
+			cancel()
+			st.fail(rc, ef, statusOf(err))
+		})
+		return
 	}
 	rc.SetBodyStream(body, -1)
 }

@@ -55,6 +55,9 @@ type reqState struct {
 	// bytes written so far; for a bulk LIST it pauses the stream while short
 	// requests are in flight (bulkYield, ratelimit.Limiter.Yield).
 	yield func(written int)
+	// gzip: the response may be compressed (the request accepts gzip and
+	// compression is on); it is when larger than gzipThreshold (gzip.go).
+	gzip bool
 }
 
 // finish records the request's metrics and releases its admission.
@@ -153,7 +156,9 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 			return
 		}
 	}
+	st.gzip = !s.cfg.DisableCompression && acceptsGzip(rc.Request.Header.Peek("Accept-Encoding"))
 	if p.Watch || q.Watch {
+		st.gzip = false // never for watches, as kube-apiserver
 		st.verb = "watch"
 		s.serveWatch(rc, st, accept, ef)
 		return
@@ -368,7 +373,7 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 	s.countServed(st.enc, obj, 1)
 	rc.SetStatusCode(200)
 	rc.SetContentType(st.enc.output().contentType(false))
-	rc.SetBody(b)
+	st.setBody(rc, b)
 	st.finish(200, len(b))
 }
 

@@ -85,6 +85,10 @@ type Config struct {
 	// OpenAPI documents until they change: call NewOpenAPI before
 	// Resources.StartCRDSync and pass it here).
 	OpenAPI *openapi.Service
+	// DisableCompression turns gzip of large GET and LIST responses off
+	// (--enable-response-compression=false); by default they are
+	// compressed as kube-apiserver's (gzip.go).
+	DisableCompression bool
 	// Authenticator, when enabled, authenticates every request except the
 	// health endpoints and /version (authn.go); a request it refuses gets
 	// 401 Unauthorized. The user's name becomes the rate limiter's

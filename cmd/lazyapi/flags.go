@@ -36,6 +36,7 @@ type config struct {
 	listPageSize   int
 	listPageBytes  int
 	requestTimeout time.Duration
+	compression    bool  // --enable-response-compression
 	memoryLimit    int64 // bytes; 0: no limit set (a GOMEMLIMIT env var stays in force)
 	logLevel       zapcore.Level
 	profiling      bool             // --profiling: serve /debug/pprof/
@@ -114,6 +115,8 @@ func parseFlags(args []string) (*config, error) {
 		"Target bytes of stored values per etcd range request of a LIST; the next page's item count is chosen from the sizes seen (e.g. 1Mi, 4Mi).")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", defaultRequestTimeout,
 		"Upper bound on a non-watch request, and on draining in-flight requests at shutdown.")
+	fs.BoolVar(&c.compression, "enable-response-compression", true,
+		"Compress GET and LIST responses larger than 128 KiB with gzip when the client accepts it (never watches), as kube-apiserver's APIResponseCompression.")
 	fs.Var((*ratelimit.Bytes)(&c.memoryLimit), "memory-limit",
 		"Soft memory limit of the process (sets GOMEMLIMIT), e.g. 512Mi or 2Gi. 0: leave the Go default or the GOMEMLIMIT environment variable.")
 	c.limits = ratelimit.DefaultConfig()

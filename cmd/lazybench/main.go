@@ -241,6 +241,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		sample      = fs.Duration("sample-every", 200*time.Millisecond, "memory sampling period (100-250ms)")
 		out         = fs.String("out", "", "results folder (default $TMPDIR/lazybench-<scenario>-<time>)")
 		quiet       = fs.Bool("quiet", false, "no status line")
+		clientGo    = fs.Bool("client-go", false, "read with client-go's default transport (HTTP/2 over TLS, gzip asked for and decoded) instead of HTTP/1.1 without compression")
+		linkRate    = fs.Float64("link-rate", 0, "throttle the bytes read from a target to this many bytes/s over all connections (125e6 = 1 Gbit/s; 0: unthrottled)")
 		probeProc   = fs.Bool("probe-process", true, "listflood: run the GET probe in its own process (false: a goroutine of this process, whose run queue it then shares with the flooding clients)")
 	)
 	ef.add(fs)
@@ -358,7 +360,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		env.Status, env.StatusTTY = stderr, isTTY(stderr)
 	}
 	s := bench.Scenario{Name: scenario, Kind: k, Namespace: *ns, Concurrency: *conc, Duration: *dur, Rate: *rate, Limit: *limit,
-		Accept: *accept, LabelSelector: *selector, ResourceVersion: *rv, Idle: *idle, SampleEvery: *sample}
+		Accept: *accept, LabelSelector: *selector, ResourceVersion: *rv, Idle: *idle, SampleEvery: *sample, ClientGo: *clientGo, LinkRate: *linkRate}
 	var firstErr error
 	for _, t := range ts {
 		if ctx.Err() != nil {
