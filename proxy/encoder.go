@@ -126,8 +126,14 @@ type jsonEncoder struct{ encoding }
 
 var _ encoder = (*jsonEncoder)(nil)
 
+// object: kube-apiserver's JSON serializer (json.Encoder) ends a whole
+// response with a newline; so do list tails and Statuses.
 func (e *jsonEncoder) object(dst []byte, obj codec.Object, rv int64) ([]byte, error) {
-	return e.sc.AppendJSON(dst, obj, rv, codec.JSONOptions{})
+	dst, err := e.sc.AppendJSON(dst, obj, rv, codec.JSONOptions{})
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, '\n'), nil
 }
 
 func (e *jsonEncoder) sized() bool                               { return false }
@@ -148,7 +154,7 @@ func (e *jsonEncoder) listItem(dst []byte, obj codec.Object, rv int64, first boo
 }
 
 func (e *jsonEncoder) listTail(dst []byte, _ codec.ListMeta) []byte {
-	return codec.AppendJSONListTail(dst)
+	return append(codec.AppendJSONListTail(dst), '\n')
 }
 
 func (e *jsonEncoder) watchEvent(dst []byte, t codec.EventType, obj codec.Object, rv int64) ([]byte, error) {
@@ -167,7 +173,7 @@ func (e *jsonEncoder) bookmarks() bool { return true }
 func (e *jsonEncoder) shareable() bool { return true }
 
 func (e *jsonEncoder) status(dst []byte, s *codec.Status) ([]byte, string) {
-	return codec.AppendJSONStatus(dst, s), mediaJSON
+	return append(codec.AppendJSONStatus(dst, s), '\n'), mediaJSON
 }
 
 func (e *jsonEncoder) passthrough(obj codec.Object) bool { return obj.Format == codec.FormatJSON }
@@ -275,7 +281,7 @@ func (e *yamlEncoder) status(dst []byte, s *codec.Status) ([]byte, string) {
 	dst = codec.AppendJSONStatus(dst, s)
 	y, err := yaml.JSONToYAML(dst[start:])
 	if err != nil {
-		return dst, mediaJSON
+		return append(dst, '\n'), mediaJSON
 	}
 	return append(dst[:start], y...), mediaYAML
 }
@@ -286,7 +292,11 @@ type partialJSONEncoder struct{ jsonEncoder }
 var _ encoder = (*partialJSONEncoder)(nil)
 
 func (e *partialJSONEncoder) object(dst []byte, obj codec.Object, rv int64) ([]byte, error) {
-	return e.sc.AppendPartialJSON(dst, obj, rv)
+	dst, err := e.sc.AppendPartialJSON(dst, obj, rv)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, '\n'), nil
 }
 
 func (e *partialJSONEncoder) listHead(dst []byte, lm codec.ListMeta, _ int) []byte {
@@ -365,7 +375,7 @@ func (e *tableEncoder) object(dst []byte, obj codec.Object, rv int64) ([]byte, e
 	if err != nil {
 		return dst[:start], err
 	}
-	return codec.AppendTableTail(dst), nil
+	return e.listTail(dst, codec.ListMeta{}), nil
 }
 
 func (e *tableEncoder) sized() bool                               { return false }
@@ -390,7 +400,7 @@ func (e *tableEncoder) listItem(dst []byte, obj codec.Object, rv int64, first bo
 }
 
 func (e *tableEncoder) listTail(dst []byte, _ codec.ListMeta) []byte {
-	return codec.AppendTableTail(dst)
+	return append(codec.AppendTableTail(dst), '\n')
 }
 
 func (e *tableEncoder) watchEvent(dst []byte, t codec.EventType, obj codec.Object, rv int64) ([]byte, error) {
@@ -414,7 +424,7 @@ func (e *tableEncoder) bookmarks() bool { return false }
 func (e *tableEncoder) shareable() bool { return false }
 
 func (e *tableEncoder) status(dst []byte, s *codec.Status) ([]byte, string) {
-	return codec.AppendJSONStatus(dst, s), mediaJSON
+	return append(codec.AppendJSONStatus(dst, s), '\n'), mediaJSON
 }
 
 func (e *tableEncoder) passthrough(codec.Object) bool { return false }

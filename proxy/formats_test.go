@@ -209,12 +209,10 @@ func TestErrors(t *testing.T) {
 		{"GET", "/api/v1/namespaces/ns1/pods/p1/binding", "", 405, metav1.StatusReasonMethodNotAllowed, "the server does not allow this method on the requested resource"},
 		{"GET", "/api/v1/namespaces/ns1/configmaps/c1/status", "", 404, metav1.StatusReasonNotFound, ""},
 		{"GET", "/api/v1/namespaces/ns1/pods/missing", "", 404, metav1.StatusReasonNotFound, `pods "missing" not found`},
-		{"GET", "/openapi/v2", "", 404, metav1.StatusReasonNotFound, ""},
 		{"GET", "/api/v1/watch/namespaces/ns1/configmaps?resourceVersion=5&resourceVersionMatch=Exact", "", 400, metav1.StatusReasonBadRequest, "resourceVersionMatch is forbidden for watch"},
 		{"GET", "/api/v1/namespaces/ns1/configmaps?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", "", 400, metav1.StatusReasonBadRequest, "allowWatchBookmarks"},
 		{"GET", "/api/v1/namespaces/ns1/configmaps?sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", "", 400, metav1.StatusReasonBadRequest, "sendInitialEvents is forbidden for list"},
 		{"GET", "/api/v1/namespaces/ns1/configmaps?sendInitialEvents=false", "", 400, metav1.StatusReasonBadRequest, "sendInitialEvents is forbidden for list"},
-		{"GET", "/openapi/v3", "", 404, metav1.StatusReasonNotFound, ""},
 	} {
 		code, hdr, body := e.raw(t, tt.method, tt.path, tt.accept)
 		if code != tt.code || hdr.Get("Content-Type") != "application/json" {

@@ -164,6 +164,17 @@ func parseAccept(header string, buf []acceptClause) []acceptClause {
 // encoding, and the codec writes protobuf metadata only from protobuf. ok=false
 // means 406 NotAcceptable.
 func negotiate(header string, list, custom bool) (output, bool) {
+	return negotiateMedia(header, list, custom, false)
+}
+
+// negotiateWatch negotiates a watch's representation as kube-apiserver's
+// NegotiateOutputMediaTypeStream: only media types with a stream framing
+// (JSON and protobuf), so a client that accepts only YAML gets 406.
+func negotiateWatch(header string, custom bool) (output, bool) {
+	return negotiateMedia(header, false, custom, true)
+}
+
+func negotiateMedia(header string, list, custom, stream bool) (output, bool) {
 	if strings.TrimSpace(header) == "" {
 		return output{format: formatJSON}, true
 	}
@@ -178,7 +189,7 @@ func negotiate(header string, list, custom bool) (output, bool) {
 			f = formatJSON
 		case c.typ == "application" && c.sub == "vnd.kubernetes.protobuf":
 			f = formatProtobuf
-		case c.typ == "application" && c.sub == "yaml":
+		case c.typ == "application" && c.sub == "yaml" && !stream:
 			f = formatYAML
 		default:
 			continue

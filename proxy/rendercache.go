@@ -155,7 +155,11 @@ func (s *Server) object(enc encoder, dst, key []byte, obj codec.Object, rv int64
 	if !ok || s.render == nil || obj.Format != codec.FormatProtobuf {
 		return enc.object(dst, obj, rv)
 	}
-	return s.render.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{})
+	dst, err := s.render.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{})
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, '\n'), nil // as jsonEncoder.object
 }
 
 // appendJSON appends obj's JSON (resourceVersion rv, type meta written

@@ -182,12 +182,10 @@ func (s *Server) newWatch(rc *fasthttp.RequestCtx, st *reqState, accept string) 
 	if err := validateWatch(q); err != nil {
 		return nil, badRequestErr(err.Error())
 	}
-	out, ok := negotiate(accept, false, r.JSONStorage)
+	out, ok := negotiateWatch(accept, r.JSONStorage)
 	if !ok {
-		return nil, notAcceptable()
-	}
-	if out.format == formatYAML {
-		out.format = formatJSON // kube-apiserver has no YAML stream framing either
+		return nil, statusErr(406, "NotAcceptable",
+			"only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch")
 	}
 	if st.p.Name != "" { // legacy /watch/.../{name}
 		f.fields = append(f.fields, fieldReq{field: "metadata.name", value: st.p.Name})
