@@ -43,6 +43,12 @@ var (
 	// ErrClosed: the watch ended because the resource re-lists, was evicted
 	// or the cache closed; end the stream, the client re-watches.
 	ErrClosed = errors.New("cache: watch closed")
+	// ErrFilling: the resource's one initial list (or re-list) did not
+	// finish within Config.FillWait (WaitReady). kube-apiserver answers
+	// requests to a watch cache that is still initializing with 429
+	// "storage is (re)initializing" and Retry-After 1; every waiter shares
+	// that one list instead of reading etcd on its own.
+	ErrFilling = errors.New("cache: storage is (re)initializing")
 )
 
 // NotCachedError says why a resource is not served from the cache.

@@ -78,6 +78,15 @@ type Config struct {
 	// RetryInterval is how long a resource that was refused, evicted or
 	// failed waits before it tries to fill again.
 	RetryInterval time.Duration
+	// BackfillRevisions is how many revisions before a fill's revision its
+	// resource's history starts (at most back to etcd's compaction, and at
+	// most the history's size in events), so that a watch from a
+	// resourceVersion seen before a restart resumes instead of getting
+	// 410 (backfill.go). Negative: the history starts at the fill.
+	BackfillRevisions int64
+	// FillWait bounds how long WaitReady waits for a filling or re-listing
+	// resource before ErrFilling.
+	FillWait time.Duration
 }
 
 func defaultConfig() Config {
@@ -91,6 +100,8 @@ func defaultConfig() Config {
 		BookmarkInterval:  time.Minute,
 		ProgressInterval:  5 * time.Second,
 		RetryInterval:     time.Minute,
+		FillWait:          10 * time.Second,
+		BackfillRevisions: 10000,
 	}
 }
 
@@ -131,6 +142,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.RetryInterval <= 0 {
 		c.RetryInterval = d.RetryInterval
+	}
+	if c.BackfillRevisions == 0 {
+		c.BackfillRevisions = d.BackfillRevisions
+	}
+	if c.FillWait <= 0 {
+		c.FillWait = d.FillWait
 	}
 }
 

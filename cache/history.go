@@ -50,7 +50,7 @@ type ring struct {
 }
 
 func newRing(capacity int, startRev int64) ring {
-	return ring{buf: make([]*event, capacity), startRev: startRev}
+	return ring{buf: make([]*event, capacity), startRev: startRev, base: ringBase}
 }
 
 // head is the sequence number the next pushed event gets.

@@ -32,12 +32,15 @@ type Resource struct {
 	state  atomic.Int32
 	reason atomic.Pointer[string]
 
-	mu       sync.RWMutex
-	t        *tree                 // guarded by mu; nil unless ready
-	ring     ring                  // guarded by mu
-	rev      int64                 // guarded by mu: every event <= rev is applied
-	notify   chan struct{}         // guarded by mu: closed and replaced when rev or state changes
-	watchers map[*Watcher]struct{} // guarded by mu
+	mu     sync.RWMutex
+	t      *tree         // guarded by mu; nil unless ready
+	ring   ring          // guarded by mu
+	rev    int64         // guarded by mu: every event <= rev is applied
+	notify chan struct{} // guarded by mu: closed and replaced when rev or state changes
+	// backfilling: the history before the fill's revision is still
+	// arriving (backfill.go); guarded by mu.
+	backfilling bool
+	watchers    map[*Watcher]struct{} // guarded by mu
 	// recent are snapshots handed out lately, newest first, all at
 	// revisions >= ring.startRev (guarded by mu).
 	recent [recentSnapshots]*Snapshot
@@ -106,6 +109,50 @@ func (r *Resource) Revision() int64 {
 		return 0
 	}
 	return r.rev
+}
+
+// Filling reports whether the resource's initial list or a re-list is
+// running, so that it will be ready soon (WaitReady waits for it).
+func (r *Resource) Filling() bool {
+	s := State(r.state.Load())
+	return s == StateFilling || s == StateRelisting
+}
+
+// WaitReady waits until the resource is ready when it is filling or
+// re-listing: every request that needs the cache waits for that one list
+// rather than reading etcd on its own. It returns nil when the resource
+// is ready; at once a *NotCachedError (ErrNotCached) when it will not be
+// ready soon (disabled, refused, evicted, closed); after Config.FillWait
+// an error wrapping ErrFilling; ctx.Err() when ctx ends first.
+func (r *Resource) WaitReady(ctx context.Context) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		r.mu.RLock()
+		ch := r.notify
+		r.mu.RUnlock()
+		if r.Ready() {
+			return nil
+		}
+		if !r.Filling() {
+			return r.notCached()
+		}
+		if timer == nil {
+			timer = time.NewTimer(r.c.cfg.FillWait)
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			_, reason := r.Status()
+			return fmt.Errorf("%w: %s not ready after %s (%s)", ErrFilling, r.name, r.c.cfg.FillWait, reason)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (r *Resource) setState(s State, reason string) {
@@ -189,6 +236,7 @@ func (r *Resource) reset(s State, reason string) {
 	r.mu.Lock()
 	r.t = nil
 	r.ring = ring{}
+	r.backfilling = false
 	r.recent = [recentSnapshots]*Snapshot{}
 	r.rev = 0
 	for w := range r.watchers {
@@ -240,9 +288,14 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 	}
 	r.mu.Lock()
 	t.snapshot() // the fill's nodes may be shared from now on
+	var bf *backfill
+	if start := max(rev-r.c.cfg.BackfillRevisions, 0); r.c.cfg.BackfillRevisions > 0 && start < rev {
+		bf = newBackfill(start, rev, r.history)
+	}
 	r.t = t
 	r.rev = rev
 	r.ring = newRing(r.history, rev)
+	r.backfilling = bf != nil
 	r.setState(StateReady, fmt.Sprintf("filled at revision %d", rev))
 	r.broadcastLocked()
 	r.mu.Unlock()
@@ -254,10 +307,54 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := r.c.watcher.Watch(wctx, r.spec.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1),
-		clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	from := rev + 1
+	if bf != nil {
+		from = bf.start + 1
+		defer r.endBackfill(nil)
+	}
+	watch := func() clientv3.WatchChan {
+		return r.c.watcher.Watch(wctx, r.spec.Prefix, clientv3.WithPrefix(), clientv3.WithRev(from),
+			clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	}
+	wch := watch()
+	if bf != nil {
+		// Ask etcd for progress until the backfill ends: etcd notifies
+		// only once this watch is synced, i.e. sent everything up to
+		// the fill's revision.
+		go func() {
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for {
+				r.mu.RLock()
+				busy := r.backfilling
+				r.mu.RUnlock()
+				if !busy {
+					return
+				}
+				r.c.requestProgress()
+				select {
+				case <-wctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
 	for wr := range wch {
 		if err := wr.Err(); err != nil {
+			if bf != nil && (errors.Is(err, rpctypes.ErrCompacted) || wr.CompactRevision != 0) {
+				// The history before the fill reaches past etcd's
+				// compaction: start it there, or not at all (etcd
+				// ended the compacted watch).
+				if c := wr.CompactRevision; c > 0 && c < rev {
+					bf, from = newBackfill(c, rev, r.history), c+1
+				} else {
+					r.endBackfill(nil)
+					bf, from = nil, rev+1
+				}
+				wch = watch()
+				continue
+			}
 			if errors.Is(err, rpctypes.ErrCompacted) || wr.CompactRevision != 0 {
 				return true, fmt.Errorf("etcd compacted revision %d: %w", wr.CompactRevision, err)
 			}
@@ -268,6 +365,17 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 		}
 		if wr.Header.Revision > 0 {
 			r.etcdRev.Store(max(r.etcdRev.Load(), wr.Header.Revision))
+		}
+		if bf != nil {
+			i := 0
+			for ; i < len(wr.Events) && wr.Events[i].Kv.ModRevision <= rev; i++ {
+				bf.add(d, wr.Events[i])
+			}
+			if i < len(wr.Events) || (wr.IsProgressNotify() && wr.Header.Revision >= rev) {
+				r.endBackfill(bf)
+				bf = nil
+			}
+			wr.Events = wr.Events[i:]
 		}
 		if wr.IsProgressNotify() {
 			r.progress(wr.Header.Revision)
@@ -335,6 +443,51 @@ func fillPageLimit(cfg Config, seen, seenBytes int64) int64 {
 	}
 	mean := max(seenBytes/seen, 1)
 	return max(1, min(int64(cfg.PageBytes)/mean, int64(cfg.PageSize)))
+}
+
+// endBackfill puts the history before the fill in place (bf nil: none)
+// and wakes the watches waiting for it.
+func (r *Resource) endBackfill(bf *backfill) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.backfilling {
+		return
+	}
+	if bf != nil {
+		r.finishBackfillLocked(bf)
+	}
+	r.backfilling = false
+	r.broadcastLocked()
+}
+
+// waitBackfill waits, at most Config.FillWait, until a watch from rv can
+// know whether the history holds rv: while the history before the fill
+// is arriving, and rv is before the fill's revision.
+func (r *Resource) waitBackfill(ctx context.Context, rv int64) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		r.mu.RLock()
+		wait, ch := r.backfilling && rv < r.ring.startRev, r.notify
+		r.mu.RUnlock()
+		if !wait {
+			return
+		}
+		if timer == nil {
+			timer = time.NewTimer(r.c.cfg.FillWait)
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // progress records that etcd sent everything up to rev.
