@@ -60,6 +60,14 @@ type Config struct {
 	// stream pauses per flush while short requests are in flight (Yield);
 	// 0 turns yielding off.
 	BulkYield time.Duration
+	// ClientShare (--per-client-share, default 0.5) is the fraction of each
+	// kind's seats and bytes one client (Request.Client) may hold at once:
+	// beyond it the client's requests queue behind its own, so that one
+	// client opening hundreds of connections leaves seats and bytes to
+	// everyone else (API Priority and Fairness bounds a flow the same way).
+	// A client may always hold one request of each kind. 1 turns the
+	// share off.
+	ClientShare float64
 	// MaxClasses bounds the number of estimate classes whose correction ratio
 	// is remembered (default 1024); classes beyond it are not corrected.
 	MaxClasses int
@@ -87,6 +95,7 @@ func defaultConfig() Config {
 		PerClientBurst:      100,
 		BulkListBytes:       16 << 20,
 		BulkYield:           50 * time.Millisecond,
+		ClientShare:         defaultClientShare,
 		MaxClasses:          1024,
 	}
 }
@@ -116,11 +125,16 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"Part of --max-inflight-bytes that bulk LISTs cannot reserve, kept for GETs and small LISTs (quantity). 0 = a quarter of --max-inflight-bytes.")
 	fs.DurationVar(&c.BulkYield, "bulk-list-yield", c.BulkYield,
 		"Longest pause of a bulk LIST stream per flush while GETs or small LISTs are in flight; 0 = never pause.")
+	fs.Float64Var(&c.ClientShare, "per-client-share", c.ClientShare,
+		"Fraction (0-1] of the short, bulk and watch seats, and of the byte budget, one client (user, or remote IP when anonymous) may hold at once; its further requests queue behind its own. 1 = no cap.")
 	fs.Float64Var(&c.PerClientQPS, "per-client-qps", c.PerClientQPS,
 		"Sustained requests per second admitted per client (user or remote IP); 0 = unlimited.")
 	fs.IntVar(&c.PerClientBurst, "per-client-burst", c.PerClientBurst,
 		"Burst of --per-client-qps.")
 }
+
+// defaultClientShare is the default of Config.ClientShare.
+const defaultClientShare = 0.5
 
 // DefaultMaxBulkInflight is the default of --max-bulk-lists-inflight: half
 // of GOMAXPROCS, at least 1. A bulk LIST read from etcd keeps about two cores
@@ -180,6 +194,12 @@ func (c *Config) validate() error {
 	}
 	if c.PerClientQPS > 0 && c.PerClientBurst < 1 {
 		return fmt.Errorf("--per-client-burst must be >= 1 when --per-client-qps is set, got %d", c.PerClientBurst)
+	}
+	if c.ClientShare == 0 {
+		c.ClientShare = defaultClientShare
+	}
+	if c.ClientShare < 0 || c.ClientShare > 1 {
+		return fmt.Errorf("--per-client-share must be in (0, 1], got %g", c.ClientShare)
 	}
 	if c.MaxClasses < 0 {
 		return fmt.Errorf("ratelimit: MaxClasses must be >= 0, got %d", c.MaxClasses)

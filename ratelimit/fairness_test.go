@@ -246,3 +246,81 @@ func grepLines(s, sub string) string {
 	}
 	return b.String()
 }
+
+// TestClientShare: with ClientShare 0.5, client a holds at most half of the
+// short seats and of the bytes; its further requests queue behind its own
+// while client b is admitted at once; a's queued request is admitted when
+// one of its own is released. One request is always admitted, whatever its
+// size.
+func TestClientShare(t *testing.T) {
+	const mib = 1 << 20
+	cfg, _ := testConfig(10 * mib)
+	cfg.ClientShare = 0.5
+	cfg.MaxRequestsInflight = 10
+	l := mustNew(t, cfg)
+	ctx := context.Background()
+	var held []Ticket
+	for i := range 5 {
+		tk, err := l.Admit(ctx, Request{Client: "a", Bytes: 1024})
+		if err != nil {
+			t.Fatalf("a's request %d = %v, want admitted", i, err)
+		}
+		held = append(held, tk)
+	}
+	queued := make(chan error, 1)
+	go func() {
+		tk, err := l.Admit(ctx, Request{Client: "a", Bytes: 1024})
+		if err == nil {
+			defer tk.Release(0)
+		}
+		queued <- err
+	}()
+	waitFor(t, "a's 6th request queued", func() bool { return l.queuedOf("a") == 1 })
+	tb, err := l.Admit(ctx, Request{Client: "b", Bytes: 1024})
+	if err != nil {
+		t.Fatalf("b = %v, want admitted at once beside a's 5", err)
+	}
+	tb.Release(0)
+	held[0].Release(0)
+	if err := <-queued; err != nil {
+		t.Fatalf("a's queued request = %v, want admitted after a released one", err)
+	}
+	for i := range held[1:] {
+		held[1+i].Release(0)
+	}
+
+	// Bytes: one request of a may exceed the share; a second one queues.
+	big, err := l.Admit(ctx, Request{Client: "a", Bytes: 6 * mib})
+	if err != nil {
+		t.Fatalf("a's one large request = %v, want admitted", err)
+	}
+	c2, cancel := context.WithCancel(ctx)
+	second := make(chan error, 1)
+	go func() {
+		tk, err := l.Admit(c2, Request{Client: "a", Bytes: mib})
+		if err == nil {
+			tk.Release(0)
+		}
+		second <- err
+	}()
+	waitFor(t, "a's second request queued on its byte share", func() bool { return l.queuedOf("a") == 1 })
+	tb, err = l.Admit(ctx, Request{Client: "b", Bytes: mib})
+	if err != nil {
+		t.Fatalf("b = %v, want admitted beside a's large one", err)
+	}
+	tb.Release(0)
+	cancel()
+	if err := <-second; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a's second request = %v, want queued until cancelled", err)
+	}
+	big.Release(0)
+	if st := l.Stats(); st.InflightRequests != 0 || st.ReservedBytes != 0 {
+		t.Fatalf("after releases: %+v", st)
+	}
+	l.mu.Lock()
+	n := len(l.holding)
+	l.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d clients still hold something", n)
+	}
+}

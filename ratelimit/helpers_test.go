@@ -101,6 +101,7 @@ func testConfig(budget int64) (Config, *fakeClock) {
 	clk := newFakeClock()
 	cfg := defaultConfig()
 	cfg.MaxInflightBytes = budget
+	cfg.ClientShare = 1 // tests of the per-client share set their own
 	cfg.Clock = clk
 	cfg.Metrics = metrics.NewSet()
 	return cfg, clk

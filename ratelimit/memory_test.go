@@ -130,7 +130,7 @@ func TestAddFlags(t *testing.T) {
 	err := fs.Parse([]string{"--memory-limit=512Mi", "--max-requests-inflight=10", "--max-watches-inflight=7",
 		"--max-single-request-bytes=1Gi", "--max-queued-requests=5", "--max-queue-wait=3s",
 		"--per-client-qps=2.5", "--per-client-burst=4", "--max-bulk-lists-inflight=3", "--bulk-list-threshold=8Mi",
-		"--short-reserved-inflight-bytes=32Mi", "--bulk-list-yield=20ms"})
+		"--short-reserved-inflight-bytes=32Mi", "--bulk-list-yield=20ms", "--per-client-share=0.25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestAddFlags(t *testing.T) {
 	want := Config{MaxRequestsInflight: 10, MaxWatchesInflight: 7, MaxInflightBytes: 128 << 20,
 		MaxSingleRequestBytes: 1 << 30, MaxQueued: 5, MaxQueueWait: 3 * time.Second,
 		PerClientQPS: 2.5, PerClientBurst: 4, MaxBulkInflight: 3, BulkListBytes: 8 << 20,
-		ShortReservedBytes: 32 << 20, BulkYield: 20 * time.Millisecond, MaxClasses: 1024}
+		ShortReservedBytes: 32 << 20, BulkYield: 20 * time.Millisecond, ClientShare: 0.25, MaxClasses: 1024}
 	if cfg != want {
 		t.Fatalf("parsed config = %+v, want %+v", cfg, want)
 	}

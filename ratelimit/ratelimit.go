@@ -127,6 +127,20 @@ type Limiter struct {
 	sizes    map[string]sizeEntry     // collection sizes (SetSize), at most MaxClasses
 	observed map[string]observedEntry // largest responses (ObserveResponse), at most MaxClasses
 	sweepIn  int                      // rate-limited Admit calls until the next sweep
+	// holding is what each client holds, for Config.ClientShare; an
+	// entry exists while the client holds something.
+	holding map[string]*holding
+	spare   []*holding // released holdings, reused: Admit allocates nothing
+	// shareSeats and shareBytes are the most seats and bytes of each kind
+	// one client may hold (ClientShare of the kind's limits).
+	shareSeats [numKinds]int
+	shareBytes [numKinds]int64
+}
+
+// holding is what one client holds; guarded by Limiter.mu.
+type holding struct {
+	seats [numKinds]int
+	bytes [numKinds]int64
 }
 
 // queueKey names the queue of one client's requests of one kind: a client's
@@ -190,6 +204,15 @@ func New(cfg Config) (*Limiter, error) {
 	l.maxInflight[Watch] = cfg.MaxWatchesInflight
 	l.maxInflight[Bulk] = cfg.MaxBulkInflight
 	l.bulkBudget = cfg.MaxInflightBytes - cfg.ShortReservedBytes
+	l.holding = make(map[string]*holding)
+	for k := range numKinds {
+		budget := cfg.MaxInflightBytes
+		if k == Bulk {
+			budget = l.bulkBudget
+		}
+		l.shareSeats[k] = max(1, int(math.Ceil(cfg.ClientShare*float64(l.maxInflight[k]))))
+		l.shareBytes[k] = int64(cfg.ClientShare * float64(budget))
+	}
 	l.met = newLimiterMetrics(l, cfg.Metrics)
 	return l, nil
 }
@@ -200,6 +223,7 @@ func New(cfg Config) (*Limiter, error) {
 // copied after Admit returns it (a copy would release twice).
 type Ticket struct {
 	l        *Limiter
+	client   string
 	class    string
 	cls      *class // nil until the class is tracked
 	raw      int64
@@ -236,6 +260,7 @@ func (t *Ticket) Release(used int64) {
 	l.mu.Lock()
 	l.inflight[t.kind]--
 	l.reserved -= t.reserved
+	l.unholdLocked(t.client, t.kind, t.reserved)
 	switch t.kind {
 	case Bulk:
 		l.bulkRes -= t.reserved
@@ -312,15 +337,15 @@ func (l *Limiter) Admit(ctx context.Context, req Request) (Ticket, error) {
 	}
 	qk := queueKey{req.Client, kind}
 	c := l.queues[qk]
-	if c == nil && l.fitsLocked(kind, need) {
-		l.admitLocked(kind, need)
+	if c == nil && l.fitsLocked(req.Client, kind, need) {
+		l.admitLocked(req.Client, kind, need)
 		l.mu.Unlock()
 		l.met.admittedNow.Inc()
 		if ce := l.log.Check(zap.DebugLevel, "ratelimit: admit"); ce != nil {
 			ce.Write(zap.String("client", req.Client), zap.Stringer("kind", kind), zap.String("class", req.Class),
 				zap.Int64("estimate", raw), zap.Int64("reserved", need))
 		}
-		return Ticket{l: l, class: req.Class, cls: cls, raw: raw, reserved: need, kind: kind}, nil
+		return Ticket{l: l, client: req.Client, class: req.Class, cls: cls, raw: raw, reserved: need, kind: kind}, nil
 	}
 	return l.waitLocked(ctx, req, qk, c, cls, kind, raw, need)
 }
@@ -380,7 +405,7 @@ func (l *Limiter) waitLocked(ctx context.Context, req Request, qk queueKey, c *c
 		return Ticket{}, w.err
 	}
 	l.met.admittedQueued.Inc()
-	return Ticket{l: l, class: req.Class, cls: cls, raw: raw, reserved: need, kind: kind}, nil
+	return Ticket{l: l, client: req.Client, class: req.Class, cls: cls, raw: raw, reserved: need, kind: kind}, nil
 }
 
 // Stats is a snapshot of a Limiter's state.
@@ -447,15 +472,55 @@ func (l *Limiter) needLocked(kind Kind, cls *class, raw int64) int64 {
 	return int64(math.Ceil(f))
 }
 
-// fitsLocked reports whether a request of kind reserving need bytes fits now.
-func (l *Limiter) fitsLocked(kind Kind, need int64) bool {
+// fitsLocked reports whether a request of client of kind reserving need
+// bytes fits now: within the kind's seats and bytes, and within the
+// client's share of them (it may always hold one request of a kind).
+func (l *Limiter) fitsLocked(client string, kind Kind, need int64) bool {
 	if kind == Bulk && l.bulkRes > l.bulkBudget-need {
+		return false
+	}
+	if h := l.holding[client]; h != nil && h.seats[kind] > 0 &&
+		(h.seats[kind] >= l.shareSeats[kind] || h.bytes[kind] > l.shareBytes[kind]-need) {
 		return false
 	}
 	return l.inflight[kind] < l.maxInflight[kind] && l.reserved <= l.cfg.MaxInflightBytes-need
 }
 
-func (l *Limiter) admitLocked(kind Kind, need int64) {
+// holdingLocked returns client's holding, creating it (from l.spare when
+// it can) when the client holds nothing.
+func (l *Limiter) holdingLocked(client string) *holding {
+	h := l.holding[client]
+	if h == nil {
+		if n := len(l.spare); n > 0 {
+			h = l.spare[n-1]
+			l.spare = l.spare[:n-1]
+		} else {
+			h = &holding{}
+		}
+		l.holding[client] = h
+	}
+	return h
+}
+
+// unholdLocked takes a released reservation off its client's holding.
+func (l *Limiter) unholdLocked(client string, kind Kind, bytes int64) {
+	h := l.holding[client]
+	if h == nil {
+		return
+	}
+	h.seats[kind]--
+	h.bytes[kind] -= bytes
+	if h.seats == [numKinds]int{} {
+		delete(l.holding, client)
+		*h = holding{}
+		l.spare = append(l.spare, h)
+	}
+}
+
+func (l *Limiter) admitLocked(client string, kind Kind, need int64) {
+	h := l.holdingLocked(client)
+	h.seats[kind]++
+	h.bytes[kind] += need
 	l.inflight[kind]++
 	l.reserved += need
 	switch kind {
@@ -485,11 +550,11 @@ func (l *Limiter) dispatchLocked() {
 			}
 			c := l.ring[i]
 			w := c.queue[0]
-			if !l.fitsLocked(w.kind, w.need) {
+			if !l.fitsLocked(c.key.client, w.kind, w.need) {
 				i++
 				continue
 			}
-			l.admitLocked(w.kind, w.need)
+			l.admitLocked(c.key.client, w.kind, w.need)
 			c.queue[0] = nil
 			c.queue = c.queue[1:]
 			l.queued--
