@@ -41,6 +41,11 @@ import (
 // st.release returns what they reserved when the response is complete and
 // st.yield is set for a bulk LIST.
 func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState) error {
+	if st.p.Name == "" && listNeedsCache(&st.q) {
+		if se := s.waitCacheFill(ctx, rc, s.cacheResource(st.r)); se != nil {
+			return se
+		}
+	}
 	var releases []func()
 	if l := s.cfg.Limiter; l != nil {
 		avg := int64(0)

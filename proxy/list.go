@@ -469,6 +469,7 @@ func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef 
 func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef format) {
 	s, st := l.s, l.st
 	pg, page, lm, planned := l.pg, l.page, l.lm, l.ws
+	guard := s.guardWrites(ctx, rc, "list")
 	body := &listBody{done: func(n int) {
 		cancel()
 		st.finish(200, n)
@@ -482,12 +483,13 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 			}
 		}()
 		buf := getBuf()
-		sw := streamWriter{w: w, buf: (*buf)[:0], yield: st.yield}
+		sw := streamWriter{w: w, buf: (*buf)[:0], yield: st.yield, guard: guard}
 		defer func() { n = sw.n }()
 		err = l.write(ctx, &sw, pg, page, lm, planned, false)
 		if err == nil {
 			err = sw.flush()
 		}
+		guard.done(err)
 		*buf = sw.buf
 		putBuf(buf)
 		if err != nil {

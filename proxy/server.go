@@ -51,6 +51,10 @@ type Config struct {
 	// RequestTimeout bounds non-watch requests (--request-timeout); 0 means
 	// 60s, as kube-apiserver.
 	RequestTimeout time.Duration
+	// WriteTimeout bounds each write of a response (--write-timeout): a
+	// flush that a client does not take within it ends the response and
+	// releases its admission (progress.go). 0 means 10s.
+	WriteTimeout time.Duration
 	// Resources is the resource table. Required.
 	Resources *resource.Table
 	// Logger logs failures; nil discards.
@@ -165,6 +169,13 @@ type Server struct {
 	authn authnMetrics
 	// openapi holds the OpenAPI documents (openapi.go).
 	openapi *openapi.Service
+	// fillWaits and fillTimeouts count requests that waited for a watch
+	// cache fill and those that got 429 (fill.go); aborted counts streams
+	// ended for making no write progress or overrunning
+	// --request-timeout (progress.go); rateLog rate-limits their logs.
+	fillWaits, fillTimeouts *metrics.Counter
+	aborted                 abortMetrics
+	rateLog                 rateLog
 
 	baseCtx    context.Context
 	baseCancel context.CancelFunc
@@ -184,6 +195,9 @@ func New(cfg Config) (*Server, error) {
 	cfg.Prefix = "/" + strings.Trim(cfg.Prefix, "/")
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 60 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -216,6 +230,10 @@ func New(cfg Config) (*Server, error) {
 		// request (decrypt.go); --watch-cache-decrypted accepts that.
 		s.render = newRenderCache(s.ms, cfg.Cache)
 	}
+	s.fillWaits = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="served"}`)
+	s.fillTimeouts = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="timeout"}`)
+	s.aborted = newAbortMetrics(s.ms)
+	s.rateLog.log = cfg.Logger
 	s.initAuthn()
 	s.openapi = cfg.OpenAPI
 	if s.openapi == nil {
@@ -240,6 +258,7 @@ func New(cfg Config) (*Server, error) {
 		ReduceMemoryUsage: true,
 		ErrorHandler:      goErrorHandler,
 		ReadTimeout:       30 * time.Second, // reading a request; --request-timeout bounds serving it
+		WriteTimeout:      cfg.WriteTimeout, // per response fasthttp writes; streams re-arm it per flush
 		IdleTimeout:       90 * time.Second,
 		Logger:            fasthttpLogger{cfg.Logger},
 		CloseOnShutdown:   true,

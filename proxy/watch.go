@@ -34,7 +34,8 @@ import (
 // (metadata informers). The response is chunked and flushed after each batch
 // of events (when no further event is ready), each flush under a write
 // deadline so that a stalled client cannot hold its watch (and its
-// admission) for longer than watchWriteTimeout past its last read.
+// admission) for longer than --write-timeout past its last read
+// (progress.go).
 //
 // A watch ends cleanly (the client re-watches) at its timeout, when the
 // cache closes the watcher for lag or a re-list, when the etcd watch breaks,
@@ -45,8 +46,6 @@ const (
 	// a watch without timeoutSeconds lasts a random duration in
 	// [minRequestTimeout, 2*minRequestTimeout), as kube-apiserver does.
 	minRequestTimeout = 1800 * time.Second
-	// watchWriteTimeout bounds one flush of a watch to the client.
-	watchWriteTimeout = 60 * time.Second
 	// etcdBookmarkInterval is how often an etcd-backed watch that allows
 	// bookmarks asks etcd for a progress notification while idle.
 	etcdBookmarkInterval = time.Minute
@@ -162,6 +161,7 @@ type watchReq struct {
 	rc      *fasthttp.RequestCtx
 	r       *resource.Resource
 	q       *Params
+	ns      string // the namespace of the path, "" for all
 	prefix  string // the collection's key prefix, ending in "/"
 	f       filter
 	ws      watchStart
@@ -169,6 +169,9 @@ type watchReq struct {
 	ctx     context.Context // the watch's: its timeout, shutdown, the end of the stream
 	cancel  context.CancelFunc
 	release func() // the limiter's admission, or nil
+	// releases run at the end: the initial list's admission (fill.go)
+	// and lazyapi_watchers_open, which counts the watch from newWatch on.
+	releases []func()
 }
 
 // newWatch validates a watch request, negotiates its encoder and starts
@@ -195,7 +198,7 @@ func (s *Server) newWatch(rc *fasthttp.RequestCtx, st *reqState, accept string) 
 		return nil, internalErr(err.Error())
 	}
 	st.enc = newEncoder(s.schema, r, out, cc, includeObject(q.IncludeObject), time.Time{})
-	w := &watchReq{s: s, rc: rc, r: r, q: q, prefix: s.listPrefix(r, st.p.Namespace), f: f,
+	w := &watchReq{s: s, rc: rc, r: r, q: q, ns: st.p.Namespace, prefix: s.listPrefix(r, st.p.Namespace), f: f,
 		ws: parseWatchStart(q), enc: &watchEncoder{s: s, r: r, enc: st.enc}}
 	// The watch's context: its timeout, server shutdown (rc.Done closes
 	// when Shutdown starts), and the end of the stream.
@@ -210,6 +213,11 @@ func (s *Server) newWatch(rc *fasthttp.RequestCtx, st *reqState, accept string) 
 		case <-ctx.Done():
 		}
 	}()
+	// The watch counts as open from here on: while it waits for a cache
+	// fill or reads its initial list from etcd too.
+	m := s.watchMetrics()
+	m.open.Inc()
+	w.releases = append(w.releases, m.open.Dec)
 	return w, nil
 }
 
@@ -219,10 +227,16 @@ func (w *watchReq) end() {
 	if w.release != nil {
 		w.release()
 	}
+	for _, f := range w.releases {
+		f()
+	}
 }
 
 // admit asks the limiter for the watch's (small, long-lived) share.
 func (w *watchReq) admit() *StatusError {
+	if se := w.s.waitCacheFill(w.ctx, w.rc, w.s.cacheResource(w.r)); se != nil {
+		return se
+	}
 	l := w.s.cfg.Limiter
 	if l == nil {
 		return nil
@@ -240,13 +254,20 @@ func (w *watchReq) admit() *StatusError {
 // them, else an etcd watch's. run streams them.
 func (w *watchReq) source() (run func(sw *watchWriter) error, se *StatusError) {
 	s := w.s
-	if cr := s.cacheResource(w.r); cr != nil {
+	cr := s.cacheResource(w.r)
+	if cr != nil {
 		if run, se, ok := w.fromCache(cr); ok {
 			return run, se
 		}
 	}
 	s.watchMetrics().fallback.Inc()
 	ew := &etcdWatch{s: s, enc: w.enc, f: &w.f, prefix: w.prefix, ws: w.ws, bookmarks: w.q.AllowWatchBookmarks}
+	if w.ws.initial {
+		if se := s.admitEtcdWatchList(w.ctx, w.rc, w.r, w.ns, cr, ew); se != nil {
+			return nil, se
+		}
+		w.releases = append(w.releases, ew.listDone)
+	}
 	if err := ew.prepare(w.ctx); err != nil {
 		return nil, storeStatus(err, false, w.ws.rv)
 	}
@@ -309,6 +330,9 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 	// the client went away), so the connection serves this watch only.
 	rc.SetConnectionClose()
 	conn := rc.Conn()
+	// The watch's own end (timeout, shutdown) is not an abort: its guard
+	// only bounds each flush.
+	g := s.guardWrites(context.Background(), rc, "watch")
 	// The body is written by fasthttp on the connection's goroutine
 	// (listBody.WriteTo): each flush of the watchWriter is one HTTP
 	// chunk and one write, with no copy through SetBodyStreamWriter's
@@ -317,9 +341,7 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 	body := &listBody{done: func(int) { w.end() }}
 	body.write = func(bw *bufio.Writer) (int, error) {
 		m := s.watchMetrics()
-		m.open.Inc()
 		defer func() {
-			m.open.Dec()
 			if v := recover(); v != nil {
 				s.panics.Inc()
 				s.log.Error("panic streaming watch", zap.String("key", prefix), zap.Any("panic", v), zap.Stack("stack"))
@@ -328,11 +350,12 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 		go watchHangup(conn, cancel)
 		// A watch is long-lived and mostly idle: it keeps a small buffer
 		// of its own rather than a pooled flushSize one.
-		sw := &watchWriter{conn: conn, w: bw, buf: make([]byte, 0, watchIdleBuf), m: m}
+		sw := &watchWriter{guard: g, w: bw, buf: make([]byte, 0, watchIdleBuf), m: m}
 		err := run(sw)
 		if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			err = sw.flush()
 		}
+		g.done(err)
 		if err != nil {
 			s.log.Debug("watch ended", zap.String("key", prefix), zap.Error(err))
 		}
@@ -391,7 +414,7 @@ func (f *filter) matchesAttrs(a cache.Attrs) bool {
 // pending it borrows a pooled flushSize buffer (batch), returned at the
 // next flush.
 type watchWriter struct {
-	conn   net.Conn // for write deadlines; never rc, which may be recycled
+	guard  *writeGuard // write deadlines, on the connection (never rc, which may be recycled)
 	w      *bufio.Writer
 	buf    []byte
 	m      watchMetrics
@@ -417,7 +440,7 @@ func (sw *watchWriter) flush() error {
 	if len(sw.buf) == 0 {
 		return nil
 	}
-	_ = sw.conn.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+	sw.guard.arm()
 	_, err := sw.w.Write(sw.buf)
 	switch {
 	case sw.pooled != nil:
@@ -555,6 +578,10 @@ type etcdWatch struct {
 	ws        watchStart
 	bookmarks bool
 
+	// listDone releases the admission of the initial list (fill.go);
+	// called once the list is written, idempotent, nil without one.
+	listDone func()
+
 	meta codec.Meta
 	pg   *store.Pager
 	page []*mvccpb.KeyValue
@@ -652,6 +679,9 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 			}
 		}
 		ew.pg, ew.page = nil, nil
+		if ew.listDone != nil {
+			ew.listDone()
+		}
 		if ew.ws.initialEnd {
 			sw.buf = e.enc.watchBookmark(sw.buf, ew.rev, true)
 			sw.m.events.Inc()

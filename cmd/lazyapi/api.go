@@ -88,6 +88,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		PageSize:           c.listPageSize,
 		PageBytes:          c.listPageBytes,
 		RequestTimeout:     c.requestTimeout,
+		WriteTimeout:       c.writeTimeout,
 		DisableCompression: !c.compression,
 		Resources:          res,
 		Logger:             lg.Named("proxy"),
@@ -103,6 +104,12 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)
+	}
+	if wc != nil && len(c.cachePreload) > 0 {
+		// Warm before the storm: a restarted lazyapi fills the caches its
+		// informers will re-watch before they arrive.
+		n := srv.PreloadCache(c.preloadFilter())
+		lg.Info("watch cache filling at start", zap.Int("resources", n), zap.Strings("preload", c.cachePreload))
 	}
 	bound := ln.Addr().String()
 	res.SetServerAddress(bound)

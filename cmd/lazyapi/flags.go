@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lazyapi/lazyapi/cache"
+	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -45,6 +46,8 @@ type config struct {
 	cacheSizes     map[string]int   // --watch-cache-sizes, by resource[.group]
 	cacheBytes     int64            // --watch-cache-memory; derived from --memory-limit when 0
 	encryption     encryptionFlags  // --encryption-provider-config[-automatic-reload], --watch-cache-decrypted
+	cachePreload   []string         // --watch-cache-preload: "resource[.group]" names, "*" for all; empty: none
+	writeTimeout   time.Duration    // --write-timeout
 	dataDir        string
 	demo           bool
 	serving        servingFlags // --secure-port, --tls-*, --client-ca-file, --token-auth-file, --anonymous-auth
@@ -126,6 +129,10 @@ func parseFlags(args []string) (*config, error) {
 		"Serve watches from an in-memory cache of stored bytes (one etcd watch per resource); false: every watch watches etcd.")
 	fs.StringSliceVar(&cacheSizes, "watch-cache-sizes", nil,
 		"Watch cache history sizes in events, comma separated resource[.group]#size (e.g. configmaps#1000,deployments.apps#0); 0 disables caching of that resource.")
+	fs.StringSliceVar(&c.cachePreload, "watch-cache-preload", []string{"*"},
+		"Resources whose watch cache fills at start, before clients ask, comma separated resource[.group] (e.g. configmaps,deployments.apps); * = every resource (those that do not fit --watch-cache-memory are served from etcd); empty = fill on first use.")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", proxy.DefaultWriteTimeout,
+		"Longest a response may make no write progress (one flush of at most 64 KiB not taken by the client) before it is aborted and its admission released.")
 	fs.Var((*ratelimit.Bytes)(&c.cacheBytes), "watch-cache-memory",
 		"Byte budget of the watch cache: values, index and history of all cached resources (quantity). 0 = a quarter of --memory-limit (of 1Gi when unset).")
 	fs.BoolVar(&c.profiling, "profiling", false,
@@ -176,6 +183,16 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if err := c.logLevel.Set(logLevel); err != nil || c.logLevel < zapcore.DebugLevel || c.logLevel > zapcore.ErrorLevel {
 		return nil, usageErrorf("invalid --log-level %q: want debug, info, warn or error", logLevel)
+	}
+	if c.writeTimeout <= 0 {
+		return nil, usageErrorf("invalid --write-timeout %s: must be greater than 0", c.writeTimeout)
+	}
+	c.cachePreload = trimEmpty(c.cachePreload)
+	for i, n := range c.cachePreload {
+		c.cachePreload[i] = strings.ToLower(n)
+		if strings.ContainsAny(n, "#/ ") {
+			return nil, usageErrorf("invalid --watch-cache-preload entry %q: want resource[.group] or *", n)
+		}
 	}
 	sizes, err := cache.ParseWatchCacheSizes(cacheSizes)
 	if err != nil {
@@ -290,4 +307,17 @@ func (b *byteSize) Set(s string) error {
 	}
 	*b = byteSize(v)
 	return nil
+}
+
+// preloadFilter returns the PreloadCache filter of --watch-cache-preload:
+// nil (all) for "*", else membership in the list.
+func (c *config) preloadFilter() func(string) bool {
+	set := make(map[string]bool, len(c.cachePreload))
+	for _, n := range c.cachePreload {
+		if n == "*" {
+			return nil
+		}
+		set[n] = true
+	}
+	return func(name string) bool { return set[name] }
 }

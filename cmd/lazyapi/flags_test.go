@@ -25,6 +25,9 @@ func TestParseFlagsDefaults(t *testing.T) {
 		c.logLevel != zapcore.InfoLevel || c.dataDir == "" || c.demo || c.etcdTLS != nil || c.memoryLimit != 0 {
 		t.Errorf("parseFlags(nil) = %+v, want the documented defaults", c)
 	}
+	if c.preloadFilter() != nil || c.writeTimeout != 10*time.Second {
+		t.Errorf("--watch-cache-preload %q, --write-timeout %s, want * and 10s", c.cachePreload, c.writeTimeout)
+	}
 }
 
 func TestParseFlagsValues(t *testing.T) {
@@ -32,7 +35,8 @@ func TestParseFlagsValues(t *testing.T) {
 		"--etcd-servers=http://a:2379, http://b:2379", "--etcd-prefix=kube/registry/",
 		"--bind-address=0.0.0.0", "--port=0", "--list-page-size=7", "--list-page-bytes=512Ki",
 		"--request-timeout=5s", "--log-level=debug", "--memory-limit=1.5Gi",
-		"--watch-cache-sizes=configmaps#100,deployments.apps#0",
+		"--watch-cache-sizes=configmaps#100,deployments.apps#0", "--watch-cache-preload=ConfigMaps,deployments.apps",
+		"--write-timeout=3s",
 	})
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
@@ -46,6 +50,9 @@ func TestParseFlagsValues(t *testing.T) {
 	if c.bindAddress.String() != "0.0.0.0" || c.port != 0 || c.listPageSize != 7 || c.listPageBytes != 512<<10 ||
 		c.requestTimeout != 5*time.Second || c.logLevel != zapcore.DebugLevel || c.memoryLimit != 3<<29 {
 		t.Errorf("parseFlags = %+v", c)
+	}
+	if f := c.preloadFilter(); f == nil || !f("configmaps") || !f("deployments.apps") || f("secrets") || c.writeTimeout != 3*time.Second {
+		t.Errorf("--watch-cache-preload %q, --write-timeout %s", c.cachePreload, c.writeTimeout)
 	}
 	if c.cacheSizes["configmaps"] != 100 || c.cacheSizes["deployments.apps"] != 0 || len(c.cacheSizes) != 2 || !c.watchCache {
 		t.Errorf("watch cache flags: sizes %v, enabled %v", c.cacheSizes, c.watchCache)
@@ -83,6 +90,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--memory-limit=lots"}, "--memory-limit"},
 		{[]string{"--watch-cache-sizes=configmaps"}, "--watch-cache-sizes"},
 		{[]string{"--watch-cache-sizes=configmaps#-1"}, "--watch-cache-sizes"},
+		{[]string{"--watch-cache-preload=configmaps#1"}, "--watch-cache-preload"},
+		{[]string{"--write-timeout=0s"}, "--write-timeout"},
 		{[]string{"--watch-cache-memory=-5Mi"}, "--watch-cache-memory"},
 		{[]string{"--max-requests-inflight=abc"}, "--max-requests-inflight"},
 		{[]string{"--bind-address=not-an-ip"}, "--bind-address"},
