@@ -162,6 +162,27 @@ func (s *Server) object(enc encoder, dst, key []byte, obj codec.Object, rv int64
 	return append(dst, '\n'), nil // as jsonEncoder.object
 }
 
+// watchEvent is enc.watchEvent, with a JSON event's object from the
+// rendering cache when it is kept there: the initial events of many
+// WatchList watchers (an informer storm) then copy one rendering instead of
+// each transcoding every object. key is the object's etcd key.
+func (s *Server) watchEvent(enc encoder, dst, key []byte, t codec.EventType, obj codec.Object, rv int64) ([]byte, error) {
+	je, ok := enc.(*jsonEncoder)
+	if !ok || s.render == nil || obj.Format != codec.FormatProtobuf {
+		return enc.watchEvent(dst, t, obj, rv)
+	}
+	start := len(dst)
+	// codec.AppendJSONWatchEvent's frame; event types need no escaping.
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, t...)
+	dst = append(dst, `","object":`...)
+	dst, err := s.render.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{})
+	if err != nil {
+		return dst[:start], err
+	}
+	return append(dst, "}\n"...), nil
+}
+
 // appendJSON appends obj's JSON (resourceVersion rv, type meta written
 // unless opts.OmitTypeMeta) to dst: from a kept rendering when there is
 // one, else transcoded by sc (and kept if the object version is hot). key

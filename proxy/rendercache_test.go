@@ -1,8 +1,11 @@
 package proxy_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -46,6 +49,36 @@ func TestRenderCacheIdentical(t *testing.T) {
 	kept, _ := metricValue(e.ms, "lazyapi_render_cache_bytes")
 	if kept <= 0 || usedBudget(t, e)-used0 < int64(kept) {
 		t.Errorf("render cache holds %v bytes but the watch cache budget grew by %d", kept, usedBudget(t, e)-used0)
+	}
+	// WatchList initial events: the same frames whether transcoded or
+	// copied from the rendering cache.
+	initial := func() []byte {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/api/v1/namespaces/ns/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var added []byte
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadBytes('\n')
+			if err != nil {
+				t.Fatalf("watch ended before the initial-events-end bookmark: %v", err)
+			}
+			if bytes.Contains(line, []byte("k8s.io/initial-events-end")) {
+				return added
+			}
+			added = append(added, line...)
+		}
+	}
+	h0, _ := metricValue(e.ms, `lazyapi_render_cache_total{result="hit"}`)
+	w1, _, w2 := initial(), initial(), initial() // kept on the second, copied on the third
+	if h1, _ := metricValue(e.ms, `lazyapi_render_cache_total{result="hit"}`); h1-h0 < 120 || !bytes.Equal(w1, w2) || bytes.Count(w1, []byte("\n")) != 120 {
+		t.Fatalf("initial events: %d render cache hits over three watches, identical=%v, %d events", int(h1-h0), bytes.Equal(w1, w2), bytes.Count(w1, []byte("\n")))
 	}
 	// A change: the next LIST and GET carry the new object.
 	rev = e.put(t, "configmaps", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm-00003"},

@@ -493,7 +493,7 @@ func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value []
 	}
 	if err == nil {
 		start := len(dst)
-		if dst, err = e.enc.watchEvent(dst, t, obj, rv); err != nil {
+		if dst, err = e.s.watchEvent(e.enc, dst, s2b(key), t, obj, rv); err != nil {
 			dst = dst[:start]
 		}
 	}

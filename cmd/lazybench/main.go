@@ -49,6 +49,7 @@ Commands:
   clean      remove what seed wrote
   run        run a scenario (list, get, watch, listflood, informers, mixed) against targets
   suite      the standard suite against lazyapi and kube-apiserver (or the reference server)
+  storm      informer storms: many informers / WatchList / LIST+WATCH streams at once, lazyapi and kube-apiserver
   cost       server CPU per MiB served, lazyapi and kube-apiserver over TLS (gzip over a throttled link too)
   refserver  serve the reference read API (what kube-apiserver does per request) on loopback
   etcd       run an embedded etcd (for trying things without one)
@@ -75,6 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSuite(ctx, args, stdout, stderr)
 	case "cost":
 		return runCost(ctx, args, stdout, stderr)
+	case "storm":
+		return runStorm(ctx, args, stdout, stderr)
 	case "refserver":
 		return runRefServer(ctx, args, stderr)
 	case "etcd":
@@ -468,6 +471,52 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rep, err := bench.RunCost(ctx, cfg)
 	if rep != nil {
 		fmt.Fprint(stdout, rep.CostMarkdown())
+	}
+	return err
+}
+
+func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("storm", "storm [flags]", stdout)
+	var ef etcdFlags
+	ef.add(fs)
+	fs.Lookup("etcd-servers").Usage = "external etcd (default: an embedded etcd)"
+	repo := fs.String("repo", ".", "lazyapi source tree")
+	out := fs.String("out", filepath.Join(os.TempDir(), "lazybench-storm"), "results folder")
+	kind := fs.String("kind", "configmap", "kind to seed and read: configmap, secret, pod")
+	objects := fs.Int("objects", 10000, "objects to seed (one namespace)")
+	size := fs.String("size", "fixed:10KiB", "stored object size distribution")
+	rows := fs.StringSlice("rows", []string{"informers:16", "informers:64", "watchlist:256", "listwatch:256"}, "MODE:CLIENTS rows (informers, watchlist, listwatch)")
+	timeout := fs.Duration("timeout", 5*time.Minute, "bound on one run of a row")
+	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
+	skipKube := fs.Bool("skip-kube-apiserver", false, "measure lazyapi only")
+	skipLazy := fs.Bool("skip-lazyapi", false, "measure kube-apiserver only")
+	noUpdate := fs.Bool("no-update-results", false, "do not rewrite the ## informer storm section of bench/RESULTS.md")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	k, ok := bench.LookupKind(*kind)
+	if !ok {
+		return fmt.Errorf("unknown --kind %q", *kind)
+	}
+	sd, err := bench.ParseSizeDist(*size)
+	if err != nil {
+		return fmt.Errorf("invalid --size: %w", err)
+	}
+	var rs []bench.StormRow
+	for _, r := range *rows {
+		mode, n, ok := strings.Cut(r, ":")
+		c, err := strconv.Atoi(n)
+		if !ok || err != nil || c <= 0 || (mode != bench.StormInformers && mode != bench.StormWatchList && mode != bench.StormListWatch) {
+			return fmt.Errorf("invalid --rows %q: want informers|watchlist|listwatch:N", r)
+		}
+		rs = append(rs, bench.StormRow{Mode: mode, Clients: c})
+	}
+	cfg := bench.StormConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Kind: k, Objects: *objects, Size: sd,
+		Rows: rs, Timeout: *timeout, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: !*noUpdate,
+		Command: commandName() + " storm " + strings.Join(args, " "), Log: stderr}
+	rep, err := bench.RunStorm(ctx, cfg)
+	if rep != nil {
+		fmt.Fprint(stdout, rep.Markdown())
 	}
 	return err
 }

@@ -1,0 +1,524 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/lazyapi/lazyapi/store"
+)
+
+// Informer storms: many clients start reading one collection at once, as
+// the informers of a rollout's restarted pods do. A row is one kind of
+// client at one count: client-go informers (JSON), or raw streams that
+// check and discard what they read (1,024 real informers would need the
+// collection in the harness's memory 1,024 times): WatchList (watch with
+// sendInitialEvents=true until the initial-events-end bookmark, counting
+// the ADDED events) or LIST+WATCH (a reflector's LIST with
+// resourceVersion=0, its items counted, then a watch from its
+// resourceVersion until the response headers). Each row runs against a
+// just-started server (cold) and then again against the same process
+// (warm). A 429 is counted and retried after its Retry-After.
+
+// Storm modes.
+const (
+	StormInformers = "informers"
+	StormWatchList = "watchlist"
+	StormListWatch = "listwatch"
+)
+
+// StormRow is one row of a storm: a mode and a client count.
+type StormRow struct {
+	Mode    string `json:"mode"`
+	Clients int    `json:"clients"`
+}
+
+// StormConfig configures RunStorm.
+type StormConfig struct {
+	Repo, Out   string
+	EtcdServers []string
+	Prefix      string
+	// Kind, Objects and Size describe the seeded collection (one
+	// namespace).
+	Kind    Kind
+	Objects int
+	Size    SizeDist
+	// Rows are run in order, each against a freshly started server.
+	Rows []StormRow
+	// Timeout bounds one run of a row.
+	Timeout time.Duration
+	// LazyAPIFlags are extra lazyapi flags (e.g. --memory-limit).
+	LazyAPIFlags []string
+	SkipKube     bool
+	SkipLazyAPI  bool
+	// UpdateResults rewrites the ## informer storm section of
+	// bench/RESULTS.md.
+	UpdateResults bool
+	Command       string
+	Log           io.Writer
+}
+
+// StormResult is one run of a row against one target.
+type StormResult struct {
+	Target  string   `json:"target"`
+	Row     StormRow `json:"row"`
+	Warm    bool     `json:"warm"`
+	Synced  int      `json:"synced"`
+	Wrong   int      `json:"wrong"` // synced with an item count other than etcd's
+	AllTime time.Duration
+	P50     time.Duration
+	// Throttled counts 429 answers (each retried after Retry-After);
+	// NoRetryAfter those without the header.
+	Throttled    int64  `json:"throttled"`
+	NoRetryAfter int64  `json:"no_retry_after"`
+	Errors       int64  `json:"errors"`
+	FirstError   string `json:"first_error,omitempty"`
+	IdleRSS      int64  `json:"idle_rss_bytes"`
+	PeakRSS      int64  `json:"peak_rss_bytes"`
+	// CacheBytes is lazyapi's watch cache budget in use before the run
+	// (lazyapi_cache_used_bytes; -1 for other servers).
+	CacheBytes int64 `json:"cache_bytes"`
+}
+
+// StormReport is a storm's results.
+type StormReport struct {
+	Date    time.Time     `json:"date"`
+	Command string        `json:"command"`
+	Machine Machine       `json:"machine"`
+	Data    string        `json:"data"`
+	Notes   []string      `json:"notes,omitempty"`
+	Results []StormResult `json:"results"`
+}
+
+// RunStorm seeds the collection and runs every row against lazyapi and
+// kube-apiserver (over TLS), cold then warm.
+func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
+	logf := func(format string, args ...any) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, format+"\n", args...)
+		}
+	}
+	rep := &StormReport{Date: time.Now().UTC().Truncate(time.Second), Command: cfg.Command, Machine: ThisMachine()}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(cfg.Out, "logs")
+	endpoints := cfg.EtcdServers
+	if len(endpoints) == 0 {
+		dir, err := os.MkdirTemp("", "lazybench-etcd-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		e, err := store.StartEmbedded(store.EmbeddedConfig{Dir: dir, UnsafeNoFsync: true})
+		if err != nil {
+			return nil, err
+		}
+		defer e.Close()
+		endpoints = []string{e.Endpoint()}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), MaxCallSendMsgSize: 2 << 20})
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	etcd := strings.Join(endpoints, ",")
+	if _, err := Clean(ctx, cli, CleanConfig{Prefix: cfg.Prefix}); err != nil {
+		return nil, err
+	}
+	sr, err := Seed(ctx, cli, SeedConfig{Prefix: cfg.Prefix, Kind: cfg.Kind, Count: cfg.Objects, Namespaces: 1, Size: cfg.Size, Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer Clean(context.WithoutCancel(ctx), cli, CleanConfig{Prefix: cfg.Prefix}) //nolint:errcheck // best effort
+	ns := NamespaceName(DefaultNamespacePrefix, 0)
+	rep.Data = fmt.Sprintf("%d %s (%s) in namespace %s, %s stored (protobuf), read as JSON", sr.Objects, cfg.Kind.Resource, cfg.Size, ns, HumanBytes(sr.Bytes))
+	if out, err := exec.CommandContext(ctx, "git", "-C", cfg.Repo, "describe", "--always", "--dirty").Output(); err == nil {
+		rep.Notes = append(rep.Notes, "lazyapi built from commit "+strings.TrimSpace(string(out)))
+	}
+	type starter struct {
+		name  string
+		start func() (*Proc, error)
+	}
+	var starters []starter
+	if !cfg.SkipLazyAPI {
+		bin, err := BuildLazyAPI(ctx, cfg.Repo, cfg.Out)
+		if err != nil {
+			return nil, err
+		}
+		starters = append(starters, starter{"lazyapi", func() (*Proc, error) {
+			return StartLazyAPI(bin, etcd, cfg.Prefix, logDir, cfg.LazyAPIFlags...)
+		}})
+	}
+	script := filepath.Join(cfg.Repo, "bench", "kube-apiserver.sh")
+	if _, kerr := KubeAPIServerBinary(ctx, script); kerr == nil && !cfg.SkipKube {
+		starters = append(starters, starter{"kube-apiserver", func() (*Proc, error) {
+			return StartKubeAPIServer(script, etcd, cfg.Prefix, logDir, true)
+		}})
+	} else if kerr != nil {
+		rep.Notes = append(rep.Notes, "kube-apiserver: "+kerr.Error())
+	}
+	expected := int64(sr.Objects)
+	for _, row := range cfg.Rows {
+		for _, st := range starters {
+			if ctx.Err() != nil {
+				break
+			}
+			p, err := st.start()
+			if err == nil {
+				err = p.WaitReady(ctx, "/readyz", 3*time.Minute)
+			}
+			if err != nil {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s could not be started: %v", st.name, err))
+				p.Stop()
+				continue
+			}
+			for _, warm := range []bool{false, true} {
+				r := runStormRow(ctx, p.Target, cfg, row, ns, expected)
+				r.Warm = warm
+				phase := "cold"
+				if warm {
+					phase = "warm"
+				}
+				logf("%s %s %d %s: %d/%d synced in %s, peak RSS %s MiB (idle %s, cache %s), 429: %d, errors %d %s", r.Target, row.Mode, row.Clients, phase,
+					r.Synced, row.Clients, r.AllTime.Round(time.Millisecond), mib(r.PeakRSS), mib(r.IdleRSS), mib(r.CacheBytes), r.Throttled, r.Errors, r.FirstError)
+				rep.Results = append(rep.Results, r)
+			}
+			p.Stop()
+		}
+	}
+	if cfg.UpdateResults {
+		if err := UpdateResultsSection(filepath.Join(cfg.Repo, "bench", "RESULTS.md"), "informer storm ("+cfg.Kind.Resource+")", rep.Markdown()); err != nil {
+			return rep, err
+		}
+	}
+	return rep, ctx.Err()
+}
+
+// Markdown renders the report as a section body.
+func (r *StormReport) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Date: %s. Machine: %s.\n\nCommand:\n\n    %s\n\nData: %s.\n\n", r.Date.Format("2006-01-02 15:04 UTC"), r.Machine, r.Command, r.Data)
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "- note: %s\n", n)
+	}
+	b.WriteString("\n| clients | target | phase | synced (wrong count) | time to all synced s | p50 s | idle RSS MiB | peak RSS MiB | cache MiB | 429 (without Retry-After) | errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, res := range r.Results {
+		phase := "cold"
+		if res.Warm {
+			phase = "warm"
+		}
+		fmt.Fprintf(&b, "| %d %s | %s | %s | %d/%d (%d) | %s | %s | %s | %s | %s | %d (%d) | %d |\n", res.Row.Clients, res.Row.Mode, res.Target, phase,
+			res.Synced, res.Row.Clients, res.Wrong, f1(res.AllTime.Seconds()), f1(res.P50.Seconds()), mib(res.IdleRSS), mib(res.PeakRSS), mib(res.CacheBytes),
+			res.Throttled, res.NoRetryAfter, res.Errors)
+	}
+	return b.String()
+}
+
+// stormState collects one run's clients.
+type stormState struct {
+	mu                       sync.Mutex
+	times                    []time.Duration
+	wrong                    int
+	throttled, noRetry, errs atomic.Int64
+	firstErr                 string
+	start                    time.Time
+	expected                 int64
+	target                   Target
+	client                   *http.Client
+	path                     string
+	deadline                 time.Time
+}
+
+func (s *stormState) fail(err error) {
+	s.errs.Add(1)
+	s.mu.Lock()
+	if s.firstErr == "" {
+		s.firstErr = err.Error()
+	}
+	s.mu.Unlock()
+}
+
+func (s *stormState) synced(items int64) {
+	d := time.Since(s.start)
+	s.mu.Lock()
+	s.times = append(s.times, d)
+	if s.expected >= 0 && items != s.expected {
+		s.wrong++
+	}
+	s.mu.Unlock()
+}
+
+func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, ns string, expected int64) StormResult {
+	res := StormResult{Target: t.Name, Row: row, CacheBytes: -1}
+	if t.Name == "lazyapi" {
+		res.CacheBytes = scrapeMetric(ctx, t, "lazyapi_cache_used_bytes")
+	}
+	sampler, err := newMemSampler(t, 100*time.Millisecond)
+	if err != nil {
+		res.FirstError = err.Error()
+		return res
+	}
+	sctx, stop := context.WithCancel(ctx)
+	var swg sync.WaitGroup
+	swg.Go(func() { sampler.run(sctx) })
+	time.Sleep(300 * time.Millisecond) // idle samples
+	idleEnd := time.Since(sampler.start)
+
+	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	st := &stormState{start: time.Now(), expected: expected, target: t, path: cfg.Kind.Path(ns), deadline: time.Now().Add(cfg.Timeout)}
+	if row.Mode == StormInformers {
+		st.runInformers(rctx, cfg.Kind, ns, row.Clients)
+	} else {
+		tr := &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: row.Clients,
+			DisableCompression:  true,
+			TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback benchmark targets
+			ReadBufferSize:      32 << 10,
+			WriteBufferSize:     4 << 10,
+		}
+		st.client = &http.Client{Transport: tr}
+		var wg sync.WaitGroup
+		for range row.Clients {
+			wg.Go(func() {
+				var err error
+				var items int64
+				if row.Mode == StormWatchList {
+					items, err = st.watchList(rctx)
+				} else {
+					items, err = st.listWatch(rctx)
+				}
+				if err != nil {
+					st.fail(err)
+					return
+				}
+				st.synced(items)
+			})
+		}
+		wg.Wait()
+		tr.CloseIdleConnections()
+	}
+	stop()
+	swg.Wait()
+	mem, _ := sampler.result()
+	res.IdleRSS, res.PeakRSS = idlePeak(mem, idleEnd)
+	res.Synced = len(st.times)
+	res.Wrong = st.wrong
+	for _, d := range st.times {
+		res.AllTime = max(res.AllTime, d)
+	}
+	if n := len(st.times); n > 0 {
+		ts := append([]time.Duration(nil), st.times...)
+		for i := range ts { // insertion sort is enough for <= a few thousand
+			for j := i; j > 0 && ts[j] < ts[j-1]; j-- {
+				ts[j], ts[j-1] = ts[j-1], ts[j]
+			}
+		}
+		res.P50 = ts[n/2]
+	}
+	res.Throttled, res.NoRetryAfter, res.Errors = st.throttled.Load(), st.noRetry.Load(), st.errs.Load()
+	res.FirstError = st.firstErr
+	return res
+}
+
+// get issues a GET, retrying 429s after their Retry-After until the
+// deadline; it returns a 200 response.
+func (s *stormState) get(ctx context.Context, path string) (*http.Response, error) {
+	for {
+		req, err := s.target.newRequest(ctx, path, "application/json")
+		if err != nil {
+			return nil, err
+		}
+		resp, err := s.client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode == http.StatusOK {
+			return resp, nil
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests {
+			return nil, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+		s.throttled.Add(1)
+		wait := time.Second
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			if n, err := strconv.Atoi(ra); err == nil {
+				wait = time.Duration(n) * time.Second
+			}
+		} else {
+			s.noRetry.Add(1)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// watchList reads a WatchList stream until its initial-events-end
+// bookmark and returns the ADDED events counted.
+func (s *stormState) watchList(ctx context.Context) (int64, error) {
+	q := url.Values{"watch": {"1"}, "sendInitialEvents": {"true"}, "resourceVersionMatch": {"NotOlderThan"}, "allowWatchBookmarks": {"true"}}
+	resp, err := s.get(ctx, s.path+"?"+q.Encode())
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReaderSize(resp.Body, 32<<10)
+	var added int64
+	var line []byte // the start of a line, or a whole BOOKMARK line
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line) < 64 || bytes.HasPrefix(line, []byte(`{"type":"BOOKMARK"`)) {
+			line = append(line, frag...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return added, fmt.Errorf("watchlist stream ended before the initial-events-end bookmark (%d ADDED): %w", added, err)
+		}
+		switch {
+		case bytes.HasPrefix(line, []byte(`{"type":"ADDED"`)):
+			added++
+		case bytes.HasPrefix(line, []byte(`{"type":"BOOKMARK"`)) && bytes.Contains(line, []byte(`"k8s.io/initial-events-end":"true"`)):
+			return added, nil
+		case bytes.HasPrefix(line, []byte(`{"type":"ERROR"`)):
+			return added, fmt.Errorf("watchlist ERROR event: %.300s", line)
+		}
+		line = line[:0]
+	}
+}
+
+// listWatch does a reflector's LIST (resourceVersion=0, limit=500) and
+// opens its watch; it returns the items listed.
+func (s *stormState) listWatch(ctx context.Context) (int64, error) {
+	resp, err := s.get(ctx, s.path+"?limit=500&resourceVersion=0")
+	if err != nil {
+		return 0, err
+	}
+	info, _, err := readList(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, err
+	}
+	items := int64(info.Items)
+	for info.Continue != "" { // a server that honours limit
+		resp, err := s.get(ctx, s.path+"?limit=500&continue="+url.QueryEscape(info.Continue))
+		if err != nil {
+			return items, err
+		}
+		info, _, err = readList(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return items, err
+		}
+		items += int64(info.Items)
+	}
+	q := url.Values{"watch": {"1"}, "resourceVersion": {info.ResourceVersion}, "allowWatchBookmarks": {"true"}, "timeoutSeconds": {"60"}}
+	wresp, err := s.get(ctx, s.path+"?"+q.Encode())
+	if err != nil {
+		return items, err
+	}
+	wresp.Body.Close()
+	return items, nil
+}
+
+// runInformers starts n client-go informers (JSON, own connections) and
+// waits until all synced, counting 429s seen by their transports.
+func (s *stormState) runInformers(ctx context.Context, k Kind, ns string, n int) {
+	base, err := s.target.RESTConfig()
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	base.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+				s.throttled.Add(1)
+				if resp.Header.Get("Retry-After") == "" {
+					s.noRetry.Add(1)
+				}
+			}
+			return resp, err
+		})
+	})
+	stop := make(chan struct{})
+	defer close(stop)
+	sc := Scenario{Kind: k, Namespace: ns}
+	var wg sync.WaitGroup
+	for range n {
+		inf, err := newInformer(rest.CopyConfig(base), &sc)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		go inf.Run(stop)
+		wg.Go(func() {
+			if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+				s.fail(fmt.Errorf("informer not synced: %w", ctx.Err()))
+				return
+			}
+			s.synced(int64(len(inf.GetStore().ListKeys())))
+		})
+	}
+	wg.Wait()
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// scrapeMetric returns a metric's value from t's /metrics, -1 when absent.
+func scrapeMetric(ctx context.Context, t Target, name string) int64 {
+	hc, err := t.httpClient(1)
+	if err != nil {
+		return -1
+	}
+	defer hc.CloseIdleConnections()
+	req, err := t.newRequest(ctx, "/metrics", "text/plain")
+	if err != nil {
+		return -1
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return int64(f)
+			}
+		}
+	}
+	return -1
+}
