@@ -618,3 +618,24 @@ func AppendProtobufMetadata(dst []byte, obj Object, rv int64) ([]byte, error) {
 	}
 	return dst, nil
 }
+
+// AppendJSONTypeMeta appends the JSON object raw with its top-level kind
+// and apiVersion (those before "metadata", as every encoder kube-apiserver
+// uses writes them) replaced by kind and apiVersion, written first. It
+// serves a built-in kind stored as JSON at another version than it is
+// served at, with the same schema. raw is not modified.
+func AppendJSONTypeMeta(dst, raw []byte, apiVersion, kind string) []byte {
+	rest := stripTypeMeta(append([]byte(nil), raw...))
+	i := skipSpace(rest, 0)
+	if i >= len(rest) || rest[i] != '{' {
+		return append(dst, raw...)
+	}
+	dst = append(dst, `{"kind":`...)
+	dst = appendJSONQuote(dst, kind)
+	dst = append(dst, `,"apiVersion":`...)
+	dst = appendJSONQuote(dst, apiVersion)
+	if j := skipSpace(rest, i+1); j < len(rest) && rest[j] != '}' {
+		dst = append(dst, ',')
+	}
+	return append(dst, rest[i+1:]...)
+}

@@ -294,10 +294,22 @@ func (s *Server) unwrap(r *resource.Resource, kv *mvccpb.KeyValue) (codec.Object
 		s.decodeErrs.Inc()
 		return obj, &decodeError{key: string(kv.Key), err: err}
 	}
-	if obj.Kind == "" {
+	return typeMeta(r, obj), nil
+}
+
+// typeMeta gives obj the resource's apiVersion and kind: a JSON object has
+// none from its envelope, and a resource served at another version than it
+// is stored at (same schema, Resource.RewritesTypeMeta) is written with the
+// version served.
+func typeMeta(r *resource.Resource, obj codec.Object) codec.Object {
+	switch {
+	case r.RewritesTypeMeta() && obj.Format == codec.FormatJSON:
+		obj.Raw = codec.AppendJSONTypeMeta(nil, obj.Raw, r.APIVersion(), r.Kind)
+		obj.APIVersion, obj.Kind = r.APIVersion(), r.Kind
+	case obj.Kind == "" || r.RewritesTypeMeta():
 		obj.APIVersion, obj.Kind = r.APIVersion(), r.Kind
 	}
-	return obj, nil
+	return obj
 }
 
 // serveGet serves one object.

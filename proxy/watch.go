@@ -488,8 +488,8 @@ func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value []
 		return e.enc.watchStatus(dst, &se.Status)
 	}
 	obj, err := codec.Unwrap(value)
-	if err == nil && obj.Kind == "" {
-		obj.APIVersion, obj.Kind = e.r.APIVersion(), e.r.Kind
+	if err == nil {
+		obj = typeMeta(e.r, obj)
 	}
 	if err == nil {
 		start := len(dst)

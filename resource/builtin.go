@@ -268,17 +268,17 @@ var excludedKinds = map[schema.GroupVersionKind]string{
 
 	{Group: "policy", Version: "v1", Kind: "Eviction"}: "create-only pods/eviction subresource",
 
-	{Group: "certificates.k8s.io", Version: "v1", Kind: "ClusterTrustBundle"}:             "GA in 1.37, stored as v1beta1 for one release; served at v1beta1",
-	{Group: "certificates.k8s.io", Version: "v1", Kind: "PodCertificateRequest"}:          "GA in 1.37, stored as v1beta1 for one release; served at v1beta1",
+	{Group: "certificates.k8s.io", Version: "v1beta1", Kind: "ClusterTrustBundle"}:        "stored as v1beta1 in 1.37, served at v1 (same schema: apiVersion rewritten), as kube-apiserver serves it",
+	{Group: "certificates.k8s.io", Version: "v1", Kind: "PodCertificateRequest"}:          "GA in 1.37, stored as v1beta1, whose schema differs (v1 dropped pkixPublicKey, proofOfPossession): served at v1beta1; v1 needs conversion",
 	{Group: "certificates.k8s.io", Version: "v1beta1", Kind: "CertificateSigningRequest"}: "v1beta1 removed in 1.22; stored and served as v1",
 
-	{Group: "resource.k8s.io", Version: "v1", Kind: "DeviceTaintRule"}:            "GA in 1.37, stored as v1beta2 for one release; served at v1beta2",
+	{Group: "resource.k8s.io", Version: "v1beta2", Kind: "DeviceTaintRule"}:       "stored as v1beta2 in 1.37, served at v1 (same schema: apiVersion rewritten), as kube-apiserver serves it",
 	{Group: "resource.k8s.io", Version: "v1beta2", Kind: "DeviceClass"}:           "stored and served as v1",
 	{Group: "resource.k8s.io", Version: "v1beta2", Kind: "ResourceClaim"}:         "stored and served as v1",
 	{Group: "resource.k8s.io", Version: "v1beta2", Kind: "ResourceClaimTemplate"}: "stored and served as v1",
 	{Group: "resource.k8s.io", Version: "v1beta2", Kind: "ResourceSlice"}:         "stored and served as v1",
 
-	{Group: "storagemigration.k8s.io", Version: "v1", Kind: "StorageVersionMigration"}: "GA in 1.37, stored as v1beta1 for one release; served at v1beta1",
+	{Group: "storagemigration.k8s.io", Version: "v1beta1", Kind: "StorageVersionMigration"}: "stored as v1beta1 in 1.37, served at v1 (same schema: apiVersion rewritten), as kube-apiserver serves it",
 }
 
 // lifecycle is implemented by k8s.io/api types with
@@ -392,6 +392,22 @@ func builtinResources() ([]*Resource, error) {
 		}
 		r.StorageVersion = r.Version
 		if s.jsonVersion == "" {
+			// Kinds that went GA while still stored at their beta version
+			// are served, as by kube-apiserver, at the GA version only,
+			// with apiVersion rewritten on the fly (checked: same schema).
+			if v := servedVersion(r.Group, r.Kind, r.StorageVersion); v != r.StorageVersion {
+				same, err := sameSchema(r.Group, r.Kind, r.StorageVersion, v)
+				if err != nil {
+					return nil, err
+				}
+				// A kind whose GA schema differs (PodCertificateRequest:
+				// v1 dropped pkixPublicKey and proofOfPossession) would
+				// need kube-apiserver's conversion: it stays served at its
+				// storage version (see README, Known differences).
+				if same {
+					r.Version = v
+				}
+			}
 			w, err := builtinWarning(schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind})
 			if err != nil {
 				return nil, err

@@ -41,15 +41,15 @@ func TestBuiltinLookup(t *testing.T) {
 		{"rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", "RoleBindingList", "rolebindings", true, nil, nil},
 		{"storage.k8s.io", "v1", "storageclasses", "StorageClass", "StorageClassList", "storageclasses", false, []string{"sc"}, nil},
 		{"certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", "CertificateSigningRequestList", "certificatesigningrequests", false, []string{"csr"}, nil},
-		{"certificates.k8s.io", "v1beta1", "clustertrustbundles", "ClusterTrustBundle", "ClusterTrustBundleList", "clustertrustbundles", false, nil, nil},
+		{"certificates.k8s.io", "v1", "clustertrustbundles", "ClusterTrustBundle", "ClusterTrustBundleList", "clustertrustbundles", false, nil, nil},
 		{"admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", "ValidatingWebhookConfigurationList", "validatingwebhookconfigurations", false, nil, []string{"api-extensions"}},
 		{"apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", "CustomResourceDefinitionList", "apiextensions.k8s.io/customresourcedefinitions", false, []string{"crd", "crds"}, []string{"api-extensions"}},
 		{"apiregistration.k8s.io", "v1", "apiservices", "APIService", "APIServiceList", "apiregistration.k8s.io/apiservices", false, nil, []string{"api-extensions"}},
 		{"scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", "PriorityClassList", "priorityclasses", false, []string{"pc"}, nil},
 		{"flowcontrol.apiserver.k8s.io", "v1", "flowschemas", "FlowSchema", "FlowSchemaList", "flowschemas", false, nil, nil},
 		{"resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", "ResourceClaimList", "resourceclaims", true, nil, nil},
-		{"resource.k8s.io", "v1beta2", "devicetaintrules", "DeviceTaintRule", "DeviceTaintRuleList", "devicetaintrules", false, nil, nil},
-		{"storagemigration.k8s.io", "v1beta1", "storageversionmigrations", "StorageVersionMigration", "StorageVersionMigrationList", "storageversionmigrations", false, nil, nil},
+		{"resource.k8s.io", "v1", "devicetaintrules", "DeviceTaintRule", "DeviceTaintRuleList", "devicetaintrules", false, nil, nil},
+		{"storagemigration.k8s.io", "v1", "storageversionmigrations", "StorageVersionMigration", "StorageVersionMigrationList", "storageversionmigrations", false, nil, nil},
 	}
 	for _, tt := range tests {
 		r, ok := tb.Lookup(tt.group, tt.version, tt.resource)
@@ -74,17 +74,18 @@ func TestBuiltinLookup(t *testing.T) {
 func TestBuiltinNotServed(t *testing.T) {
 	tb := NewBuiltin()
 	for _, k := range []gvr{
-		{"events.k8s.io", "v1", "events"},                     // stored as core v1 Events
-		{"autoscaling", "v1", "horizontalpodautoscalers"},     // stored as v2
-		{"apps", "v1beta1", "deployments"},                    // removed
-		{"extensions", "v1beta1", "ingresses"},                // removed
-		{"", "v1", "componentstatuses"},                       // not in etcd
-		{"", "v1", "configmap"},                               // singular is not a lookup key
-		{"", "v1", "cm"},                                      // nor a short name
-		{"", "v1", "pods/status"},                             // no subresources
-		{"coordination.k8s.io", "v1beta1", "leasecandidates"}, // beta, off by default
-		{"scheduling.k8s.io", "v1beta1", "workloads"},         // beta, off by default
-		{"certificates.k8s.io", "v1", "clustertrustbundles"},  // stored at v1beta1 in 1.37
+		{"events.k8s.io", "v1", "events"},                         // stored as core v1 Events
+		{"autoscaling", "v1", "horizontalpodautoscalers"},         // stored as v2
+		{"apps", "v1beta1", "deployments"},                        // removed
+		{"extensions", "v1beta1", "ingresses"},                    // removed
+		{"", "v1", "componentstatuses"},                           // not in etcd
+		{"", "v1", "configmap"},                                   // singular is not a lookup key
+		{"", "v1", "cm"},                                          // nor a short name
+		{"", "v1", "pods/status"},                                 // no subresources
+		{"coordination.k8s.io", "v1beta1", "leasecandidates"},     // beta, off by default
+		{"scheduling.k8s.io", "v1beta1", "workloads"},             // beta, off by default
+		{"certificates.k8s.io", "v1beta1", "clustertrustbundles"}, // stored at v1beta1, served at v1 as kube-apiserver
+		{"certificates.k8s.io", "v1", "podcertificaterequests"},   // v1 differs from the stored v1beta1: needs conversion
 	} {
 		if r, ok := tb.Lookup(k.group, k.version, k.resource); ok {
 			t.Errorf("Lookup(%q, %q, %q) = %+v, want not served", k.group, k.version, k.resource, r)

@@ -56,9 +56,8 @@ func TestCRDWarning(t *testing.T) {
 }
 
 // wantBetaWarnings are the deprecated beta versions lazyapi serves because
-// kube-apiserver stores the kinds at them.
+// kube-apiserver stores the kinds at them and their GA version differs
+// (kinds with the same schema are served at the GA version instead).
 var wantBetaWarnings = map[string]string{
-	"certificates.k8s.io/v1beta1 clustertrustbundles":          `299 - "certificates.k8s.io/v1beta1 ClusterTrustBundle is deprecated in v1.37+, unavailable in v1.40+; use certificates.k8s.io/v1 ClusterTrustBundle"`,
-	"certificates.k8s.io/v1beta1 podcertificaterequests":       `299 - "certificates.k8s.io/v1beta1 PodCertificateRequest is deprecated in v1.37+, unavailable in v1.40+; use certificates.k8s.io/v1 PodCertificateRequest"`,
-	"storagemigration.k8s.io/v1beta1 storageversionmigrations": `299 - "storagemigration.k8s.io/v1beta1 StorageVersionMigration is deprecated in v1.37+, unavailable in v1.40+; use storagemigration.k8s.io/v1 StorageVersionMigration"`,
+	"certificates.k8s.io/v1beta1 podcertificaterequests": `299 - "certificates.k8s.io/v1beta1 PodCertificateRequest is deprecated in v1.37+, unavailable in v1.40+; use certificates.k8s.io/v1 PodCertificateRequest"`,
 }

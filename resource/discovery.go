@@ -267,7 +267,7 @@ func resourceList(groupVersion string, rs []*Resource) *metav1.APIResourceList {
 			Verbs:              verbs,
 			ShortNames:         r.ShortNames,
 			Categories:         r.Categories,
-			StorageVersionHash: storageVersionHash(r.Group, r.StorageVersion, r.Kind),
+			StorageVersionHash: r.storageVersionHash(),
 		})
 	}
 	return l
@@ -295,6 +295,17 @@ func groupDiscovery(g *group) apidiscoveryv2.APIGroupDiscovery {
 		d.Versions = append(d.Versions, vd)
 	}
 	return d
+}
+
+// storageVersionHash is the hash kube-apiserver advertises for r: of the
+// version objects are encoded at in etcd. CustomResourceDefinitions are
+// served at v1 (converted on read) but stored as v1beta1.
+func (r *Resource) storageVersionHash() string {
+	v := r.StorageVersion
+	if r.Group == "apiextensions.k8s.io" && r.Resource == "customresourcedefinitions" {
+		v = "v1beta1"
+	}
+	return storageVersionHash(r.Group, v, r.Kind)
 }
 
 // storageVersionHash is k8s.io/apiserver/pkg/endpoints/discovery's

@@ -156,7 +156,7 @@ func TestDiscoveryClientGo(t *testing.T) {
 				{"hpa", schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}},
 				{"ing", schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}},
 				{"crd", schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}},
-				{"clustertrustbundles", schema.GroupVersionResource{Group: "certificates.k8s.io", Version: "v1beta1", Resource: "clustertrustbundles"}},
+				{"clustertrustbundles", schema.GroupVersionResource{Group: "certificates.k8s.io", Version: "v1", Resource: "clustertrustbundles"}},
 			}
 			for _, tt := range tests {
 				got, err := mapper.ResourceFor(schema.GroupVersionResource{Resource: tt.in})

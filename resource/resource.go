@@ -92,9 +92,15 @@ type Resource struct {
 	noNamespaceField bool
 }
 
-// Servable reports whether the resource can be served as stored, that is,
-// whether its Version is its StorageVersion.
-func (r *Resource) Servable() bool { return r.Version == r.StorageVersion }
+// Servable reports whether the resource can be served from what is
+// stored: its Version is its StorageVersion, or a built-in resource whose
+// two versions have the same schema (RewritesTypeMeta).
+func (r *Resource) Servable() bool { return r.Version == r.StorageVersion || !r.Custom }
+
+// RewritesTypeMeta reports whether objects are stored at another version
+// than they are served at, with the same schema: the apiVersion of each
+// object is rewritten to APIVersion() on the way out.
+func (r *Resource) RewritesTypeMeta() bool { return r.Version != r.StorageVersion && !r.Custom }
 
 // APIVersion returns "group/version", or "version" for the core group.
 func (r *Resource) APIVersion() string {

@@ -1,0 +1,145 @@
+package resource
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// notServedFromKube are the group-version-resources kube-apiserver v1.37
+// lists in discovery and lazyapi does not serve, with the reason.
+var notServedFromKube = map[string]string{
+	"v1/bindings":          "create-only pods/binding, not stored",
+	"v1/componentstatuses": "computed per request, not stored",
+	"authentication.k8s.io/v1/selfsubjectreviews":       "create-only review",
+	"authentication.k8s.io/v1/tokenreviews":             "create-only review",
+	"authorization.k8s.io/v1/localsubjectaccessreviews": "create-only review",
+	"authorization.k8s.io/v1/selfsubjectaccessreviews":  "create-only review",
+	"authorization.k8s.io/v1/selfsubjectrulesreviews":   "create-only review",
+	"authorization.k8s.io/v1/subjectaccessreviews":      "create-only review",
+	"autoscaling/v1/horizontalpodautoscalers":           "stored as autoscaling/v2, another schema: needs kube-apiserver's conversion",
+	"events.k8s.io/v1/events":                           "stored as core v1 Events, another schema: needs kube-apiserver's conversion",
+	"certificates.k8s.io/v1/podcertificaterequests":     "stored as v1beta1, another schema: needs kube-apiserver's conversion",
+}
+
+// extraInLazyapi are what lazyapi serves and kube-apiserver v1.37 does not
+// list, with the reason.
+var extraInLazyapi = map[string]string{
+	"certificates.k8s.io/v1beta1/podcertificaterequests": "the stored version; v1, which kube-apiserver serves, has another schema (needs conversion)",
+}
+
+func readKube(t *testing.T, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/kube-apiserver/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// TestDiscoveryAgainstKubeAPIServer compares lazyapi's discovery with
+// kube-apiserver v1.37's own (resource/testdata/kube-apiserver, recorded by
+// internal/kubecapture): every resource kube-apiserver lists is served by
+// lazyapi with the same names, kind, scope, short names, categories and
+// storage version hash, or is one of notServedFromKube; lazyapi serves
+// nothing kube-apiserver does not list; every group has kube-apiserver's
+// versions and preferred version, less those lazyapi cannot serve. Verbs
+// differ by design (lazyapi lists get, list, watch) and subresources are
+// not served.
+func TestDiscoveryAgainstKubeAPIServer(t *testing.T) {
+	tb := NewBuiltin()
+	var groups metav1.APIGroupList
+	readKube(t, "apis.json", &groups)
+	lists := map[string]*metav1.APIResourceList{}
+	var core metav1.APIResourceList
+	readKube(t, "api~v1.json", &core)
+	lists["v1"] = &core
+	var mine metav1.APIGroupList
+	if err := json.Unmarshal(tb.DiscoveryGroups(), &mine); err != nil {
+		t.Fatal(err)
+	}
+	mineByName := map[string]metav1.APIGroup{}
+	for _, g := range mine.Groups {
+		mineByName[g.Name] = g
+	}
+	for _, g := range groups.Groups {
+		for _, v := range g.Versions {
+			var l metav1.APIResourceList
+			readKube(t, "apis~"+strings.ReplaceAll(v.GroupVersion, "/", "~")+".json", &l)
+			lists[v.GroupVersion] = &l
+		}
+		m, ok := mineByName[g.Name]
+		servedGVs := 0
+		for _, v := range g.Versions {
+			for _, r := range lists[v.GroupVersion].APIResources {
+				if _, skip := notServedFromKube[v.GroupVersion+"/"+r.Name]; !skip && !strings.Contains(r.Name, "/") {
+					servedGVs++
+					break
+				}
+			}
+		}
+		if servedGVs == 0 {
+			if ok {
+				t.Errorf("group %s is served by lazyapi but has nothing lazyapi can serve", g.Name)
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("group %s of kube-apiserver is not served", g.Name)
+			continue
+		}
+		if m.PreferredVersion != g.PreferredVersion {
+			t.Errorf("group %s preferred version %v, kube-apiserver %v", g.Name, m.PreferredVersion, g.PreferredVersion)
+		}
+	}
+	seen := map[string]bool{}
+	for gv, l := range lists {
+		group, version, ok := strings.Cut(gv, "/")
+		if !ok {
+			group, version = "", gv
+		}
+		for _, kr := range l.APIResources {
+			if strings.Contains(kr.Name, "/") {
+				continue
+			}
+			key := gv + "/" + kr.Name
+			r, ok := tb.Lookup(group, version, kr.Name)
+			if _, skip := notServedFromKube[key]; skip {
+				if ok {
+					t.Errorf("%s is served, but listed in notServedFromKube", key)
+				}
+				continue
+			}
+			if !ok {
+				t.Errorf("%s is listed by kube-apiserver, not served by lazyapi", key)
+				continue
+			}
+			seen[key] = true
+			sn, cats := slices.Clone(kr.ShortNames), slices.Clone(kr.Categories)
+			sort.Strings(sn)
+			sort.Strings(cats)
+			msn, mcats := slices.Clone(r.ShortNames), slices.Clone(r.Categories)
+			sort.Strings(msn)
+			sort.Strings(mcats)
+			if r.Kind != kr.Kind || r.SingularName != kr.SingularName || r.Namespaced != kr.Namespaced ||
+				!slices.Equal(sn, msn) || !slices.Equal(cats, mcats) ||
+				r.storageVersionHash() != kr.StorageVersionHash {
+				t.Errorf("%s: lazyapi %s %s namespaced=%v %q %q hash %s; kube-apiserver %s %s namespaced=%v %q %q hash %s", key,
+					r.Kind, r.SingularName, r.Namespaced, msn, mcats, r.storageVersionHash(),
+					kr.Kind, kr.SingularName, kr.Namespaced, sn, cats, kr.StorageVersionHash)
+			}
+		}
+	}
+	for _, r := range tb.Resources() {
+		if key := r.APIVersion() + "/" + r.Resource; !seen[key] && extraInLazyapi[key] == "" {
+			t.Errorf("%s is served by lazyapi, not listed by kube-apiserver v1.37", key)
+		}
+	}
+}
