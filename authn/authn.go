@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -80,6 +81,9 @@ const certCacheSize = 4096
 type Authenticator struct {
 	cfg Config
 	now func() time.Time
+	// clientCAs is the pool in force: cfg.ClientCAs, then what
+	// SetClientCAs stored (--client-ca-file reloaded).
+	clientCAs atomic.Pointer[x509.CertPool]
 
 	mu    sync.RWMutex
 	certs map[string]certEntry // leaf DER -> verified user; guarded by mu
@@ -105,7 +109,19 @@ func New(cfg Config) *Authenticator {
 	if a.now == nil {
 		a.now = time.Now
 	}
+	a.clientCAs.Store(cfg.ClientCAs)
 	return a
+}
+
+// SetClientCAs replaces the CAs client certificates are verified with (a
+// reloaded --client-ca-file) and forgets the certificates verified so far,
+// so that one of a CA no longer in the pool is refused from the next
+// request on. pool must not be nil when Config.ClientCAs was set.
+func (a *Authenticator) SetClientCAs(pool *x509.CertPool) {
+	a.clientCAs.Store(pool)
+	a.mu.Lock()
+	clear(a.certs)
+	a.mu.Unlock()
 }
 
 // Enabled reports whether any authenticator is configured. When it is not,
@@ -123,8 +139,8 @@ func (a *Authenticator) Enabled() bool {
 // is not retained.
 func (a *Authenticator) Authenticate(authorization []byte, certs []*x509.Certificate) (*User, error) {
 	var certErr error
-	if len(certs) > 0 && a.cfg.ClientCAs != nil {
-		u, err := a.verifyCert(certs)
+	if pool := a.clientCAs.Load(); len(certs) > 0 && pool != nil {
+		u, err := a.verifyCert(certs, pool)
 		if u != nil {
 			return u, nil
 		}
@@ -165,7 +181,7 @@ func bearerToken(h []byte) (token []byte, ok bool) {
 // verifyCert returns the user of a verified client certificate chain, nil
 // and nil for a verified certificate without CommonName, or nil and an
 // error wrapping ErrInvalidCertificate.
-func (a *Authenticator) verifyCert(certs []*x509.Certificate) (*User, error) {
+func (a *Authenticator) verifyCert(certs []*x509.Certificate, pool *x509.CertPool) (*User, error) {
 	leaf := certs[0]
 	now := a.now()
 	a.mu.RLock()
@@ -175,7 +191,7 @@ func (a *Authenticator) verifyCert(certs []*x509.Certificate) (*User, error) {
 		return e.user, nil
 	}
 	opts := x509.VerifyOptions{
-		Roots:       a.cfg.ClientCAs,
+		Roots:       pool,
 		CurrentTime: now,
 		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
@@ -204,7 +220,9 @@ func (a *Authenticator) verifyCert(certs []*x509.Certificate) (*User, error) {
 	if len(a.certs) >= certCacheSize {
 		clear(a.certs)
 	}
-	a.certs[string(leaf.Raw)] = certEntry{user: u, notAfter: notAfter}
+	if a.clientCAs.Load() == pool { // not replaced meanwhile (SetClientCAs)
+		a.certs[string(leaf.Raw)] = certEntry{user: u, notAfter: notAfter}
+	}
 	a.mu.Unlock()
 	return u, nil
 }

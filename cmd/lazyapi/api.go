@@ -81,7 +81,14 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	}
 	defer stopAuthz()
 
-	// 6. HTTP server.
+	// 6. HTTP server; certificate files are re-read while it serves.
+	au := authn.New(c.serving.authn)
+	c.serving.watchFiles(pt.certs, au)
+	if pt.certs.Len() > 0 {
+		certCtx, stopCerts := context.WithCancel(ctx)
+		defer stopCerts()
+		go pt.certs.Run(certCtx)
+	}
 	srv, err := proxy.New(proxy.Config{
 		Client:             cli,
 		Prefix:             c.etcdPrefix,
@@ -95,7 +102,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		Metrics:            pt.metrics,
 		Limiter:            pt.limiter,
 		Cache:              wc,
-		Authenticator:      authn.New(c.serving.authn),
+		Authenticator:      au,
 		Profiling:          c.profiling,
 		OpenAPI:            oapi,
 		Authorizer:         authorizer,

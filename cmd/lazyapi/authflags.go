@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 
 	"github.com/spf13/pflag"
 
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
+	"github.com/lazyapi/lazyapi/internal/certfile"
 )
 
 // servingFlags are kube-apiserver's secure serving and authentication
@@ -23,9 +25,12 @@ type servingFlags struct {
 	anonymousAuth bool
 	authzModes    string // --authorization-mode as given
 
-	servingTLS *tls.Config  // non-nil when securePort > 0
-	authn      authn.Config // ClientCAs and Tokens loaded from the files
-	modes      []string     // --authorization-mode parsed; nil: no authorization
+	servingTLS *tls.Config                 // non-nil when securePort > 0; hands out currentTLS per handshake
+	keyPair    *certfile.KeyPair           // --tls-cert-file/--tls-private-key-file, reloaded on change
+	clientCAs  *certfile.CAs               // --client-ca-file, reloaded on change
+	tlsCur     *atomic.Pointer[tls.Config] // the configuration in force; set with keyPair
+	authn      authn.Config                // ClientCAs and Tokens loaded from the files
+	modes      []string                    // --authorization-mode parsed; nil: no authorization
 }
 
 func (s *servingFlags) addFlags(fs *pflag.FlagSet) {
@@ -72,26 +77,36 @@ func (s *servingFlags) validate(port int) error {
 				return usageErrorf("cannot read %s: %v", f.flag, err)
 			}
 		}
-		cert, err := tls.LoadX509KeyPair(s.tlsCertFile, s.tlsKeyFile)
+		kp, err := certfile.LoadKeyPair(s.tlsCertFile, s.tlsKeyFile)
 		if err != nil {
 			return usageErrorf("cannot load --tls-cert-file/--tls-private-key-file: %v", err)
 		}
-		s.servingTLS = &tls.Config{
-			Certificates: []tls.Certificate{cert},
-			MinVersion:   tls.VersionTLS12,
-			NextProtos:   []string{"http/1.1"}, // fasthttp serves HTTP/1.1 only
-		}
+		s.keyPair = kp
 	}
 	if s.clientCAFile != "" {
-		pool, err := authn.LoadClientCAFile(s.clientCAFile)
+		if _, err := authn.LoadClientCAFile(s.clientCAFile); err != nil {
+			return usageErrorf("invalid --client-ca-file: %v", err)
+		}
+		cas, err := certfile.LoadCAs(s.clientCAFile)
 		if err != nil {
 			return usageErrorf("invalid --client-ca-file: %v", err)
 		}
-		s.authn.ClientCAs = pool
-		// As kube-apiserver: ask for a certificate, verify it per request
-		// (authn), so that a bad one is a 401 and not a failed handshake.
-		s.servingTLS.ClientAuth = tls.RequestClientCert
-		s.servingTLS.ClientCAs = pool
+		s.clientCAs = cas
+		s.authn.ClientCAs = cas.Pool()
+	}
+	if s.keyPair != nil {
+		// Every handshake takes the configuration in force, so that a
+		// reloaded certificate or client CA serves new connections at
+		// once (as kube-apiserver's dynamic serving certificates).
+		cur := new(atomic.Pointer[tls.Config])
+		s.tlsCur = cur
+		cur.Store(s.currentTLS())
+		s.servingTLS = &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+				return cur.Load(), nil
+			},
+		}
 	}
 	if s.tokenAuthFile != "" {
 		tokens, err := authn.LoadTokenFile(s.tokenAuthFile)
@@ -130,6 +145,40 @@ func (s *servingFlags) validateAuthz() error {
 	}
 	s.modes = modes
 	return nil
+}
+
+// currentTLS builds the serving TLS configuration from the key pair and
+// client CAs in force.
+func (s *servingFlags) currentTLS() *tls.Config {
+	cfg := &tls.Config{
+		GetCertificate: s.keyPair.GetCertificate,
+		MinVersion:     tls.VersionTLS12,
+		NextProtos:     []string{"http/1.1"}, // fasthttp serves HTTP/1.1 only
+	}
+	if s.clientCAs != nil {
+		// As kube-apiserver: ask for a certificate, verify it per request
+		// (authn), so that a bad one is a 401 and not a failed handshake.
+		// ClientCAs only names the acceptable CAs to the client.
+		cfg.ClientAuth = tls.RequestClientCert
+		cfg.ClientCAs = s.clientCAs.Pool()
+	}
+	return cfg
+}
+
+// watchFiles adds the serving key pair and client CAs to r; a change of the
+// client CAs also reaches au.
+func (s *servingFlags) watchFiles(r *certfile.Reloader, au *authn.Authenticator) {
+	if s.keyPair != nil {
+		r.AddKeyPair("--tls-cert-file/--tls-private-key-file", s.keyPair, nil)
+	}
+	if s.clientCAs != nil {
+		r.AddCAs("--client-ca-file", s.clientCAs, func() {
+			au.SetClientCAs(s.clientCAs.Pool())
+			if s.keyPair != nil {
+				s.tlsCur.Store(s.currentTLS())
+			}
+		})
+	}
 }
 
 // authMethods names the configured authenticators for the start log.

@@ -24,9 +24,16 @@ func TestParseFlagsServing(t *testing.T) {
 		t.Fatalf("parseFlags = %v", err)
 	}
 	s := c.serving
-	if s.securePort != 6443 || s.servingTLS == nil || len(s.servingTLS.Certificates) != 1 ||
-		s.servingTLS.ClientAuth != tls.RequestClientCert || s.servingTLS.ClientCAs == nil || s.servingTLS.MinVersion != tls.VersionTLS12 {
-		t.Errorf("serving TLS = %+v", s.servingTLS)
+	if s.securePort != 6443 || s.servingTLS == nil || s.servingTLS.GetConfigForClient == nil || s.servingTLS.MinVersion != tls.VersionTLS12 {
+		t.Fatalf("serving TLS = %+v", s.servingTLS)
+	}
+	// The configuration each handshake gets: the certificate and client
+	// CAs in force (reloaded on change, internal/certfile).
+	cur, err := s.servingTLS.GetConfigForClient(nil)
+	if err != nil || cur.GetCertificate == nil || cur.ClientAuth != tls.RequestClientCert || cur.ClientCAs == nil || cur.MinVersion != tls.VersionTLS12 {
+		t.Errorf("serving TLS per handshake = %+v, %v", cur, err)
+	} else if cert, _ := cur.GetCertificate(nil); cert == nil || cert.Leaf == nil || !cert.Leaf.Equal(srv.Cert) {
+		t.Errorf("serving certificate = %v, want %s", cert, srv.CertFile)
 	}
 	if s.authn.ClientCAs == nil || len(s.authn.Tokens) != 2 || s.authn.Tokens["tok-1"].Name != "alice" || s.authn.Anonymous {
 		t.Errorf("authn config = %+v, want client CAs, 2 tokens, no anonymous", s.authn)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lazyapi/lazyapi/cache"
+	"github.com/lazyapi/lazyapi/internal/certfile"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/store"
@@ -30,7 +30,9 @@ type config struct {
 	etcdCAFile   string
 	etcdCertFile string
 	etcdKeyFile  string
-	etcdTLS      *tls.Config // non-nil when any TLS file is given
+	etcdTLS      *tls.Config       // non-nil when any TLS file is given
+	etcdKeyPair  *certfile.KeyPair // --etcd-certfile/--etcd-keyfile, reloaded on change
+	etcdCAs      *certfile.CAs     // --etcd-cafile, reloaded on change
 
 	bindAddress    net.IP
 	port           int // 0 picks a free port
@@ -251,15 +253,19 @@ func etcdTLS(c *config) (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.etcdCAFile != "" {
-		pem, err := os.ReadFile(c.etcdCAFile)
-		if err != nil {
+		if _, err := os.Stat(c.etcdCAFile); err != nil {
 			return nil, usageErrorf("cannot read --etcd-cafile: %v", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usageErrorf("cannot use --etcd-cafile %q: no PEM certificate found", c.etcdCAFile)
+		cas, err := certfile.LoadCAs(c.etcdCAFile)
+		if err != nil {
+			return nil, usageErrorf("cannot use --etcd-cafile %q: %v", c.etcdCAFile, err)
 		}
-		cfg.RootCAs = pool
+		c.etcdCAs = cas
+		// The CA is reloaded on change: Go's TLS client cannot swap
+		// RootCAs, so the chain and name are verified by VerifyConnection
+		// against the pool in force.
+		cfg.InsecureSkipVerify = true
+		cfg.VerifyConnection = cas.VerifyServer()
 	}
 	if c.etcdCertFile != "" {
 		for _, f := range []struct{ flag, path string }{{"--etcd-certfile", c.etcdCertFile}, {"--etcd-keyfile", c.etcdKeyFile}} {
@@ -267,11 +273,13 @@ func etcdTLS(c *config) (*tls.Config, error) {
 				return nil, usageErrorf("cannot read %s: %v", f.flag, err)
 			}
 		}
-		cert, err := tls.LoadX509KeyPair(c.etcdCertFile, c.etcdKeyFile)
+		kp, err := certfile.LoadKeyPair(c.etcdCertFile, c.etcdKeyFile)
 		if err != nil {
 			return nil, usageErrorf("cannot load --etcd-certfile/--etcd-keyfile: %v", err)
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		c.etcdKeyPair = kp
+		// New connections (reconnects) present the certificate in force.
+		cfg.GetClientCertificate = kp.GetClientCertificate
 	}
 	return cfg, nil
 }

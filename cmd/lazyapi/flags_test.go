@@ -142,8 +142,14 @@ func TestParseFlagsTLS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
 	}
-	if c.etcdTLS == nil || c.etcdTLS.RootCAs == nil || len(c.etcdTLS.Certificates) != 1 {
-		t.Errorf("etcdTLS = %+v, want a CA pool and one client certificate", c.etcdTLS)
+	// Reloadable: the CA is checked by VerifyConnection against the pool
+	// in force, the client certificate handed out by GetClientCertificate.
+	if c.etcdTLS == nil || c.etcdTLS.VerifyConnection == nil || !c.etcdTLS.InsecureSkipVerify || c.etcdTLS.GetClientCertificate == nil ||
+		c.etcdCAs == nil || c.etcdKeyPair == nil {
+		t.Fatalf("etcdTLS = %+v, want a CA pool and one client certificate", c.etcdTLS)
+	}
+	if cert, _ := c.etcdTLS.GetClientCertificate(nil); cert == nil || cert.Leaf == nil || !cert.Leaf.Equal(cl.Cert) {
+		t.Errorf("etcd client certificate = %v, want %s", cert, cl.CertFile)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/internal/certfile"
 	"github.com/lazyapi/lazyapi/ratelimit"
 )
 
@@ -73,7 +74,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer debug.SetMemoryLimit(prev) // for in-process callers (tests)
 		lg.Info("memory limit set (GOMEMLIMIT)", zap.Int64("bytes", c.memoryLimit))
 	}
-	return serve(ctx, c, parts{metrics: ms, limiter: lim}, lg, stdout)
+	certs := &certfile.Reloader{Logger: lg.Named("certs")}
+	if c.etcdKeyPair != nil {
+		certs.AddKeyPair("--etcd-certfile/--etcd-keyfile", c.etcdKeyPair, nil)
+	}
+	if c.etcdCAs != nil {
+		certs.AddCAs("--etcd-cafile", c.etcdCAs, nil)
+	}
+	return serve(ctx, c, parts{metrics: ms, limiter: lim, certs: certs}, lg, stdout)
 }
 
 // parts are the components run builds before serve starts any I/O.
@@ -82,7 +90,8 @@ type parts struct {
 	limiter *ratelimit.Limiter // admission of GET and LIST
 	// enc decrypts values encrypted at rest (--encryption-provider-config);
 	// nil without. Set by serveAPI.
-	enc *encryption.Transformers
+	enc   *encryption.Transformers
+	certs *certfile.Reloader // re-reads certificate and CA files (serveAPI adds the serving ones and runs it)
 }
 
 // version is set at build time: -ldflags "-X main.version=v0.1.0".
