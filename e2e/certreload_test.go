@@ -62,7 +62,8 @@ func TestCertificateRotation(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	servingCA1, servingCA2 := testpki.NewCA(t, "serving-ca-1"), testpki.NewCA(t, "serving-ca-2")
 	clientCA1, clientCA2 := testpki.NewCA(t, "client-ca-1"), testpki.NewCA(t, "client-ca-2")
-	alice, bob := clientCA1.Client(t, "alice"), clientCA2.Client(t, "bob")
+	// system:masters: RBAC (the default with an authenticator) allows them.
+	alice, bob := clientCA1.Client(t, "alice", "system:masters"), clientCA2.Client(t, "bob", "system:masters")
 	dir := t.TempDir()
 	certFile, keyFile, clientCAFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "client-ca.crt")
 	srv1 := servingCA1.Server(t)

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -12,8 +15,42 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 )
+
+// deployRBAC returns the ClusterRoles and ClusterRoleBindings of
+// deploy/rbac.yaml.
+func deployRBAC(t *testing.T) []runtime.Object {
+	t.Helper()
+	data, err := os.ReadFile("../deploy/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var objs []runtime.Object
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("deploy/rbac.yaml: %v", err)
+		}
+		switch obj.(type) {
+		case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
+			objs = append(objs, obj)
+		}
+	}
+	return objs
+}
 
 // monitoringExprs returns the PromQL expressions of deploy/dashboard.json
 // (every panel target) and deploy/alerts.yaml (every rule), keyed by where
@@ -163,8 +200,13 @@ func checkExpr(expr string, scraped map[string]map[string]bool) []string {
 // like /metrics (and nothing without it).
 func TestMonitoringMetricsExported(t *testing.T) {
 	etcd, _ := seededEtcd(t)
+	// deploy/rbac.yaml's roles, stored as kube-apiserver stores them: the
+	// Prometheus ServiceAccount may read /metrics and /debug/pprof, the
+	// reader ServiceAccount ConfigMaps but not Secrets.
+	putRBAC(t, etcd, deployRBAC(t)...)
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
-	if err := os.WriteFile(tokens, []byte("s3cret,prometheus,uid-1\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("s3cret,system:serviceaccount:monitoring:prometheus,uid-1\n"+
+		"reader-token,system:serviceaccount:monitoring:lazyapi-reader,uid-2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := start(t, "--etcd-servers="+etcd.Endpoint, "--token-auth-file="+tokens, "--profiling", "--memory-limit=512Mi")
@@ -197,11 +239,21 @@ func TestMonitoringMetricsExported(t *testing.T) {
 		t.Errorf("GET /debug/pprof/heap?debug=1 = %d, want 200 and a heap profile", code)
 	}
 	// Traffic that makes the per-request and per-resource series appear:
-	// GET, LIST, a watch (the configmaps cache fills), a 404.
-	get("/api/v1/namespaces/team-a/configmaps/kube-root-ca.crt", "s3cret")
-	get("/api/v1/configmaps?limit=10", "s3cret")
-	get("/api/v1/configmaps?watch=1&timeoutSeconds=1", "s3cret")
-	get("/api/v1/namespaces/team-a/configmaps/nope", "s3cret")
+	// GET, LIST, a watch (the configmaps cache fills), a 404, a 403.
+	for path, want := range map[string]int{
+		"/api/v1/namespaces/team-a/configmaps/kube-root-ca.crt": 200,
+		"/api/v1/configmaps?limit=10":                           200,
+		"/api/v1/configmaps?watch=1&timeoutSeconds=1":           200,
+		"/api/v1/namespaces/team-a/configmaps/nope":             404,
+		"/api/v1/secrets":                                       403,
+	} {
+		if code, body := get(path, "reader-token"); code != want {
+			t.Errorf("reader (deploy/rbac.yaml) GET %s = %d, want %d: %.200s", path, code, want, body)
+		}
+	}
+	if code, _ := get("/metrics", "reader-token"); code != 403 {
+		t.Errorf("reader GET /metrics = %d, want 403 (only the metrics role may)", code)
+	}
 
 	exprs := monitoringExprs(t)
 	var missing map[string][]string
@@ -222,7 +274,7 @@ func TestMonitoringMetricsExported(t *testing.T) {
 			break
 		}
 		// The cache's series appear once its first list is done: re-watch.
-		get("/api/v1/configmaps?watch=1&timeoutSeconds=1", "s3cret")
+		get("/api/v1/configmaps?watch=1&timeoutSeconds=1", "reader-token")
 	}
 	var where []string
 	for w := range missing {
