@@ -101,6 +101,9 @@ func (r *Resource) Status() (State, string) {
 // Bytes returns the budget bytes the resource holds.
 func (r *Resource) Bytes() int64 { return r.bytes.Load() }
 
+// Objects returns the number of objects cached (0 when not ready).
+func (r *Resource) Objects() int64 { return r.objects.Load() }
+
 // Revision returns the revision the cache reflects (0 when not ready).
 func (r *Resource) Revision() int64 {
 	r.mu.RLock()

@@ -183,3 +183,29 @@ func (s *Server) PreloadCache(include func(name string) bool) int {
 	}
 	return n
 }
+
+// watchEstimate is a watch's admission estimate: its buffers
+// (watchBufferBytes) plus what a watch whose client stops reading holds
+// until --write-timeout ends it: one frame of the largest kind of object
+// (an event's frame and its encoding buffer, 2 × the resource's average
+// stored size: the watch cache's bytes per object when it holds the
+// resource, else the size seen by LISTs, else 4 KiB). A watch on 900 KiB
+// ConfigMaps that never reads held ~1 MiB, 16 times the old fixed 64 KiB
+// (issue 10, hostile suite).
+func (s *Server) watchEstimate(r *resource.Resource) int64 {
+	avg := int64(0)
+	if cr := s.cacheResource(r); cr != nil && cr.Ready() {
+		if n := cr.Objects(); n > 0 {
+			avg = cr.Bytes() / n
+		}
+	}
+	if avg == 0 {
+		if h, ok := s.sizeHints.Load(s.listPrefix(r, "")); ok {
+			avg = int64(h.(int))
+		}
+	}
+	if avg <= 0 {
+		avg = defaultAvgValueBytes
+	}
+	return watchBufferBytes + 2*avg
+}

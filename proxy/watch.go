@@ -242,7 +242,7 @@ func (w *watchReq) admit() *StatusError {
 		return nil
 	}
 	t, err := l.Admit(w.ctx, ratelimit.Request{Client: clientKey(w.rc), Class: "watch/" + w.r.GroupResource(),
-		Kind: ratelimit.Watch, Bytes: watchBufferBytes})
+		Kind: ratelimit.Watch, Bytes: w.s.watchEstimate(w.r)})
 	if err != nil {
 		return tooManyRequests(err)
 	}
@@ -351,6 +351,10 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 		// A watch is long-lived and mostly idle: it keeps a small buffer
 		// of its own rather than a pooled flushSize one.
 		sw := &watchWriter{guard: g, w: bw, buf: make([]byte, 0, watchIdleBuf), m: m}
+		if l := s.cfg.Limiter; l != nil && w.ws.initial {
+			ctx := w.ctx
+			sw.yield = func() { l.Yield(ctx) }
+		}
 		err := run(sw)
 		if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			err = sw.flush()
@@ -414,11 +418,15 @@ func (f *filter) matchesAttrs(a cache.Attrs) bool {
 // pending it borrows a pooled flushSize buffer (batch), returned at the
 // next flush.
 type watchWriter struct {
-	guard  *writeGuard // write deadlines, on the connection (never rc, which may be recycled)
-	w      *bufio.Writer
-	buf    []byte
-	m      watchMetrics
-	own    []byte  // the watch's own buffer while buf is pooled
+	guard *writeGuard // write deadlines, on the connection (never rc, which may be recycled)
+	w     *bufio.Writer
+	buf   []byte
+	m     watchMetrics
+	own   []byte // the watch's own buffer while buf is pooled
+	// yield, for a watch with initial events, pauses after a flush of
+	// initial events while short requests are in flight (like a bulk
+	// LIST: a reconnect storm's initial events must not starve GETs).
+	yield  func()
 	pooled *[]byte // the pooled buffer buf is, or nil
 }
 
@@ -564,6 +572,9 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 		if len(sw.buf) >= flushSize {
 			if err := sw.flush(); err != nil {
 				return err
+			}
+			if ev.Initial && sw.yield != nil {
+				sw.yield()
 			}
 		}
 	}

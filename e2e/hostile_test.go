@@ -1,0 +1,470 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/storagefmt"
+)
+
+// The hostile-client suite (issue 10): the real binary with
+// --memory-limit=512Mi on a real etcd holding a 35 MiB ConfigMap collection
+// (40 × 900 KiB, cached) and a 35 MiB Secret collection (not cached:
+// --watch-cache-sizes=secrets#0, so its LISTs read etcd), attacked by
+// one client while another (its own remote address, 127.0.0.2) GETs one
+// object and LISTs a small collection. Each attack, without the bounds,
+// takes far more than the limit: 50 watches with initial events of 35 MiB
+// are 1.75 GB in flight, 400 stalled LISTs of 35 MiB ten times that.
+// Every case checks that the other client's requests all succeed, that
+// the process's peak RSS (VmHWM from /proc) stays below --memory-limit,
+// and that after the attackers leave the limiter's seats and reserved
+// bytes return to zero.
+//
+// LAZYAPI_HOSTILE_BIN=path runs the suite against another build (the
+// "before" figures in bench/RESULTS.md): flags that build lacks are left
+// out and nothing is asserted, only reported.
+
+const (
+	hostileLimit   = 512 << 20
+	hostileItems   = 40
+	hostileItemLen = 900 << 10
+)
+
+type hostileEnv struct {
+	etcd     *etcdtest.Server
+	baseline bool
+	bin      string
+}
+
+func newHostileEnv(t *testing.T) *hostileEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("hostile-client suite: writes 70 MiB and runs the attacks")
+	}
+	h := &hostileEnv{etcd: etcdtest.Start(t), bin: lazyapiBin}
+	if b := os.Getenv("LAZYAPI_HOSTILE_BIN"); b != "" {
+		h.bin, h.baseline = b, true
+	}
+	payload := strings.Repeat("x", hostileItemLen)
+	cli := h.etcd.Client
+	for _, kind := range []string{"configmaps", "secrets"} {
+		for i := range hostileItems {
+			name := fmt.Sprintf("big-%03d", i)
+			var obj runtime.Object
+			if kind == "configmaps" {
+				obj = &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+					ObjectMeta: metav1.ObjectMeta{Namespace: "big", Name: name, UID: types.UID("u-cm" + name)}, Data: map[string]string{"payload": payload}}
+			} else {
+				obj = &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+					ObjectMeta: metav1.ObjectMeta{Namespace: "big", Name: name, UID: types.UID("u-s" + name)}, Data: map[string][]byte{"payload": []byte(payload)}}
+			}
+			val, err := storagefmt.Protobuf(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cli.Put(context.Background(), storagefmt.Key("/registry", kind, "big", name), string(val)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var ops []clientv3.Op
+	for i := range 10 {
+		cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "probe", Name: fmt.Sprintf("p-%d", i), UID: "u-p"}, Data: map[string]string{"k": "v"}}
+		val, err := storagefmt.Protobuf(cm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, clientv3.OpPut(storagefmt.Key("/registry", "configmaps", "probe", cm.Name), string(val)))
+	}
+	if _, err := cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// start runs lazyapi on the env's etcd with the suite's limits.
+func (h *hostileEnv) start(t *testing.T, extra ...string) *process {
+	t.Helper()
+	args := []string{"--etcd-servers=" + h.etcd.Endpoint, "--memory-limit=512Mi", "--watch-cache-sizes=secrets#0",
+		"--request-timeout=20s", "--max-queue-wait=5s"}
+	if !h.baseline {
+		args = append(args, "--write-timeout=2s")
+	}
+	old := lazyapiBin
+	lazyapiBin = h.bin
+	defer func() { lazyapiBin = old }()
+	return start(t, append(args, extra...)...)
+}
+
+// peakRSS returns the process's peak resident set (VmHWM) in bytes.
+func peakRSS(t *testing.T, p *process) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc status")
+	return 0
+}
+
+// scrape returns the value of a metric line ("name{labels}") or -1.
+func scrape(url, name string) float64 {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return -1
+}
+
+// waitDrained waits until the limiter holds no seat and no byte.
+func (h *hostileEnv) waitDrained(t *testing.T, p *process) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var held []string
+		for _, m := range []string{`lazyapi_ratelimit_inflight{kind="short"}`, `lazyapi_ratelimit_inflight{kind="bulk"}`,
+			`lazyapi_ratelimit_inflight{kind="watch"}`, `lazyapi_ratelimit_reserved_bytes`, `lazyapi_ratelimit_queued`} {
+			if v := scrape(p.URL, m); v != 0 {
+				held = append(held, fmt.Sprintf("%s=%v", m, v))
+			}
+		}
+		if len(held) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.failf(t, "after the attack the limiter still holds %s", strings.Join(held, " "))
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (h *hostileEnv) failf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if h.baseline {
+		t.Logf("baseline: "+format, args...)
+		return
+	}
+	t.Errorf(format, args...)
+}
+
+// probe is the other client: from 127.0.0.2 it GETs one object and LISTs
+// ten small ones in turn until stop, recording codes and latencies.
+type probe struct {
+	mu    sync.Mutex
+	lat   []time.Duration
+	codes map[int]int
+	errs  []string
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startProbe(url string) *probe {
+	pr := &probe{codes: map[int]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+	go func() {
+		defer close(pr.done)
+		paths := []string{"/api/v1/namespaces/probe/configmaps/p-1", "/api/v1/namespaces/probe/configmaps"}
+		for i := 0; ; i++ {
+			select {
+			case <-pr.stop:
+				return
+			default:
+			}
+			start := time.Now()
+			resp, err := hc.Get(url + paths[i%2])
+			if err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			el := time.Since(start)
+			pr.mu.Lock()
+			if err != nil {
+				pr.errs = append(pr.errs, err.Error())
+			} else {
+				pr.codes[resp.StatusCode]++
+				pr.lat = append(pr.lat, el)
+			}
+			pr.mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // pacing: ~50 requests/s, not synchronisation
+		}
+	}()
+	return pr
+}
+
+// finish stops the probe and checks that every request succeeded.
+func (pr *probe) finish(t *testing.T, h *hostileEnv, name string) (p99 time.Duration, n int) {
+	t.Helper()
+	close(pr.stop)
+	<-pr.done
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	slices.Sort(pr.lat)
+	if len(pr.lat) > 0 {
+		p99 = pr.lat[min(len(pr.lat)-1, len(pr.lat)*99/100)]
+	}
+	if len(pr.errs) > 0 || len(pr.codes) != 1 || pr.codes[200] == 0 {
+		h.failf(t, "%s: the other client's GETs and small LISTs: codes %v, errors %d (first: %v), want all 200", name, pr.codes, len(pr.errs), first(pr.errs))
+	}
+	return p99, len(pr.lat)
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+const watchListQuery = "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+
+// watchSynced opens a protobuf watch with initial events and reads it
+// until the initial-events-end bookmark; it returns the HTTP status.
+func watchSynced(ctx context.Context, url string) (int, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/api/v1/namespaces/big/configmaps"+watchListQuery+"&timeoutSeconds=60", nil)
+	req.Header.Set("Accept", "application/vnd.kubernetes.protobuf;stream=watch")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	var hdr [4]byte
+	buf := make([]byte, 0, 1<<20)
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return 200, fmt.Errorf("stream ended before initial-events-end: %w", err)
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if cap(buf) < int(n) {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return 200, err
+		}
+		if bytes.Contains(buf, []byte("k8s.io/initial-events-end")) {
+			return 200, nil
+		}
+	}
+}
+
+// storm runs n watches with initial events at once and returns the count
+// per status (0: transport error) and the time until all were synced.
+func storm(url string, n int) (map[int]int, time.Duration) {
+	codes := map[int]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, err := watchSynced(ctx, url)
+			if err != nil {
+				code = 0
+			}
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return codes, time.Since(start)
+}
+
+// stalled opens n connections that send path and never read (4 KiB
+// receive buffer); closeAll closes them.
+func stalled(t *testing.T, url, path, accept string, n int) (closeAll func()) {
+	t.Helper()
+	addr := strings.TrimPrefix(url, "http://")
+	var conns []net.Conn
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nAccept: %s\r\n\r\n", path, accept)
+		conns = append(conns, c)
+	}
+	return func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+}
+
+// slowReaders read LISTs of path at about bps bytes per second each until
+// stop; they return how many bytes they read in all.
+func slowReaders(url, path string, n, bps int, stop <-chan struct{}) (wait func() int64) {
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", url+path, nil)
+			req.Header.Set("Accept", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			buf := make([]byte, bps/10)
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				m, err := resp.Body.Read(buf)
+				total.Add(int64(m))
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	return func() int64 { wg.Wait(); return total.Load() }
+}
+
+// report logs one case's figures in one line (bench/RESULTS.md quotes them).
+func report(t *testing.T, name string, p *process, extra string) int64 {
+	t.Helper()
+	rss := peakRSS(t, p)
+	t.Logf("hostile %s: peak RSS %d MiB (limit %d MiB); %s", name, rss>>20, hostileLimit>>20, extra)
+	return rss
+}
+
+func (h *hostileEnv) checkRSS(t *testing.T, name string, rss int64) {
+	t.Helper()
+	if rss >= hostileLimit {
+		h.failf(t, "%s: peak RSS %d MiB, want below --memory-limit %d MiB", name, rss>>20, hostileLimit>>20)
+	}
+}
+
+// waitCached waits until the ConfigMap cache is filled (a warm lazyapi).
+func waitCached(t *testing.T, p *process) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for scrape(p.URL, `lazyapi_cache_state{resource="configmaps"}`) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("configmaps not cached within 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestHostileReconnectStorm(t *testing.T) {
+	h := newHostileEnv(t)
+	for _, warm := range []bool{false, true} {
+		name := "cold"
+		if warm {
+			name = "warm"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := h.start(t)
+			if warm {
+				waitCached(t, p)
+			}
+			pr := startProbe(p.URL)
+			codes, took := storm(p.URL, 50)
+			p99, n := pr.finish(t, h, "storm "+name)
+			rss := report(t, "reconnect storm "+name+" N=50", p,
+				fmt.Sprintf("codes %v, all synced after %s; other client: %d requests, p99 %s", codes, took.Round(time.Millisecond), n, p99.Round(time.Millisecond)))
+			h.checkRSS(t, name, rss)
+			if codes[200] == 0 || codes[0] > 0 {
+				h.failf(t, "storm %s: codes %v: want 200s (429s retried by clients) and no broken streams", name, codes)
+			}
+			h.waitDrained(t, p)
+		})
+	}
+}
+
+func TestHostileStalledReaders(t *testing.T) {
+	h := newHostileEnv(t)
+	p := h.start(t)
+	waitCached(t, p)
+	for _, tc := range []struct {
+		name, path, accept string
+		n                  int
+	}{
+		{"stalled LISTs from etcd", "/api/v1/namespaces/big/secrets", "application/json", 50},
+		{"stalled LISTs from cache", "/api/v1/namespaces/big/configmaps?resourceVersion=0", "application/json", 50},
+		{"400 connections of one client", "/api/v1/namespaces/big/configmaps", "application/vnd.kubernetes.protobuf", 400},
+		{"watch storm that never reads", "/api/v1/namespaces/big/configmaps" + watchListQuery, "application/vnd.kubernetes.protobuf;stream=watch", 200},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			pr := startProbe(p.URL)
+			closeAll := stalled(t, p.URL, tc.path, tc.accept, tc.n)
+			// Hold the attack for longer than --write-timeout and the
+			// queue wait: the stalled streams must be ended meanwhile.
+			time.Sleep(8 * time.Second) // the attack's duration, not synchronisation
+			p99, n := pr.finish(t, h, tc.name)
+			aborted := scrape(p.URL, `lazyapi_streams_aborted_total{reason="write_stalled"}`)
+			rss := report(t, tc.name, p, fmt.Sprintf("n=%d; streams aborted so far %v; other client: %d requests, p99 %s", tc.n, aborted, n, p99.Round(time.Millisecond)))
+			h.checkRSS(t, tc.name, rss)
+			closeAll()
+			h.waitDrained(t, p)
+		})
+	}
+	t.Run("slow_readers_1KBps", func(t *testing.T) {
+		pr := startProbe(p.URL)
+		stop := make(chan struct{})
+		wait := slowReaders(p.URL, "/api/v1/namespaces/big/secrets", 4, 1024, stop)
+		time.Sleep(8 * time.Second) // the attack's duration
+		close(stop)
+		read := wait()
+		p99, n := pr.finish(t, h, "slow readers")
+		rss := report(t, "slow readers at 1 KB/s", p, fmt.Sprintf("4 readers read %d KiB; other client: %d requests, p99 %s", read>>10, n, p99.Round(time.Millisecond)))
+		h.checkRSS(t, "slow readers", rss)
+		h.waitDrained(t, p)
+	})
+}
