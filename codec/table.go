@@ -121,6 +121,13 @@ func (s *Schema) AppendTableRow(dst []byte, group, resource string, obj Object, 
 	return s.appendTableRow(dst, printerFor(group, resource), obj, rv, inc, now)
 }
 
+// AppendTableRowFromJSON is AppendTableRow for a caller that has obj's
+// JSON already (AppendJSON with rv and the type meta): js, read only
+// during the call.
+func (s *Schema) AppendTableRowFromJSON(dst []byte, group, resource string, js []byte, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time) ([]byte, error) {
+	return s.appendTableRowJSON(dst, printerFor(group, resource), js, obj, rv, inc, now)
+}
+
 func (s *Schema) appendTableRow(dst []byte, p *tablePrinter, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time) ([]byte, error) {
 	bp := tableScratch.Get().(*[]byte)
 	defer tableScratch.Put(bp)
@@ -129,6 +136,10 @@ func (s *Schema) appendTableRow(dst []byte, p *tablePrinter, obj Object, rv int6
 	if err != nil {
 		return dst, err
 	}
+	return s.appendTableRowJSON(dst, p, js, obj, rv, inc, now)
+}
+
+func (s *Schema) appendTableRowJSON(dst []byte, p *tablePrinter, js []byte, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time) ([]byte, error) {
 	cells, conds, err := p.cells(js, now)
 	if err != nil {
 		return dst, fmt.Errorf("cannot compute table cells of %s %s: %w", obj.APIVersion, obj.Kind, err)

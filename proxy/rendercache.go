@@ -137,6 +137,9 @@ func (rc *renderCache) hash(key []byte, rev int64, full bool) uint64 {
 // listItem is enc.listItem, with a JSON item's bytes from the rendering
 // cache when they are kept there. key is the item's etcd key.
 func (s *Server) listItem(enc encoder, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
+	if te, ok := enc.(*tableEncoder); ok && te.cc == nil && s.render != nil && obj.Format == codec.FormatProtobuf {
+		return s.tableRow(te, dst, key, obj, rv, first)
+	}
 	je, ok := enc.(*jsonEncoder)
 	if !ok || s.render == nil || obj.Format != codec.FormatProtobuf {
 		return enc.listItem(dst, obj, rv, first)
@@ -146,6 +149,28 @@ func (s *Server) listItem(enc encoder, dst, key []byte, obj codec.Object, rv int
 	}
 	// Items of a built-in list carry no apiVersion and kind.
 	return s.render.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{OmitTypeMeta: !je.r.Custom})
+}
+
+// tableRow is a Table encoder's listItem whose printer reads the object's
+// JSON from the rendering cache (the row's cells read the clock: rows are
+// not cached, the object's JSON is).
+func (s *Server) tableRow(te *tableEncoder, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
+	bp := getBuf()
+	defer putBuf(bp)
+	js, err := s.render.appendJSON(te.sc, (*bp)[:0], key, obj, rv, codec.JSONOptions{})
+	*bp = js
+	if err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	if !first {
+		dst = codec.AppendTableSep(dst)
+	}
+	dst, err = te.sc.AppendTableRowFromJSON(dst, te.r.Group, te.r.Resource, js, obj, rv, te.inc, te.now)
+	if err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
 }
 
 // object is enc.object, with a JSON object's bytes from the rendering

@@ -31,10 +31,12 @@ func TestRenderCacheIdentical(t *testing.T) {
 	check := func(round int) {
 		t.Helper()
 		for _, p := range paths {
-			ca, _, a := e.raw(t, "GET", p, "application/json")
-			cb, _, b := tw.etcd.raw(t, "GET", p, "application/json")
-			if ca != 200 || cb != 200 || !bytes.Equal(a, b) {
-				t.Fatalf("round %d: GET %s: cached proxy %d (%d bytes), etcd proxy %d (%d bytes), identical=%v", round, p, ca, len(a), cb, len(b), bytes.Equal(a, b))
+			for _, acc := range []string{"application/json", kubectlTableAccept} {
+				ca, _, a := e.raw(t, "GET", p, acc)
+				cb, _, b := tw.etcd.raw(t, "GET", p, acc)
+				if ca != 200 || cb != 200 || !bytes.Equal(a, b) {
+					t.Fatalf("round %d: GET %s (%s): cached proxy %d (%d bytes), etcd proxy %d (%d bytes), identical=%v", round, p, acc, ca, len(a), cb, len(b), bytes.Equal(a, b))
+				}
 			}
 		}
 	}
