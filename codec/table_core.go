@@ -119,7 +119,7 @@ func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 func configMapCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 	var o struct {
-		Metadata   objMeta                      `json:"metadata"`
+		Metadata   objMeta            `json:"metadata"`
 		Data       map[string]skipped `json:"data"`
 		BinaryData map[string]skipped `json:"binaryData"`
 	}
@@ -131,8 +131,8 @@ func configMapCells(js []byte, now time.Time) ([]any, []tableRowCondition, error
 
 func secretCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 	var o struct {
-		Metadata objMeta                      `json:"metadata"`
-		Type     string                       `json:"type"`
+		Metadata objMeta            `json:"metadata"`
+		Type     string             `json:"type"`
 		Data     map[string]skipped `json:"data"`
 	}
 	if err := gojson.Unmarshal(js, &o); err != nil {
