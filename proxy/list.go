@@ -292,6 +292,17 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 	}
 	l.pg = l.newPager(l.opts)
 	page, err := l.pg.Next(ctx)
+	if errors.Is(err, store.ErrFutureRevision) {
+		// As kube-apiserver: an Exact read (or a continue token) of a
+		// revision etcd has not reached waits for it up to
+		// notOlderThanWait, then is 504 naming the current revision.
+		l.pg.Close()
+		if werr := s.waitForRV(ctx, l.rev); werr != nil {
+			return storeStatus(werr, false, l.rev)
+		}
+		l.pg = l.newPager(l.opts)
+		page, err = l.pg.Next(ctx)
+	}
 	if avg := l.pg.AvgSize(); avg > 0 && avg != l.opts.SizeHint {
 		s.sizeHints.Store(hintKey, avg)
 	}

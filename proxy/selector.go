@@ -61,7 +61,9 @@ func parseFilter(labelSel, fieldSel string, convert func(string) (string, error)
 	if labelSel != "" {
 		sel, err := labels.Parse(labelSel)
 		if err != nil {
-			return f, badf("unable to parse requirement: %v", err)
+			// labels.Parse's message already starts "unable to parse
+			// requirement: ", as kube-apiserver's 400 does.
+			return f, badf("%v", err)
 		}
 		if !sel.Empty() {
 			f.labels = sel

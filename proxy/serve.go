@@ -124,7 +124,7 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		// go-restful has a POST route only.
 		st.fail(rc, ef, &StatusError{Status: codec.Status{Code: 405, Reason: "MethodNotAllowed",
 			Message: "the server does not allow this method on the requested resource",
-			Details: &codec.StatusDetails{Causes: []codec.StatusCause{{Type: "UnexpectedServerResponse", Message: "405: Method Not Allowed"}}}}})
+			Details: &codec.StatusDetails{}}})
 		return
 	}
 	if !r.Servable() {

@@ -95,12 +95,29 @@ func validateWatch(q *Params) error {
 	return nil
 }
 
-// watchTimeout returns how long a watch lasts.
+// watchTimeout returns how long a watch lasts, computed as kube-apiserver's
+// handleWatch does: timeoutSeconds times a second in time.Duration, which
+// wraps for a timeoutSeconds above 9,223,372,036 (292 years); 0 is the
+// random default. A result <= 0 (a negative timeoutSeconds, or one that
+// wrapped negative) is a watch whose context is over before it starts:
+// see expiredWatch.
 func watchTimeout(q *Params) time.Duration {
-	if q.TimeoutSeconds > 0 {
-		return time.Duration(q.TimeoutSeconds) * time.Second
+	if q.TimeoutSeconds != 0 {
+		if d := time.Duration(q.TimeoutSeconds) * time.Second; d != 0 {
+			return d
+		}
 	}
 	return minRequestTimeout + time.Duration(rand.Int64N(int64(minRequestTimeout)))
+}
+
+// expiredWatch answers a watch whose timeout is not positive as
+// kube-apiserver v1.37 does: 200, and the watch cache's error for the
+// expired context as the one event (instead of 429 from an admission that
+// could not wait).
+func expiredWatch(rc *fasthttp.RequestCtx, enc encoder) {
+	rc.SetStatusCode(200)
+	rc.SetContentType(enc.output().watchContentType())
+	rc.SetBody(enc.watchStatus(nil, &codec.Status{Code: 500, Reason: "InternalError", Message: "context deadline exceeded"}))
 }
 
 // watchStart is where a watch starts, from its parameters.
@@ -142,6 +159,10 @@ func (s *Server) serveWatch(rc *fasthttp.RequestCtx, st *reqState, accept string
 			w.end()
 		}
 	}()
+	if watchTimeout(&st.q) <= 0 {
+		expiredWatch(rc, st.enc)
+		return
+	}
 	se = w.admit()
 	var run func(sw *watchWriter) error
 	if se == nil {
