@@ -31,8 +31,8 @@ type User struct {
 	// (e.g. a service account token's authentication.kubernetes.io/pod-name);
 	// nil for most users.
 	Extra map[string][]string
-	// Method is how the user was authenticated: "token", "x509" or
-	// "anonymous".
+	// Method is how the user was authenticated: "token", "x509",
+	// "serviceaccount" or "anonymous".
 	Method string
 }
 
@@ -62,6 +62,10 @@ type Config struct {
 	// Tokens maps bearer tokens to users (--token-auth-file); nil: bearer
 	// tokens are ignored.
 	Tokens Tokens
+	// ServiceAccounts, when set, verifies bearer tokens that are service
+	// account JWTs (--service-account-key-file and friends); tokens of
+	// the token file are tried first.
+	ServiceAccounts *ServiceAccountVerifier
 	// Anonymous lets a request without credentials through as Anonymous
 	// (--anonymous-auth=true); false answers it ErrNoCredentials. Used only
 	// when ClientCAs or Tokens is set.
@@ -127,7 +131,7 @@ func (a *Authenticator) SetClientCAs(pool *x509.CertPool) {
 // Enabled reports whether any authenticator is configured. When it is not,
 // lazyapi serves every request without authentication.
 func (a *Authenticator) Enabled() bool {
-	return a != nil && (a.cfg.ClientCAs != nil || a.cfg.Tokens != nil)
+	return a != nil && (a.cfg.ClientCAs != nil || a.cfg.Tokens != nil || a.cfg.ServiceAccounts != nil)
 }
 
 // Authenticate returns the user of a request from its Authorization header
@@ -146,9 +150,18 @@ func (a *Authenticator) Authenticate(authorization []byte, certs []*x509.Certifi
 		}
 		certErr = err
 	}
-	if token, ok := bearerToken(authorization); ok && a.cfg.Tokens != nil {
+	if token, ok := bearerToken(authorization); ok && (a.cfg.Tokens != nil || a.cfg.ServiceAccounts != nil) {
 		if u := a.cfg.Tokens[string(token)]; u != nil {
 			return u, nil
+		}
+		if sa := a.cfg.ServiceAccounts; sa != nil {
+			u, err := sa.authenticate(token)
+			if err == nil {
+				return u, nil
+			}
+			if !errors.Is(err, errNotServiceAccount) {
+				return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+			}
 		}
 		if certErr != nil {
 			return nil, errors.Join(certErr, ErrInvalidToken)

@@ -17,15 +17,16 @@ const userKey = "lazyapi.user"
 
 // authnMetrics count authentication results.
 type authnMetrics struct {
-	token, x509, anonymous, failures *metrics.Counter
+	token, x509, serviceAccount, anonymous, failures *metrics.Counter
 }
 
 func (s *Server) initAuthn() {
 	s.authn = authnMetrics{
-		token:     s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="token"}`),
-		x509:      s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="x509"}`),
-		anonymous: s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="anonymous"}`),
-		failures:  s.ms.GetOrCreateCounter(`lazyapi_authentication_failures_total`),
+		token:          s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="token"}`),
+		x509:           s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="x509"}`),
+		serviceAccount: s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="serviceaccount"}`),
+		anonymous:      s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="anonymous"}`),
+		failures:       s.ms.GetOrCreateCounter(`lazyapi_authentication_failures_total`),
 	}
 }
 
@@ -80,6 +81,8 @@ func (s *Server) authenticate(rc *fasthttp.RequestCtx) bool {
 		s.authn.x509.Inc()
 	case "token":
 		s.authn.token.Inc()
+	case "serviceaccount":
+		s.authn.serviceAccount.Inc()
 	default:
 		s.authn.anonymous.Inc()
 	}

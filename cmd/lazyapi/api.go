@@ -81,8 +81,13 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	}
 	defer stopAuthz()
 
+	acfg, err := authnConfig(c, cli)
+	if err != nil {
+		return err
+	}
+
 	// 6. HTTP server; certificate files are re-read while it serves.
-	au := authn.New(c.serving.authn)
+	au := authn.New(acfg)
 	c.serving.watchFiles(pt.certs, au)
 	if pt.certs.Len() > 0 {
 		certCtx, stopCerts := context.WithCancel(ctx)

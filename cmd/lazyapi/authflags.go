@@ -6,8 +6,10 @@ import (
 	"os"
 	"slices"
 	"sync/atomic"
+	"strings"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/util/keyutil"
 
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
@@ -24,6 +26,11 @@ type servingFlags struct {
 	tokenAuthFile string
 	anonymousAuth bool
 	authzModes    string // --authorization-mode as given
+	saKeyFiles    []string
+	saIssuers     []string
+	apiAudiences  []string
+	saLookup      bool
+	saKeys        []any // public keys loaded from saKeyFiles
 
 	servingTLS *tls.Config                 // non-nil when securePort > 0; hands out currentTLS per handshake
 	keyPair    *certfile.KeyPair           // --tls-cert-file/--tls-private-key-file, reloaded on change
@@ -45,6 +52,14 @@ func (s *servingFlags) addFlags(fs *pflag.FlagSet) {
 		"If set, the file that will be used to secure the API via token authentication: CSV lines token,user,uid[,\"group1,group2\"].")
 	fs.BoolVar(&s.anonymousAuth, "anonymous-auth", false,
 		"Serve requests without credentials as system:anonymous (group system:unauthenticated) when an authenticator is configured; they get what --authorization-mode grants those names. Default false (kube-apiserver's is true).")
+	fs.StringArrayVar(&s.saKeyFiles, "service-account-key-file", nil,
+		"File containing PEM-encoded x509 RSA or ECDSA private or public keys (or certificates), used to verify ServiceAccount tokens. Repeatable; copy kube-apiserver's.")
+	fs.StringArrayVar(&s.saIssuers, "service-account-issuer", nil,
+		"Identifier of the service account token issuer (the \"iss\" of bound tokens). Repeatable; copy kube-apiserver's. Needs --service-account-key-file.")
+	fs.StringSliceVar(&s.apiAudiences, "api-audiences", nil,
+		"Identifiers of the API: a service account token must be issued for one of them. Default: the first --service-account-issuer.")
+	fs.BoolVar(&s.saLookup, "service-account-lookup", true,
+		"Accept a legacy (Secret-based) service account token only while its Secret still holds it and its ServiceAccount exists.")
 	fs.StringVar(&s.authzModes, "authorization-mode", "",
 		"Ordered comma-separated list of authorization modes: RBAC (the Roles and bindings in etcd, evaluated locally), AlwaysAllow, AlwaysDeny. The group system:masters is allowed everything. Default: RBAC when an authenticator is configured, none otherwise.")
 }
@@ -116,6 +131,19 @@ func (s *servingFlags) validate(port int) error {
 		s.authn.Tokens = tokens
 	}
 	s.authn.Anonymous = s.anonymousAuth
+	if len(s.saIssuers) > 0 && len(s.saKeyFiles) == 0 {
+		return usageErrorf("--service-account-issuer needs --service-account-key-file")
+	}
+	if len(s.apiAudiences) > 0 && len(s.saKeyFiles) == 0 {
+		return usageErrorf("--api-audiences needs --service-account-key-file")
+	}
+	for _, f := range s.saKeyFiles {
+		keys, err := keyutil.PublicKeysFromFile(f)
+		if err != nil {
+			return usageErrorf("invalid --service-account-key-file: %v", err)
+		}
+		s.saKeys = append(s.saKeys, keys...)
+	}
 	return s.validateAuthz()
 }
 
@@ -123,7 +151,7 @@ func (s *servingFlags) validate(port int) error {
 // authenticator is configured; a mode without an authenticator is an
 // error (every request would be system:anonymous), except AlwaysAllow.
 func (s *servingFlags) validateAuthz() error {
-	authenticated := s.authn.ClientCAs != nil || s.authn.Tokens != nil
+	authenticated := s.authn.ClientCAs != nil || s.authn.Tokens != nil || len(s.saKeys) > 0
 	if s.authzModes == "" {
 		if authenticated {
 			s.modes = []string{authz.ModeRBAC}
@@ -141,7 +169,7 @@ func (s *servingFlags) validateAuthz() error {
 		if len(modes) == 1 && modes[0] == authz.ModeAlwaysAllow {
 			return nil
 		}
-		return usageErrorf("--authorization-mode %s needs an authenticator (--client-ca-file or --token-auth-file)", s.authzModes)
+		return usageErrorf("--authorization-mode %s needs an authenticator (--client-ca-file, --token-auth-file or --service-account-key-file)", s.authzModes)
 	}
 	s.modes = modes
 	return nil
@@ -189,6 +217,9 @@ func (s *servingFlags) authMethods() []string {
 	}
 	if s.authn.Tokens != nil {
 		m = append(m, fmt.Sprintf("token (%d tokens)", len(s.authn.Tokens)))
+	}
+	if len(s.saKeys) > 0 {
+		m = append(m, fmt.Sprintf("serviceaccount (%d keys, issuers %s)", len(s.saKeys), strings.Join(append([]string{authn.LegacyIssuer}, s.saIssuers...), ",")))
 	}
 	if len(m) > 0 && s.anonymousAuth {
 		m = append(m, "anonymous")

@@ -86,6 +86,10 @@ func TestParseFlagsServingErrors(t *testing.T) {
 		{[]string{"--token-auth-file=" + badTokens}, "invalid --token-auth-file: cannot parse token file " + badTokens + ": line 2"},
 		{[]string{"--anonymous-auth=maybe"}, "--anonymous-auth"},
 		{[]string{"--authorization-mode=RBAC"}, "--authorization-mode RBAC needs an authenticator"},
+		{[]string{"--service-account-issuer=https://x"}, "--service-account-issuer needs --service-account-key-file"},
+		{[]string{"--api-audiences=a"}, "--api-audiences needs --service-account-key-file"},
+		{[]string{"--service-account-key-file=" + notPEM}, "invalid --service-account-key-file"},
+		{[]string{"--service-account-key-file=" + missing}, "invalid --service-account-key-file"},
 		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,Magic"}, `invalid --authorization-mode: unknown mode "Magic"`},
 		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=Node,RBAC"}, `invalid --authorization-mode: mode "Node" is not supported`},
 		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,RBAC"}, `invalid --authorization-mode: mode "RBAC" is given twice`},
@@ -107,6 +111,7 @@ func TestParseFlagsAuthorizationMode(t *testing.T) {
 		{[]string{"--token-auth-file=" + tokens}, "RBAC"},
 		{[]string{"--token-auth-file=" + tokens, "--authorization-mode=AlwaysDeny, RBAC"}, "AlwaysDeny,RBAC"},
 		{[]string{"--token-auth-file=" + tokens, "--authorization-mode=AlwaysAllow"}, "AlwaysAllow"},
+		{[]string{"--service-account-key-file=../../authn/testdata/sa.key", "--service-account-issuer=https://a", "--service-account-issuer=https://b"}, "RBAC"},
 	} {
 		c, err := parseFlags(tt.args)
 		if err != nil {

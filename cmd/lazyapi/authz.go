@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/authz/rbacetcd"
 )
@@ -55,4 +56,38 @@ func startAuthz(ctx context.Context, c *config, pt parts, cli *clientv3.Client, 
 		return nil, nil, err
 	}
 	return chain, stop, nil
+}
+
+// etcdLookup reads bound objects of service account tokens from etcd
+// (serializable reads of the member lazyapi runs beside).
+type etcdLookup struct{ cli *clientv3.Client }
+
+func (l etcdLookup) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	resp, err := l.cli.Get(ctx, key, clientv3.WithSerializable())
+	if err != nil {
+		return nil, false, err
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, false, nil
+	}
+	return resp.Kvs[0].Value, true, nil
+}
+
+// authnConfig returns the authenticator configuration: the flags' files,
+// and the service account verifier reading bound objects through cli.
+func authnConfig(c *config, cli *clientv3.Client) (authn.Config, error) {
+	cfg := c.serving.authn
+	s := &c.serving
+	if len(s.saKeys) == 0 {
+		return cfg, nil
+	}
+	v, err := authn.NewServiceAccountVerifier(authn.ServiceAccounts{
+		Keys: s.saKeys, Issuers: s.saIssuers, Audiences: s.apiAudiences, LookupLegacy: s.saLookup,
+		Lookup: etcdLookup{cli}, Prefix: c.etcdPrefix,
+	}, nil)
+	if err != nil {
+		return cfg, fmt.Errorf("cannot use --service-account-key-file: %w", err)
+	}
+	cfg.ServiceAccounts = v
+	return cfg, nil
 }
