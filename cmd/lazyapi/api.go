@@ -81,7 +81,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	}
 	defer stopAuthz()
 
-	acfg, err := authnConfig(c, cli)
+	acfg, err := authnConfig(c, cli, enc)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -11,6 +12,7 @@ import (
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/authz/rbacetcd"
+	"github.com/lazyapi/lazyapi/encryption"
 )
 
 // rbacLoadTimeout bounds the first read of the RBAC objects at start.
@@ -59,8 +61,13 @@ func startAuthz(ctx context.Context, c *config, pt parts, cli *clientv3.Client, 
 }
 
 // etcdLookup reads bound objects of service account tokens from etcd
-// (serializable reads of the member lazyapi runs beside).
-type etcdLookup struct{ cli *clientv3.Client }
+// (serializable reads of the member lazyapi runs beside), decrypted with
+// --encryption-provider-config when enc is set.
+type etcdLookup struct {
+	cli    *clientv3.Client
+	prefix string
+	enc    *encryption.Transformers
+}
 
 func (l etcdLookup) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	resp, err := l.cli.Get(ctx, key, clientv3.WithSerializable())
@@ -70,12 +77,24 @@ func (l etcdLookup) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	if len(resp.Kvs) == 0 {
 		return nil, false, nil
 	}
-	return resp.Kvs[0].Value, true, nil
+	val := resp.Kvs[0].Value
+	if l.enc != nil {
+		// The resource is the key's first segment after the prefix;
+		// nodes are stored under "minions".
+		res, _, _ := strings.Cut(strings.TrimPrefix(key, l.prefix+"/"), "/")
+		if res == "minions" {
+			res = "nodes"
+		}
+		if val, err = l.enc.Decrypt(ctx, res, resp.Kvs[0].Key, val); err != nil {
+			return nil, false, err
+		}
+	}
+	return val, true, nil
 }
 
 // authnConfig returns the authenticator configuration: the flags' files,
 // and the service account verifier reading bound objects through cli.
-func authnConfig(c *config, cli *clientv3.Client) (authn.Config, error) {
+func authnConfig(c *config, cli *clientv3.Client, enc *encryption.Transformers) (authn.Config, error) {
 	cfg := c.serving.authn
 	s := &c.serving
 	if len(s.saKeys) == 0 {
@@ -83,7 +102,7 @@ func authnConfig(c *config, cli *clientv3.Client) (authn.Config, error) {
 	}
 	v, err := authn.NewServiceAccountVerifier(authn.ServiceAccounts{
 		Keys: s.saKeys, Issuers: s.saIssuers, Audiences: s.apiAudiences, LookupLegacy: s.saLookup,
-		Lookup: etcdLookup{cli}, Prefix: c.etcdPrefix,
+		Lookup: etcdLookup{cli: cli, prefix: c.etcdPrefix, enc: enc}, Prefix: c.etcdPrefix,
 	}, nil)
 	if err != nil {
 		return cfg, fmt.Errorf("cannot use --service-account-key-file: %w", err)
