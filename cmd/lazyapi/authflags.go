@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/util/keyutil"
