@@ -164,14 +164,19 @@ func TestCRDsServedAsV1(t *testing.T) {
 		for _, c := range tb.ColumnDefinitions {
 			cols = append(cols, c.Name)
 		}
-		if !slices.Equal(cols, []string{"Name", "Created At"}) || len(tb.Rows) != len(fs)-1 {
-			t.Fatalf("Table columns %q with %d rows, want Name, Created At and %d rows", cols, len(tb.Rows), len(fs)-1)
+		// kube-apiserver v1.37's CRD table convertor
+		// (apiextensions-apiserver registry/customresourcedefinition/tableconvertor).
+		wantCols := []string{"Name", "Scope", "Versions", "Created At", "Group", "Kind", "ShortNames", "Established"}
+		if !slices.Equal(cols, wantCols) || len(tb.Rows) != len(fs)-1 {
+			t.Fatalf("Table columns %q with %d rows, want %q and %d rows", cols, len(tb.Rows), wantCols, len(fs)-1)
 		}
 		for i, r := range tb.Rows {
 			md := fs[i].v1["metadata"].(map[string]any)
 			created, _ := md["creationTimestamp"].(string)
-			if len(r.Cells) != 2 || r.Cells[0] != fs[i].name || (created != "" && r.Cells[1] != created) {
-				t.Errorf("row %d = %v, want [%s %s]", i, r.Cells, fs[i].name, created)
+			spec := fs[i].v1["spec"].(map[string]any)
+			if len(r.Cells) != 8 || r.Cells[0] != fs[i].name || r.Cells[1] != spec["scope"] || (created != "" && r.Cells[3] != created) ||
+				r.Cells[4] != spec["group"] {
+				t.Errorf("row %d = %v, want [%s %v ... %s %v ...]", i, r.Cells, fs[i].name, spec["scope"], created, spec["group"])
 			}
 		}
 	})
@@ -214,8 +219,8 @@ func TestCRDsServedAsV1(t *testing.T) {
 	})
 	t.Run("kubectl", func(t *testing.T) {
 		tb := parseTable(t, mustKubectl(t, p.URL, "get", "crd"))
-		if !slices.Equal(tb.header, []string{"NAME", "CREATED AT"}) {
-			t.Errorf("kubectl get crd header = %q, want NAME, CREATED AT", tb.header)
+		if !slices.Equal(tb.header, []string{"NAME", "SCOPE", "VERSIONS", "CREATED AT"}) {
+			t.Errorf("kubectl get crd header = %q, want NAME, SCOPE, VERSIONS, CREATED AT", tb.header)
 		}
 		var want []string
 		for _, f := range fs {
