@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ type Embedded struct {
 	etcd      *embed.Etcd
 	endpoint  string
 	closeOnce sync.Once
+	lock      *os.File // the data directory's lock (lockDir), nil: none
 }
 
 // StartEmbedded starts a single-member etcd on loopback and waits until it
@@ -42,6 +44,16 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.Dir == "" {
 		return nil, fmt.Errorf("cannot start embedded etcd: data dir is empty")
 	}
+	lock, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started && lock != nil {
+			lock.Close()
+		}
+	}()
 	clientAddr, err := addrOrFree(cfg.ClientAddr)
 	if err != nil {
 		return nil, err
@@ -85,7 +97,8 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd did not become ready within %s", timeout)
 	}
-	return &Embedded{etcd: e, endpoint: cu.String()}, nil
+	started = true
+	return &Embedded{etcd: e, endpoint: cu.String(), lock: lock}, nil
 }
 
 // Endpoint returns the client URL, e.g. "http://127.0.0.1:23790".
@@ -93,7 +106,14 @@ func (e *Embedded) Endpoint() string { return e.endpoint }
 
 // Close stops the server and waits for it to exit. It may be called more
 // than once.
-func (e *Embedded) Close() { e.closeOnce.Do(e.etcd.Close) }
+func (e *Embedded) Close() {
+	e.closeOnce.Do(func() {
+		e.etcd.Close()
+		if e.lock != nil {
+			e.lock.Close()
+		}
+	})
+}
 
 func addrOrFree(addr string) (string, error) {
 	if addr != "" {

@@ -110,3 +110,58 @@ func TestRunServesAndStops(t *testing.T) {
 		t.Errorf("server still answers after run returned")
 	}
 }
+
+// TestDataDirInUse: a second lazyapi on the data directory of a running one
+// fails within seconds with a one-line error naming --data-dir (it used to
+// wait forever in etcd's database lock, deaf to the first SIGTERM).
+func TestDataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sink := &logSink{serving: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--data-dir=" + dir, "--port=0"}, io.Discard, sink) }()
+	select {
+	case <-sink.serving:
+	case err := <-done:
+		t.Fatalf("first run returned before serving: %v\n%s", err, sink)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("first run did not serve within 60s\n%s", sink)
+	}
+
+	second := make(chan error, 1)
+	start := time.Now()
+	go func() { second <- run(ctx, []string{"--data-dir=" + dir, "--port=0"}, io.Discard, io.Discard) }()
+	select {
+	case err := <-second:
+		if err == nil || !strings.Contains(err.Error(), "--data-dir") || !strings.Contains(err.Error(), "in use by another lazyapi") ||
+			strings.Contains(err.Error(), "\n") {
+			t.Errorf("second run on the same --data-dir = %v, want one line saying the directory is in use", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("second run failed after %v, want within seconds", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("second run on the same --data-dir did not fail within 30s")
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("first run after cancel = %v", err)
+	}
+	// The directory is free again once the first one stopped.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	sink2 := &logSink{serving: make(chan string, 1)}
+	third := make(chan error, 1)
+	go func() { third <- run(ctx2, []string{"--data-dir=" + dir, "--port=0"}, io.Discard, sink2) }()
+	select {
+	case <-sink2.serving:
+	case err := <-third:
+		t.Fatalf("run after the first stopped = %v, want it to serve\n%s", err, sink2)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run after the first stopped did not serve within 60s")
+	}
+	cancel2()
+	<-third
+}
