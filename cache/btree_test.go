@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -182,43 +181,6 @@ func TestTreeSequentialFillIsDense(t *testing.T) {
 	}
 	if got := count(root, "k0050000", ""); got != n/2 {
 		t.Fatalf("count from the middle = %d, want %d", got, n/2)
-	}
-}
-
-func TestParseWatchCacheSizes(t *testing.T) {
-	tests := []struct {
-		in      []string
-		want    map[string]int
-		wantErr bool
-	}{
-		{in: nil, want: map[string]int{}},
-		{in: []string{"configmaps#100", "deployments.apps#0"}, want: map[string]int{"configmaps": 100, "deployments.apps": 0}},
-		{in: []string{" Secrets#5 "}, want: map[string]int{"secrets": 5}},
-		{in: []string{"configmaps"}, wantErr: true},
-		{in: []string{"#5"}, wantErr: true},
-		{in: []string{"pods#x"}, wantErr: true},
-		{in: []string{"pods#-1"}, wantErr: true},
-	}
-	for _, tt := range tests {
-		got, err := ParseWatchCacheSizes(tt.in)
-		if (err != nil) != tt.wantErr {
-			t.Errorf("ParseWatchCacheSizes(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
-			continue
-		}
-		if err != nil {
-			if !strings.Contains(err.Error(), "--watch-cache-sizes") {
-				t.Errorf("ParseWatchCacheSizes(%q) error %q does not name the flag", tt.in, err)
-			}
-			continue
-		}
-		if len(got) != len(tt.want) {
-			t.Errorf("ParseWatchCacheSizes(%q) = %v, want %v", tt.in, got, tt.want)
-		}
-		for k, v := range tt.want {
-			if got[k] != v {
-				t.Errorf("ParseWatchCacheSizes(%q)[%q] = %d, want %d", tt.in, k, got[k], v)
-			}
-		}
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -156,43 +154,12 @@ func (c *Config) validate() error {
 		return errors.New("cache: Config.Client is required")
 	}
 	if !c.Disabled && c.MemoryBytes <= 0 {
-		return fmt.Errorf("cache: --watch-cache-memory must be > 0 when the watch cache is enabled, got %d", c.MemoryBytes)
+		return fmt.Errorf("cache: MemoryBytes must be > 0 when the watch cache is enabled, got %d", c.MemoryBytes)
 	}
 	for k, v := range c.Sizes {
 		if v < 0 {
-			return fmt.Errorf("cache: --watch-cache-sizes: size of %q must be >= 0, got %d", k, v)
+			return fmt.Errorf("cache: Sizes: size of %q must be >= 0, got %d", k, v)
 		}
 	}
 	return nil
-}
-
-// DefaultMemoryBytes is the default --watch-cache-memory for a process
-// limited to memoryLimit bytes (--memory-limit): a quarter of it.
-func DefaultMemoryBytes(memoryLimit int64) int64 { return memoryLimit / 4 }
-
-// ParseWatchCacheSizes parses kube-apiserver's --watch-cache-sizes values,
-// each "resource[.group]#size" (e.g. "configmaps#1000",
-// "deployments.apps#0"; 0 disables caching of that resource). The result
-// goes to Config.Sizes.
-func ParseWatchCacheSizes(values []string) (map[string]int, error) {
-	out := make(map[string]int, len(values))
-	for _, v := range values {
-		v = strings.TrimSpace(v)
-		if v == "" {
-			continue
-		}
-		name, size, ok := strings.Cut(v, "#")
-		if !ok || name == "" {
-			return nil, fmt.Errorf("cannot parse --watch-cache-sizes %q: want resource[.group]#size", v)
-		}
-		n, err := strconv.Atoi(size)
-		if err != nil {
-			return nil, fmt.Errorf("cannot parse --watch-cache-sizes %q: size: %w", v, err)
-		}
-		if n < 0 {
-			return nil, fmt.Errorf("cannot parse --watch-cache-sizes %q: size must be >= 0", v)
-		}
-		out[strings.ToLower(name)] = n
-	}
-	return out, nil
 }

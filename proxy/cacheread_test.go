@@ -14,6 +14,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/proxy"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 // cacheTwins is one etcd served by two proxies: cached (Config.Cache set,
@@ -43,8 +44,9 @@ func startCacheTwins(t testing.TB, history int, opts ...envOption) *cacheTwins {
 		}
 	})
 	// A second proxy on the same etcd, without a cache.
-	cfg := proxy.Config{Client: e.cli, Prefix: "/registry", PageSize: 50,
-		RequestTimeout: 20 * time.Second, Resources: e.table, Metrics: metrics.NewSet()}
+	ms := metrics.NewSet()
+	cfg := proxy.Config{Client: e.cli, Store: store.New(e.cli, store.Config{Prefix: "/registry", PageSize: 50, Metrics: ms}),
+		RequestTimeout: 20 * time.Second, Resources: e.table, Metrics: ms}
 	for _, o := range opts {
 		o(&cfg)
 	}

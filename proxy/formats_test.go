@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
-	"github.com/lazyapi/lazyapi/proxy"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 const kubectlTableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
@@ -256,7 +256,7 @@ func TestDecodeErrorIs500(t *testing.T) {
 // streamed list ends the stream; the client sees a truncated body, never a
 // complete list missing an item.
 func TestDecodeErrorMidStream(t *testing.T) {
-	e := startEnv(t, func(c *proxy.Config) { c.PageSize = 20 })
+	e := startEnv(t, withStore(func(sc *store.Config) { sc.PageSize = 20 }))
 	seedConfigMaps(t, e, "ns", 400, 2<<10)
 	e.putRaw(t, "/registry/configmaps/ns/zz-broken", []byte("k8s\x00\x0a\xff\xff garbage"))
 	_, err := e.cs.CoreV1().ConfigMaps("ns").List(context.Background(), metav1.ListOptions{})
@@ -278,7 +278,7 @@ func TestDecodeErrorMidStream(t *testing.T) {
 }
 
 func TestDiscoveryHealthMetrics(t *testing.T) {
-	e := startEnv(t, func(c *proxy.Config) { c.EtcdCallTimeout = 500 * time.Millisecond })
+	e := startEnv(t, withStore(func(sc *store.Config) { sc.CallTimeout = 500 * time.Millisecond }))
 	seedMixed(t, e)
 	for _, tt := range []struct{ path, accept, ctype, contains string }{
 		{"/version", "", "application/json", `"gitVersion"`},

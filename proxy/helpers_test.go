@@ -25,6 +25,7 @@ import (
 	"github.com/lazyapi/lazyapi/openapi"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/resource"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 // env is a real etcd, a resource table and a proxy on a loopback port.
@@ -33,6 +34,7 @@ type env struct {
 	cli     *clientv3.Client
 	table   *resource.Table
 	srv     *proxy.Server
+	store   *store.Store // the server's
 	ms      *metrics.Set
 	url     string
 	jsonCfg *rest.Config
@@ -42,6 +44,16 @@ type env struct {
 }
 
 type envOption func(*proxy.Config)
+
+// withStore gives the server a store (prefix /registry, pages of 50) with
+// set's changes.
+func withStore(set func(sc *store.Config)) envOption {
+	return func(c *proxy.Config) {
+		sc := store.Config{Prefix: "/registry", PageSize: 50, Metrics: c.Metrics}
+		set(&sc)
+		c.Store = store.New(c.Client, sc)
+	}
+}
 
 func startEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
@@ -71,8 +83,7 @@ func startEnvWith(t testing.TB, etcd *etcdtest.Server, table *resource.Table, op
 	}
 	cfg := proxy.Config{
 		Client:         e.cli,
-		Prefix:         "/registry",
-		PageSize:       50,
+		Store:          store.New(e.cli, store.Config{Prefix: "/registry", PageSize: 50, Metrics: e.ms}),
 		RequestTimeout: 20 * time.Second,
 		Resources:      e.table,
 		Metrics:        e.ms,
@@ -85,7 +96,7 @@ func startEnvWith(t testing.TB, etcd *etcdtest.Server, table *resource.Table, op
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
 	}
-	e.srv = srv
+	e.srv, e.store = srv, cfg.Store
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -53,7 +52,7 @@ func BenchmarkList(b *testing.B) {
 		b.ReportAllocs()
 		dec := scheme.Codecs.UniversalDeserializer()
 		enc := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{})
-		st := e.srv.Store()
+		st := e.store
 		cw := &countWriter{}
 		for b.Loop() {
 			list := &corev1.ConfigMapList{}
@@ -104,7 +103,7 @@ func BenchmarkCachedList(b *testing.B) {
 	if testing.Short() {
 		n = 2000
 	}
-	tw := startCacheTwins(b, 0, func(cfg *proxy.Config) { cfg.PageSize = 0 }) // default page size
+	tw := startCacheTwins(b, 0, withStore(func(sc *store.Config) { sc.PageSize = 0 })) // default page size
 	rev := seedConfigMaps(b, tw.cached, "ns", n, 10<<10)
 	tw.waitCached(b, rev)
 	path := "/api/v1/namespaces/ns/configmaps?resourceVersion=0"
@@ -132,7 +131,7 @@ func BenchmarkCachedList(b *testing.B) {
 		b.SetBytes(size)
 	}
 	var stored [][]byte
-	if _, err := tw.cached.srv.Store().List(context.Background(), store.ListOptions{Prefix: "/registry/configmaps/ns/"},
+	if _, err := tw.cached.store.List(context.Background(), store.ListOptions{Prefix: "/registry/configmaps/ns/"},
 		func(kv store.KV) (bool, error) {
 			stored = append(stored, bytes.Clone(kv.Value))
 			return false, nil

@@ -187,7 +187,7 @@ func TestListMemory(t *testing.T) {
 	baseRise, baseBytes := measure("baseline: hold the stored values", func() int64 {
 		var held [][]byte
 		var total int64
-		_, err := srv.Store().List(ctx, store.ListOptions{Prefix: "/registry/configmaps/mem/"}, func(kv store.KV) (bool, error) {
+		_, err := store.New(cli, store.Config{}).List(ctx, store.ListOptions{Prefix: "/registry/configmaps/mem/"}, func(kv store.KV) (bool, error) {
 			held = append(held, append([]byte(nil), kv.Value...))
 			total += int64(len(kv.Value))
 			return false, nil

@@ -24,6 +24,7 @@ import (
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/resource"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 // classicInformerLW opts an informer out of WatchList: LIST then WATCH.
@@ -49,7 +50,7 @@ func startCachedProxy(t *testing.T, etcd *etcdtest.Server, table *resource.Table
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(proxy.Config{Client: etcd.Client, Prefix: "/registry", PageSize: 50,
+	srv, err := proxy.New(proxy.Config{Client: etcd.Client, Store: store.New(etcd.Client, store.Config{Prefix: "/registry", PageSize: 50, Metrics: ms}),
 		RequestTimeout: 20 * time.Second, Resources: table, Metrics: ms, Cache: c})
 	if err != nil {
 		t.Fatal(err)

@@ -35,21 +35,15 @@ import (
 // Config configures a Server. Every field has a comment; zero values get
 // defaults in New.
 type Config struct {
-	// Client reads etcd. Required.
+	// Store reads etcd (pages, revisions, the prefix). Nil means a store
+	// with store's defaults on Client; callers with settings (cmd/lazyapi's
+	// --etcd-prefix, --list-page-size, ...) build it and pass it here.
+	Store *store.Store
+	// Client watches etcd (watches not served by Cache); nil means Store's
+	// client. One of Client and Store is required.
 	Client *clientv3.Client
-	// Prefix is the etcd key prefix (--etcd-prefix); "" means "/registry".
-	Prefix string
-	// PageSize is the most items per etcd range (--list-page-size); 0 means
-	// store.DefaultPageSize.
-	PageSize int
-	// PageBytes is the byte cap per etcd page; 0 means store.DefaultPageBytes.
-	PageBytes int
-	// EtcdCallTimeout bounds one etcd call; when etcd does not answer in
-	// time the request gets 503 + Retry-After. 0 means
-	// store.DefaultCallTimeout (5s).
-	EtcdCallTimeout time.Duration
 	// RequestTimeout bounds non-watch requests (--request-timeout); 0 means
-	// 60s, as kube-apiserver.
+	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// WriteTimeout bounds each write of a response (--write-timeout): a
 	// flush that a client does not take within it ends the response and
@@ -181,20 +175,26 @@ type Server struct {
 	baseCancel context.CancelFunc
 }
 
+// DefaultRequestTimeout is Config.RequestTimeout's default, kube-apiserver's
+// --request-timeout.
+const DefaultRequestTimeout = time.Minute
+
 // New validates cfg and returns a Server. It does not listen.
 func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil && cfg.Client == nil {
+		return nil, errors.New("cannot create proxy: Config.Store and Config.Client are nil")
+	}
+	if cfg.Store == nil {
+		cfg.Store = store.New(cfg.Client, store.Config{Metrics: cfg.Metrics})
+	}
 	if cfg.Client == nil {
-		return nil, errors.New("cannot create proxy: Config.Client is nil")
+		cfg.Client = cfg.Store.Client()
 	}
 	if cfg.Resources == nil {
 		return nil, errors.New("cannot create proxy: Config.Resources is nil")
 	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = "/registry"
-	}
-	cfg.Prefix = "/" + strings.Trim(cfg.Prefix, "/")
 	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 60 * time.Second
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
@@ -213,11 +213,8 @@ func New(cfg Config) (*Server, error) {
 		schema: cfg.Schema,
 		log:    cfg.Logger,
 		ms:     cfg.Metrics,
-		prefix: cfg.Prefix,
-		store: store.New(cfg.Client, store.Config{
-			Prefix: cfg.Prefix, PageSize: cfg.PageSize, PageBytes: cfg.PageBytes, Metrics: cfg.Metrics,
-			CallTimeout: cfg.EtcdCallTimeout,
-		}),
+		prefix: cfg.Store.Config().Prefix,
+		store:  cfg.Store,
 	}
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
 	s.decodeErrs = s.ms.GetOrCreateCounter("lazyapi_decode_errors_total")
@@ -292,9 +289,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.render.close()
 	return err
 }
-
-// Store returns the server's etcd store (for the cache and tests).
-func (s *Server) Store() *store.Store { return s.store }
 
 // maxHeaderBytes is Go's limit on a request's line and headers for
 // kube-apiserver: http.Server.MaxHeaderBytes 1 << 20 (k8s.io/apiserver

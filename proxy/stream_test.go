@@ -19,12 +19,13 @@ import (
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/ratelimit"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 // TestClientDisconnectStopsReads: a client that reads the head of a large
 // streamed list and hangs up stops the etcd reads of that request.
 func TestClientDisconnectStopsReads(t *testing.T) {
-	e := startEnv(t, func(c *proxy.Config) { c.PageBytes = 64 << 10; c.PageSize = 500 })
+	e := startEnv(t, withStore(func(sc *store.Config) { sc.PageBytes = 64 << 10; sc.PageSize = 500 }))
 	const n, size = 4000, 8 << 10
 	seedConfigMaps(t, e, "ns", n, size)
 	rangesBefore, _ := metricValue(e.ms, `lazyapi_etcd_request_duration_seconds_count{op="range"}`)

@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 )
 
-// Config configures a Limiter. Build it with DefaultConfig, change fields (or
-// AddFlags and parse), then pass it to New, which validates it.
+// Config configures a Limiter. Build it with DefaultConfig, change fields,
+// then pass it to New, which validates it. Errors name the fields (the
+// command line maps them to its flags); the flags in the field comments are
+// cmd/lazyapi's.
 type Config struct {
 	// MaxRequestsInflight (--max-requests-inflight, default 400, as
 	// kube-apiserver) bounds the number of short requests (GET, LIST) being
@@ -100,39 +101,6 @@ func defaultConfig() Config {
 	}
 }
 
-// AddFlags registers the limiter's command-line flags in fs, bound to c's
-// fields, with c's current values as defaults. --max-inflight-bytes and
-// --max-single-request-bytes take quantities (512Mi, 1Gi) and default to 0,
-// "derive from --memory-limit".
-func (c *Config) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&c.MaxRequestsInflight, "max-requests-inflight", c.MaxRequestsInflight,
-		"Maximum number of non-watch requests served at once.")
-	fs.IntVar(&c.MaxWatchesInflight, "max-watches-inflight", c.MaxWatchesInflight,
-		"Maximum number of open watches.")
-	fs.Var((*Bytes)(&c.MaxInflightBytes), "max-inflight-bytes",
-		"Byte budget for the working sets of in-flight requests (quantity, e.g. 256Mi). 0 = half of --memory-limit minus the cache budget.")
-	fs.Var((*Bytes)(&c.MaxSingleRequestBytes), "max-single-request-bytes",
-		"Largest working-set estimate admitted, alone, when above --max-inflight-bytes (quantity). 0 = twice --max-inflight-bytes.")
-	fs.IntVar(&c.MaxQueued, "max-queued-requests", c.MaxQueued,
-		"Maximum number of requests waiting for admission over all clients; 0 rejects at once.")
-	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait,
-		"Maximum time a request waits for admission before a 429.")
-	fs.IntVar(&c.MaxBulkInflight, "max-bulk-lists-inflight", c.MaxBulkInflight,
-		"Maximum number of bulk LISTs (estimated response above --bulk-list-threshold) served at once; others queue per client, then get a 429. 0 = half of GOMAXPROCS, at least 1.")
-	fs.Var((*Bytes)(&c.BulkListBytes), "bulk-list-threshold",
-		"Estimated LIST response size (items x average stored size) above which a LIST is bulk (quantity, e.g. 16Mi).")
-	fs.Var((*Bytes)(&c.ShortReservedBytes), "short-reserved-inflight-bytes",
-		"Part of --max-inflight-bytes that bulk LISTs cannot reserve, kept for GETs and small LISTs (quantity). 0 = a quarter of --max-inflight-bytes.")
-	fs.DurationVar(&c.BulkYield, "bulk-list-yield", c.BulkYield,
-		"Longest pause of a bulk LIST stream per flush while GETs or small LISTs are in flight; 0 = never pause.")
-	fs.Float64Var(&c.ClientShare, "per-client-share", c.ClientShare,
-		"Fraction (0-1] of the short, bulk and watch seats, and of the byte budget, one client (user, or remote IP when anonymous) may hold at once; its further requests queue behind its own. 1 = no cap.")
-	fs.Float64Var(&c.PerClientQPS, "per-client-qps", c.PerClientQPS,
-		"Sustained requests per second admitted per client (user or remote IP); 0 = unlimited.")
-	fs.IntVar(&c.PerClientBurst, "per-client-burst", c.PerClientBurst,
-		"Burst of --per-client-qps.")
-}
-
 // defaultClientShare is the default of Config.ClientShare.
 const defaultClientShare = 0.5
 
@@ -145,61 +113,61 @@ const defaultClientShare = 0.5
 // 1 GiB LISTs (bench/RESULTS.md, ## listflood).
 func DefaultMaxBulkInflight() int { return max(runtime.GOMAXPROCS(0)/2, 1) }
 
-// validate checks c and fills derived zero values; errors name the flag.
+// validate checks c and fills derived zero values; errors name the field.
 func (c *Config) validate() error {
 	if c.MaxRequestsInflight <= 0 {
-		return fmt.Errorf("--max-requests-inflight must be > 0, got %d", c.MaxRequestsInflight)
+		return fmt.Errorf("ratelimit: MaxRequestsInflight must be > 0, got %d", c.MaxRequestsInflight)
 	}
 	if c.MaxWatchesInflight <= 0 {
-		return fmt.Errorf("--max-watches-inflight must be > 0, got %d", c.MaxWatchesInflight)
+		return fmt.Errorf("ratelimit: MaxWatchesInflight must be > 0, got %d", c.MaxWatchesInflight)
 	}
 	if c.MaxInflightBytes <= 0 {
-		return fmt.Errorf("--max-inflight-bytes must be > 0, got %d", c.MaxInflightBytes)
+		return fmt.Errorf("ratelimit: MaxInflightBytes must be > 0, got %d", c.MaxInflightBytes)
 	}
 	if c.MaxSingleRequestBytes == 0 {
 		c.MaxSingleRequestBytes = satMul(2, c.MaxInflightBytes)
 	}
 	if c.MaxSingleRequestBytes < c.MaxInflightBytes {
-		return fmt.Errorf("--max-single-request-bytes (%d) must be 0 or >= --max-inflight-bytes (%d)", c.MaxSingleRequestBytes, c.MaxInflightBytes)
+		return fmt.Errorf("ratelimit: MaxSingleRequestBytes (%d) must be 0 or >= MaxInflightBytes (%d)", c.MaxSingleRequestBytes, c.MaxInflightBytes)
 	}
 	if c.MaxBulkInflight < 0 {
-		return fmt.Errorf("--max-bulk-lists-inflight must be >= 0, got %d", c.MaxBulkInflight)
+		return fmt.Errorf("ratelimit: MaxBulkInflight must be >= 0, got %d", c.MaxBulkInflight)
 	}
 	if c.MaxBulkInflight == 0 {
 		c.MaxBulkInflight = DefaultMaxBulkInflight()
 	}
 	if c.BulkListBytes <= 0 {
-		return fmt.Errorf("--bulk-list-threshold must be > 0, got %d", c.BulkListBytes)
+		return fmt.Errorf("ratelimit: BulkListBytes must be > 0, got %d", c.BulkListBytes)
 	}
 	if c.ShortReservedBytes < 0 {
-		return fmt.Errorf("--short-reserved-inflight-bytes must be >= 0, got %d", c.ShortReservedBytes)
+		return fmt.Errorf("ratelimit: ShortReservedBytes must be >= 0, got %d", c.ShortReservedBytes)
 	}
 	if c.ShortReservedBytes == 0 {
 		c.ShortReservedBytes = c.MaxInflightBytes / 4
 	}
 	if c.ShortReservedBytes >= c.MaxInflightBytes {
-		return fmt.Errorf("--short-reserved-inflight-bytes (%d) must be below --max-inflight-bytes (%d)", c.ShortReservedBytes, c.MaxInflightBytes)
+		return fmt.Errorf("ratelimit: ShortReservedBytes (%d) must be below MaxInflightBytes (%d)", c.ShortReservedBytes, c.MaxInflightBytes)
 	}
 	if c.BulkYield < 0 {
-		return fmt.Errorf("--bulk-list-yield must be >= 0, got %s", c.BulkYield)
+		return fmt.Errorf("ratelimit: BulkYield must be >= 0, got %s", c.BulkYield)
 	}
 	if c.MaxQueued < 0 {
-		return fmt.Errorf("--max-queued-requests must be >= 0, got %d", c.MaxQueued)
+		return fmt.Errorf("ratelimit: MaxQueued must be >= 0, got %d", c.MaxQueued)
 	}
 	if c.MaxQueueWait <= 0 {
-		return fmt.Errorf("--max-queue-wait must be > 0, got %s", c.MaxQueueWait)
+		return fmt.Errorf("ratelimit: MaxQueueWait must be > 0, got %s", c.MaxQueueWait)
 	}
 	if c.PerClientQPS < 0 {
-		return fmt.Errorf("--per-client-qps must be >= 0, got %g", c.PerClientQPS)
+		return fmt.Errorf("ratelimit: PerClientQPS must be >= 0, got %g", c.PerClientQPS)
 	}
 	if c.PerClientQPS > 0 && c.PerClientBurst < 1 {
-		return fmt.Errorf("--per-client-burst must be >= 1 when --per-client-qps is set, got %d", c.PerClientBurst)
+		return fmt.Errorf("ratelimit: PerClientBurst must be >= 1 when PerClientQPS is set, got %d", c.PerClientBurst)
 	}
 	if c.ClientShare == 0 {
 		c.ClientShare = defaultClientShare
 	}
 	if c.ClientShare < 0 || c.ClientShare > 1 {
-		return fmt.Errorf("--per-client-share must be in (0, 1], got %g", c.ClientShare)
+		return fmt.Errorf("ratelimit: ClientShare must be in (0, 1], got %g", c.ClientShare)
 	}
 	if c.MaxClasses < 0 {
 		return fmt.Errorf("ratelimit: MaxClasses must be >= 0, got %d", c.MaxClasses)

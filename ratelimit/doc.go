@@ -3,7 +3,7 @@
 //
 // # Budgets
 //
-// --memory-limit (ParseBytes, ApplyMemoryLimit) sets GOMEMLIMIT; the cache
+// --memory-limit (ApplyMemoryLimit) sets GOMEMLIMIT; the cache
 // budget defaults to a quarter of it (DefaultCacheBytes) and
 // --max-inflight-bytes to half of it minus the cache budget
 // (DefaultInflightBytes). Every admitted request holds a reservation of its

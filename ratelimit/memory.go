@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
-	"strconv"
-
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Memory budgets, all derived from --memory-limit (M):
@@ -27,51 +24,6 @@ const DefaultMemoryLimit = 1 << 30
 
 // minInflightBytes is the smallest in-flight budget the derivation accepts.
 const minInflightBytes = 1 << 20
-
-// ParseBytes parses a byte quantity in Kubernetes quantity syntax: plain
-// bytes ("1048576"), binary suffixes ("512Mi", "1Gi"), decimal suffixes
-// ("1G" = 10^9, "500M"), exponents ("1e9"). Fractions round up to a whole
-// byte ("1.5Ki" = 1536). Negative values and values above MaxInt64 are errors
-// (ParseQuantity itself saturates "8Ei" to MaxInt64).
-func ParseBytes(s string) (int64, error) {
-	if s == "" || !(s[0] >= '0' && s[0] <= '9' || s[0] == '.' || s[0] == '+') {
-		// ParseQuantity takes a bare suffix ("Mi") as 0.
-		return 0, fmt.Errorf("cannot parse %q as bytes: want a number with an optional suffix such as 512Mi or 1G", s)
-	}
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return 0, fmt.Errorf("cannot parse %q as bytes: %w", s, err)
-	}
-	if q.Sign() < 0 {
-		return 0, fmt.Errorf("cannot parse %q as bytes: negative", s)
-	}
-	// Value rounds a fraction up but saturates silently on overflow; compare
-	// against MaxInt64 as a quantity to catch that.
-	if q.Cmp(*resource.NewQuantity(math.MaxInt64, resource.BinarySI)) > 0 {
-		return 0, fmt.Errorf("cannot parse %q as bytes: larger than %d", s, int64(math.MaxInt64))
-	}
-	return q.Value(), nil
-}
-
-// Bytes is a byte count that implements pflag.Value (and flag.Value) with
-// ParseBytes syntax, for --memory-limit, --max-inflight-bytes and the like.
-type Bytes int64
-
-// String implements pflag.Value; it prints plain bytes.
-func (b *Bytes) String() string { return strconv.FormatInt(int64(*b), 10) }
-
-// Set implements pflag.Value.
-func (b *Bytes) Set(s string) error {
-	v, err := ParseBytes(s)
-	if err != nil {
-		return err
-	}
-	*b = Bytes(v)
-	return nil
-}
-
-// Type implements pflag.Value.
-func (b *Bytes) Type() string { return "quantity" }
 
 // ApplyMemoryLimit sets the Go runtime's soft memory limit (GOMEMLIMIT) to
 // limit bytes with debug.SetMemoryLimit and returns the previous limit.
@@ -94,20 +46,19 @@ func DefaultCacheBytes(memoryLimit int64) int64 {
 	return memoryLimit / 4
 }
 
-// DefaultInflightBytes returns the default --max-inflight-bytes: half the
+// DefaultInflightBytes returns the default MaxInflightBytes: half the
 // memory limit minus the cache budget (memoryLimit <= 0 means
-// DefaultMemoryLimit). It fails when that leaves less than 1 MiB, naming the
-// flags to change.
+// DefaultMemoryLimit). It fails when that leaves less than 1 MiB.
 func DefaultInflightBytes(memoryLimit, cacheBytes int64) (int64, error) {
 	if memoryLimit <= 0 {
 		memoryLimit = DefaultMemoryLimit
 	}
 	if cacheBytes < 0 {
-		return 0, errors.New("cannot derive --max-inflight-bytes: negative cache budget")
+		return 0, errors.New("ratelimit: cannot derive MaxInflightBytes: negative cache budget")
 	}
 	v := memoryLimit/2 - cacheBytes
 	if v < minInflightBytes {
-		return 0, fmt.Errorf("cannot derive --max-inflight-bytes: half of --memory-limit (%d) minus the cache budget (%d) is %d bytes, below 1Mi; raise --memory-limit, lower the cache budget or set --max-inflight-bytes", memoryLimit/2, cacheBytes, v)
+		return 0, fmt.Errorf("ratelimit: cannot derive MaxInflightBytes: half of the memory limit (%d) minus the cache budget (%d) is %d bytes, below 1Mi", memoryLimit/2, cacheBytes, v)
 	}
 	return v, nil
 }

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -28,6 +30,8 @@ var (
 
 // Defaults for Config fields left zero.
 const (
+	// DefaultPrefix is kube-apiserver's --etcd-prefix default.
+	DefaultPrefix    = "/registry"
 	DefaultPageSize  = 500
 	DefaultPageBytes = 1 << 20
 	// firstPageProbe bounds the first page of a range whose value sizes are
@@ -40,8 +44,9 @@ const (
 
 // Config configures a Store.
 type Config struct {
-	// Prefix is the etcd key prefix, "/registry" by default
-	// (kube-apiserver's --etcd-prefix). Informational: callers pass full keys.
+	// Prefix is the etcd key prefix (kube-apiserver's --etcd-prefix),
+	// normalized by NormalizePrefix; "" means DefaultPrefix. Informational
+	// for reads: callers pass full keys.
 	Prefix string
 	// PageSize is the most items one etcd range returns. 0 means
 	// DefaultPageSize.
@@ -68,6 +73,7 @@ type Store struct {
 
 // New returns a Store reading through cli.
 func New(cli *clientv3.Client, cfg Config) *Store {
+	cfg.Prefix = NormalizePrefix(cfg.Prefix)
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = DefaultPageSize
 	}
@@ -87,6 +93,19 @@ func New(cli *clientv3.Client, cfg Config) *Store {
 	}
 	return &Store{cli: cli, cfg: cfg}
 }
+
+// NormalizePrefix writes an etcd prefix as kube-apiserver's etcd3 store
+// joins it (path.Join("/", prefix)): a leading "/", no trailing "/"; blank
+// means DefaultPrefix.
+func NormalizePrefix(prefix string) string {
+	if strings.TrimSpace(prefix) == "" {
+		return DefaultPrefix
+	}
+	return path.Join("/", prefix)
+}
+
+// Client returns the etcd client the store reads through.
+func (s *Store) Client() *clientv3.Client { return s.cli }
 
 // Config returns the store's configuration with defaults applied.
 func (s *Store) Config() Config { return s.cfg }

@@ -14,6 +14,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/resource"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 // serveAPI starts the resource table (built-ins, then CRDs from etcd), the
@@ -95,10 +96,8 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		go pt.certs.Run(certCtx)
 	}
 	srv, err := proxy.New(proxy.Config{
-		Client:             cli,
-		Prefix:             c.etcdPrefix,
-		PageSize:           c.listPageSize,
-		PageBytes:          c.listPageBytes,
+		Store: store.New(cli, store.Config{Prefix: c.etcdPrefix, PageSize: c.listPageSize, PageBytes: c.listPageBytes,
+			Metrics: pt.metrics}),
 		RequestTimeout:     c.requestTimeout,
 		WriteTimeout:       c.writeTimeout,
 		DisableCompression: !c.compression,

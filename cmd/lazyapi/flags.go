@@ -2,21 +2,18 @@ package main
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/internal/certfile"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/ratelimit"
@@ -63,12 +60,12 @@ type config struct {
 // while a LIST of large objects holds about one MiB page at a time (see
 // bench/RESULTS.md, proxy section: larger caps raised a LIST's heap rise).
 const (
-	defaultEtcdPrefix     = "/registry"
+	defaultEtcdPrefix     = store.DefaultPrefix
 	defaultBindAddress    = "127.0.0.1"
 	defaultPort           = 8080
-	defaultListPageSize   = 500
+	defaultListPageSize   = store.DefaultPageSize
 	defaultListPageBytes  = store.DefaultPageBytes
-	defaultRequestTimeout = time.Minute
+	defaultRequestTimeout = proxy.DefaultRequestTimeout
 )
 
 // usageError is a bad command line; main exits with status 2 for it.
@@ -122,10 +119,10 @@ func parseFlags(args []string) (*config, error) {
 		"Upper bound on a non-watch request, and on draining in-flight requests at shutdown.")
 	fs.BoolVar(&c.compression, "enable-response-compression", true,
 		"Compress GET and LIST responses larger than 128 KiB with gzip when the client accepts it (never watches), as kube-apiserver's APIResponseCompression.")
-	fs.Var((*ratelimit.Bytes)(&c.memoryLimit), "memory-limit",
+	fs.Var((*byteSize)(&c.memoryLimit), "memory-limit",
 		"Soft memory limit of the process (sets GOMEMLIMIT), e.g. 512Mi or 2Gi. 0: leave the Go default or the GOMEMLIMIT environment variable.")
 	c.limits = ratelimit.DefaultConfig()
-	c.limits.AddFlags(fs)
+	addLimitFlags(fs, &c.limits)
 	var cacheSizes []string
 	fs.BoolVar(&c.watchCache, "watch-cache", true,
 		"Serve watches from an in-memory cache of stored bytes (one etcd watch per resource); false: every watch watches etcd.")
@@ -135,7 +132,7 @@ func parseFlags(args []string) (*config, error) {
 		"Resources whose watch cache fills at start, before clients ask, comma separated resource[.group] (e.g. configmaps,deployments.apps); * = every resource (those that do not fit --watch-cache-memory are served from etcd); empty = fill on first use.")
 	fs.DurationVar(&c.writeTimeout, "write-timeout", proxy.DefaultWriteTimeout,
 		"Longest a response may make no write progress (one flush of at most 64 KiB not taken by the client) before it is aborted and its admission released.")
-	fs.Var((*ratelimit.Bytes)(&c.cacheBytes), "watch-cache-memory",
+	fs.Var((*byteSize)(&c.cacheBytes), "watch-cache-memory",
 		"Byte budget of the watch cache: values, index and history of all cached resources (quantity). 0 = a quarter of --memory-limit (of 1Gi when unset).")
 	fs.BoolVar(&c.profiling, "profiling", false,
 		"Serve Go profiles at /debug/pprof/ (authenticated like /metrics). Default false (kube-apiserver's is true).")
@@ -168,8 +165,7 @@ func parseFlags(args []string) (*config, error) {
 	if strings.TrimSpace(c.etcdPrefix) == "" {
 		return nil, usageErrorf("invalid --etcd-prefix: must not be empty")
 	}
-	// kube-apiserver joins the prefix with "/" (etcd3 store: path.Join("/", prefix)).
-	c.etcdPrefix = path.Join("/", c.etcdPrefix)
+	c.etcdPrefix = store.NormalizePrefix(c.etcdPrefix)
 	if c.port < 0 || c.port > 65535 {
 		return nil, usageErrorf("invalid --port %d: must be between 0 and 65535", c.port)
 	}
@@ -196,17 +192,13 @@ func parseFlags(args []string) (*config, error) {
 			return nil, usageErrorf("invalid --watch-cache-preload entry %q: want resource[.group] or *", n)
 		}
 	}
-	sizes, err := cache.ParseWatchCacheSizes(cacheSizes)
+	sizes, err := parseWatchCacheSizes(cacheSizes)
 	if err != nil {
 		return nil, usageError{err}
 	}
 	c.cacheSizes = sizes
 	if c.cacheBytes == 0 {
-		memoryLimit := c.memoryLimit
-		if memoryLimit <= 0 {
-			memoryLimit = ratelimit.DefaultMemoryLimit
-		}
-		c.cacheBytes = cache.DefaultMemoryBytes(memoryLimit)
+		c.cacheBytes = ratelimit.DefaultCacheBytes(c.memoryLimit)
 	}
 	if c.limits.MaxInflightBytes == 0 {
 		// Half the memory limit minus the cache's budget (none when off).
@@ -216,7 +208,7 @@ func parseFlags(args []string) (*config, error) {
 		}
 		v, err := ratelimit.DefaultInflightBytes(c.memoryLimit, cacheBytes)
 		if err != nil {
-			return nil, usageError{err}
+			return nil, usageErrorf("%v; raise --memory-limit, lower --watch-cache-memory or set --max-inflight-bytes", limitError(err))
 		}
 		c.limits.MaxInflightBytes = v
 	}
@@ -294,27 +286,31 @@ func trimEmpty(ss []string) []string {
 	return out
 }
 
-// byteSize is a pflag.Value holding a byte count written as an integer or a
-// Kubernetes quantity ("8Mi", "512Ki", "1G").
-type byteSize int64
-
-var _ pflag.Value = (*byteSize)(nil)
-
-func (b *byteSize) String() string {
-	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
-}
-func (b *byteSize) Type() string { return "bytes" }
-func (b *byteSize) Set(s string) error {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return errors.New("want a byte count such as 8388608 or 8Mi")
+// parseWatchCacheSizes parses kube-apiserver's --watch-cache-sizes values,
+// each "resource[.group]#size" (e.g. "configmaps#1000",
+// "deployments.apps#0"; 0 disables caching of that resource). The result
+// goes to Config.Sizes.
+func parseWatchCacheSizes(values []string) (map[string]int, error) {
+	out := make(map[string]int, len(values))
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		name, size, ok := strings.Cut(v, "#")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("cannot parse --watch-cache-sizes %q: want resource[.group]#size", v)
+		}
+		n, err := strconv.Atoi(size)
+		if err != nil {
+			return nil, fmt.Errorf("cannot parse --watch-cache-sizes %q: size: %w", v, err)
+		}
+		if n < 0 {
+			return nil, fmt.Errorf("cannot parse --watch-cache-sizes %q: size must be >= 0", v)
+		}
+		out[strings.ToLower(name)] = n
 	}
-	v, ok := q.AsInt64()
-	if !ok {
-		return errors.New("want a whole number of bytes")
-	}
-	*b = byteSize(v)
-	return nil
+	return out, nil
 }
 
 // preloadFilter returns the PreloadCache filter of --watch-cache-preload:

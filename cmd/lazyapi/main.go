@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c.limits.Metrics = ms
 	lim, err := ratelimit.New(c.limits)
 	if err != nil {
-		return usageError{err}
+		return limitError(err)
 	}
 	if c.memoryLimit > 0 {
 		prev := ratelimit.ApplyMemoryLimit(c.memoryLimit)
