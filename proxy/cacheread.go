@@ -35,8 +35,30 @@ func (s *Server) cacheResource(r *resource.Resource) *cache.Resource {
 	if c == nil {
 		return nil
 	}
-	return c.Resource(cache.Spec{Name: r.GroupResource(), Prefix: s.listPrefix(r, ""), Namespaced: r.Namespaced,
-		Fields: r.FieldSelectors})
+	spec := cache.Spec{Name: r.GroupResource(), Prefix: s.listPrefix(r, ""), Namespaced: r.Namespaced,
+		Fields: r.FieldSelectors}
+	cr := c.Resource(spec)
+	if old := cr.Spec(); old.Namespaced != spec.Namespaced || !slices.Equal(old.Fields, spec.Fields) || old.Name != spec.Name {
+		// A CRD deleted and created again with another scope or fields:
+		// the cache of the old one goes.
+		c.Drop(spec.Prefix)
+		cr = c.Resource(spec)
+	}
+	return cr
+}
+
+// dropUnserved drops the watch cache of every prefix the resource table no
+// longer serves (a deleted CRD): its etcd watch, history and budget.
+func (s *Server) dropUnserved() {
+	served := make(map[string]bool)
+	for _, r := range s.cfg.Resources.Resources() {
+		served[s.listPrefix(r, "")] = true
+	}
+	for _, st := range s.cfg.Cache.Statuses() {
+		if !served[st.Prefix] {
+			s.cfg.Cache.Drop(st.Prefix)
+		}
+	}
 }
 
 // cacheReadOptions maps a LIST's or GET's resourceVersion parameters to a

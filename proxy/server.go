@@ -226,6 +226,9 @@ func New(cfg Config) (*Server, error) {
 		// Renderings of decrypted objects would keep plaintext beyond the
 		// request (decrypt.go); --watch-cache-decrypted accepts that.
 		s.render = newRenderCache(s.ms, cfg.Cache)
+		if cfg.Cache != nil {
+			cfg.Resources.OnChange(s.dropUnserved)
+		}
 	}
 	s.fillWaits = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="served"}`)
 	s.fillTimeouts = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="timeout"}`)

@@ -486,7 +486,11 @@ func (t *Table) publishCRDs(crds map[string]*crd) {
 		return
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.crds = crds
 	t.rebuildLocked()
+	hooks := t.onChange
+	t.mu.Unlock()
+	for _, fn := range hooks {
+		fn()
+	}
 }

@@ -162,6 +162,17 @@ type Table struct {
 	decrypt func(key string, value []byte) ([]byte, error)
 	// gen counts rebuilds; protected by mu.
 	gen uint64
+	// onChange are called after each change of the CRDs; protected by mu.
+	onChange []func()
+}
+
+// OnChange registers fn, called after every change of the served CRDs (one
+// added, changed or removed) on the CRD sync goroutine, with no lock held.
+// The watch cache uses it to drop what a deleted CRD left behind.
+func (t *Table) OnChange(fn func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.onChange = append(t.onChange, fn)
 }
 
 // SetCRDDocBuilder sets fn, which is called with the stored value of each
