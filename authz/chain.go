@@ -95,8 +95,9 @@ func NewChain(modes []Mode, ms *metrics.Set) (*Chain, error) {
 }
 
 // Authorize reports whether a is allowed, by which mode (or
-// "system:masters"), and when it is not the reason kube-apiserver appends
-// to its Forbidden message ("" when no mode gave one; else each mode's
+// "system:masters"), and the reason: for an allowed request the allowing
+// mode's (RBAC names the binding), else the one kube-apiserver appends to
+// its Forbidden message ("" when no mode gave one; else each mode's
 // "name: reason" joined by newlines). Errors of modes are folded into the
 // reason, as kube-apiserver's union does; they never allow.
 func (c *Chain) Authorize(a *Attributes) (allowed bool, mode, reason string) {
@@ -117,7 +118,7 @@ func (c *Chain) Authorize(a *Attributes) (allowed bool, mode, reason string) {
 		}
 		switch d {
 		case Allow:
-			return true, m.Name, ""
+			return true, m.Name, r
 		case Deny:
 			c.forbidden.Inc()
 			return false, m.Name, r
@@ -176,3 +177,45 @@ func ForbiddenMessage(a *Attributes, reason string) string {
 }
 
 var sanitizer = strings.NewReplacer(`&`, "&amp;", `<`, "&lt;", `>`, "&gt;")
+
+// RuleResolver lists the rules a mode grants a user, for
+// SelfSubjectRulesReview.
+type RuleResolver interface {
+	// RulesFor returns the rules granted to user with groups in
+	// namespace ns, and errors met while resolving them.
+	RulesFor(user string, groups []string, ns string) (rules []PolicyRule, errs []string)
+}
+
+var (
+	_ RuleResolver = (*RBAC)(nil)
+	_ RuleResolver = AlwaysAllow{}
+	_ RuleResolver = AlwaysDeny{}
+)
+
+// RulesFor grants everything, as kube-apiserver's AlwaysAllow resolver.
+func (AlwaysAllow) RulesFor(string, []string, string) ([]PolicyRule, []string) {
+	return []PolicyRule{
+		{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}},
+		{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}},
+	}, nil
+}
+
+// RulesFor grants nothing.
+func (AlwaysDeny) RulesFor(string, []string, string) ([]PolicyRule, []string) { return nil, nil }
+
+// RulesFor is the union of the modes' rules (kube-apiserver's
+// union.NewRuleResolvers); incomplete is true when a mode cannot list its
+// rules (none of lazyapi's modes so far).
+func (c *Chain) RulesFor(user string, groups []string, ns string) (rules []PolicyRule, incomplete bool, errs []string) {
+	for _, m := range c.modes {
+		rr, ok := m.Authorizer.(RuleResolver)
+		if !ok {
+			incomplete = true
+			continue
+		}
+		r, e := rr.RulesFor(user, groups, ns)
+		rules = append(rules, r...)
+		errs = append(errs, e...)
+	}
+	return rules, incomplete, errs
+}

@@ -91,8 +91,16 @@ type index struct {
 // is shared by every binding to the same role; a subject bound twice to
 // one role has it twice (harmless: the first match wins).
 type scope struct {
-	users  map[string][]*ruleList
-	groups map[string][]*ruleList
+	users  map[string][]grant
+	groups map[string][]grant
+}
+
+// grant is one binding's grant to one subject: the role's rules and
+// kube-apiserver's reason when they allow ("RBAC: allowed by
+// RoleBinding ..."), built once per index.
+type grant struct {
+	rl     *ruleList
+	reason string
 }
 
 // ruleList is one role's rules or, for a binding whose role cannot be
@@ -103,12 +111,14 @@ type ruleList struct {
 	err   string
 }
 
-func (s *scope) add(sub *Subject, bindingNS string, rl *ruleList) {
+func (s *scope) add(sub *Subject, b *Binding, rl *ruleList) {
+	bindingNS := b.Namespace
+	g := grant{rl: rl, reason: "RBAC: allowed by " + describeBinding(b, sub)}
 	switch sub.Kind {
 	case KindUser:
-		s.users = appendTo(s.users, sub.Name, rl)
+		s.users = appendTo(s.users, sub.Name, g)
 	case KindGroup:
-		s.groups = appendTo(s.groups, sub.Name, rl)
+		s.groups = appendTo(s.groups, sub.Name, g)
 	case KindServiceAccount:
 		// appliesToUser: a subject without namespace means the binding's
 		// namespace; none at all (a ClusterRoleBinding's) never matches.
@@ -119,17 +129,36 @@ func (s *scope) add(sub *Subject, bindingNS string, rl *ruleList) {
 		if ns == "" {
 			return
 		}
-		s.users = appendTo(s.users, ServiceAccountPrefix+ns+":"+sub.Name, rl)
+		s.users = appendTo(s.users, ServiceAccountPrefix+ns+":"+sub.Name, g)
 	}
 	// Other kinds never match, as in kube-apiserver.
 }
 
-func appendTo(m map[string][]*ruleList, k string, rl *ruleList) map[string][]*ruleList {
+func appendTo(m map[string][]grant, k string, g grant) map[string][]grant {
 	if m == nil {
-		m = make(map[string][]*ruleList)
+		m = make(map[string][]grant)
 	}
-	m[k] = append(m[k], rl)
+	m[k] = append(m[k], g)
 	return m
+}
+
+// describeBinding is kube-apiserver's clusterRoleBindingDescriber and
+// roleBindingDescriber with describeSubject.
+func describeBinding(b *Binding, sub *Subject) string {
+	var subject string
+	if sub.Kind == KindServiceAccount {
+		ns := sub.Namespace
+		if ns == "" {
+			ns = b.Namespace
+		}
+		subject = fmt.Sprintf("%s %q", sub.Kind, sub.Name+"/"+ns)
+	} else {
+		subject = fmt.Sprintf("%s %q", sub.Kind, sub.Name)
+	}
+	if b.Namespace == "" {
+		return fmt.Sprintf("ClusterRoleBinding %q of %s %q to %s", b.Name, b.RoleRef.Kind, b.RoleRef.Name, subject)
+	}
+	return fmt.Sprintf("RoleBinding %q of %s %q to %s", b.Name+"/"+b.Namespace, b.RoleRef.Kind, b.RoleRef.Name, subject)
 }
 
 // ServiceAccountPrefix starts a service account's user name:
@@ -181,7 +210,7 @@ func (r *RBAC) Replace(objs *Objects) {
 		b := &objs.ClusterRoleBindings[i]
 		rl := resolve(b.RoleRef, "")
 		for j := range b.Subjects {
-			ix.cluster.add(&b.Subjects[j], "", rl)
+			ix.cluster.add(&b.Subjects[j], b, rl)
 		}
 	}
 	for i := range objs.RoleBindings {
@@ -196,7 +225,7 @@ func (r *RBAC) Replace(objs *Objects) {
 			ix.namespaces[b.Namespace] = sc
 		}
 		for j := range b.Subjects {
-			sc.add(&b.Subjects[j], b.Namespace, rl)
+			sc.add(&b.Subjects[j], b, rl)
 		}
 	}
 	r.snap.Store(ix)
@@ -213,19 +242,22 @@ func (r *RBAC) Stats() (roles, clusterRoles, roleBindings, clusterRoleBindings i
 
 // Authorize allows a when a rule bound to its user, one of its groups or
 // (for a service account user) its service account, at the cluster scope
-// or in a's namespace, matches it; else it has no opinion (RBAC never
-// denies). As kube-apiserver's, the reason is empty.
+// or in a's namespace, matches it, with kube-apiserver's reason naming
+// the binding; else it has no opinion (RBAC never denies), with the errors
+// of the user's bindings whose roles do not resolve as the reason.
 func (r *RBAC) Authorize(a *Attributes) (Decision, string, error) {
 	ix := r.snap.Load()
 	if ix == nil {
 		return NoOpinion, "", nil
 	}
-	if ix.cluster.allows(a) {
-		return Allow, "", nil
+	if reason, ok := ix.cluster.allows(a); ok {
+		return Allow, reason, nil
 	}
 	ns := ix.namespaces[a.Namespace]
-	if a.Namespace != "" && ns != nil && ns.allows(a) {
-		return Allow, "", nil
+	if a.Namespace != "" && ns != nil {
+		if reason, ok := ns.allows(a); ok {
+			return Allow, reason, nil
+		}
 	}
 	// Denied: the reason lists the errors of the user's bindings whose
 	// roles do not resolve, as utilerrors.NewAggregate prints them
@@ -247,10 +279,10 @@ func (r *RBAC) Authorize(a *Attributes) (Decision, string, error) {
 
 // errors appends the errors of a's bindings in s that are not in errs.
 func (s *scope) errors(a *Attributes, errs []string) []string {
-	add := func(rls []*ruleList) {
-		for _, rl := range rls {
-			if rl.err != "" && !slices.Contains(errs, rl.err) {
-				errs = append(errs, rl.err)
+	add := func(gs []grant) {
+		for _, g := range gs {
+			if g.rl.err != "" && !slices.Contains(errs, g.rl.err) {
+				errs = append(errs, g.rl.err)
 			}
 		}
 	}
@@ -261,23 +293,53 @@ func (s *scope) errors(a *Attributes, errs []string) []string {
 	return errs
 }
 
-func (s *scope) allows(a *Attributes) bool {
-	for _, rl := range s.users[a.User] {
-		if rl.allows(a) {
-			return true
+func (s *scope) allows(a *Attributes) (reason string, ok bool) {
+	for _, g := range s.users[a.User] {
+		if g.rl.allows(a) {
+			return g.reason, true
 		}
 	}
 	if len(s.groups) == 0 {
-		return false
+		return "", false
 	}
-	for _, g := range a.Groups {
-		for _, rl := range s.groups[g] {
-			if rl.allows(a) {
-				return true
+	for _, name := range a.Groups {
+		for _, g := range s.groups[name] {
+			if g.rl.allows(a) {
+				return g.reason, true
 			}
 		}
 	}
-	return false
+	return "", false
+}
+
+// RulesFor returns the rules RBAC grants the user (name and groups) in
+// namespace ns ("" : the cluster scope only), as kube-apiserver's
+// RulesFor for SelfSubjectRulesReview, and the errors of bindings whose
+// roles do not resolve. The rules are shared: do not modify them.
+func (r *RBAC) RulesFor(user string, groups []string, ns string) (rules []PolicyRule, errs []string) {
+	ix := r.snap.Load()
+	if ix == nil {
+		return nil, nil
+	}
+	collect := func(s *scope) {
+		add := func(gs []grant) {
+			for _, g := range gs {
+				rules = append(rules, g.rl.rules...)
+				if g.rl.err != "" && !slices.Contains(errs, g.rl.err) {
+					errs = append(errs, g.rl.err)
+				}
+			}
+		}
+		add(s.users[user])
+		for _, name := range groups {
+			add(s.groups[name])
+		}
+	}
+	collect(&ix.cluster)
+	if sc := ix.namespaces[ns]; ns != "" && sc != nil {
+		collect(sc)
+	}
+	return rules, errs
 }
 
 func (rl *ruleList) allows(a *Attributes) bool {

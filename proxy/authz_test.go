@@ -306,3 +306,70 @@ func TestRBACChangeInEffect(t *testing.T) {
 	out := waitCode(403)
 	t.Logf("RoleBinding in effect after %v, its deletion after %v", in, out)
 }
+
+// TestImpersonation: Impersonate-* headers as kube-apiserver's
+// impersonation filter, over the RBAC fixture (token-20 is system:masters,
+// token-25 "nobody" has no grants).
+func TestImpersonation(t *testing.T) {
+	e := startEnv(t, withRBAC(t, metrics.NewSet()))
+	do := func(token string, hdr map[string][]string, path string) (int, statusJSON) {
+		t.Helper()
+		req, err := http.NewRequest("GET", e.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		for k, vs := range hdr {
+			for _, v := range vs {
+				req.Header.Add(k, v)
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st statusJSON
+		if resp.StatusCode >= 400 {
+			if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode, st
+	}
+	const cms = "/api/v1/namespaces/ns1/configmaps"
+	// A service account without groups gets its service account groups
+	// (system:serviceaccounts:ns1 may read RBAC roles cluster-wide).
+	if code, st := do("token-20", map[string][]string{"Impersonate-User": {"system:serviceaccount:ns1:app"}}, cms); code != 200 {
+		t.Errorf("masters as ns1:app: %d %s", code, st.Message)
+	}
+	if code, st := do("token-20", map[string][]string{"Impersonate-User": {"system:serviceaccount:ns1:app"}}, "/apis/rbac.authorization.k8s.io/v1/roles"); code != 200 {
+		t.Errorf("masters as ns1:app, roles: %d %s", code, st.Message)
+	}
+	// With a group given, the service account groups are not added.
+	code, st := do("token-20", map[string][]string{"Impersonate-User": {"system:serviceaccount:ns1:app"}, "Impersonate-Group": {"x"}}, "/apis/rbac.authorization.k8s.io/v1/roles")
+	if want := `roles.rbac.authorization.k8s.io is forbidden: User "system:serviceaccount:ns1:app" cannot list resource "roles" in API group "rbac.authorization.k8s.io" at the cluster scope`; code != 403 || st.Message != want {
+		t.Errorf("as ns1:app with group x: %d %q, want 403 %q", code, st.Message, want)
+	}
+	code, st = do("token-20", map[string][]string{"Impersonate-Group": {"g"}}, cms)
+	if code != 400 || !strings.HasPrefix(st.Message, "requested [{Group") || !strings.HasSuffix(st.Message, "without impersonating a user") {
+		t.Errorf("group without user: %d %q", code, st.Message)
+	}
+	code, st = do("token-25", map[string][]string{"Impersonate-User": {"alice"}}, cms)
+	if want := `users "alice" is forbidden: User "nobody" cannot impersonate resource "users" in API group "" at the cluster scope`; code != 403 || st.Message != want {
+		t.Errorf("nobody as alice: %d %q, want %q", code, st.Message, want)
+	}
+	code, st = do("token-25", map[string][]string{"Impersonate-User": {"system:serviceaccount:ns1:app"}}, cms)
+	if want := `serviceaccounts "app" is forbidden: User "nobody" cannot impersonate resource "serviceaccounts" in API group "" in the namespace "ns1"`; code != 403 || st.Message != want {
+		t.Errorf("nobody as ns1:app: %d %q, want %q", code, st.Message, want)
+	}
+	code, st = do("token-20", map[string][]string{"Impersonate-User": {"alice"}, "Impersonate-Extra-Scopes": {"view"}}, cms)
+	if code != 200 {
+		t.Errorf("masters as alice with extra: %d %q", code, st.Message)
+	}
+	// alice (cm-reader cluster-wide) impersonating is refused.
+	code, st = do("token-00", map[string][]string{"Impersonate-User": {"bob"}, "Impersonate-Extra-Scopes": {"view"}}, cms)
+	if code != 403 || !strings.Contains(st.Message, `User "alice" cannot impersonate resource "users"`) {
+		t.Errorf("alice as bob: %d %q", code, st.Message)
+	}
+}

@@ -348,6 +348,9 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		return
 	}
 	switch {
+	case rc.IsPost() && selfReviewPath(path):
+		s.serveSelfReview(rc, path)
+		return
 	case healthPath(path):
 		s.serveHealth(rc, path)
 		return

@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/authz"
+)
+
+// The self reviews lazyapi answers (POST, the only writes it accepts:
+// they change nothing): kubectl auth can-i, can-i --list and whoami.
+const (
+	pathSSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+	pathSSRR = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+	pathSSR  = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+)
+
+// selfReviewPath reports whether a POST to path is a self review.
+func selfReviewPath(path string) bool {
+	path = strings.TrimSuffix(path, "/")
+	return path == pathSSAR || path == pathSSRR || path == pathSSR
+}
+
+// serveSelfReview answers a self review from the request's user and
+// Config.Authorizer, as kube-apiserver's REST storages of
+// selfsubjectaccessreviews, selfsubjectrulesreviews and
+// selfsubjectreviews: 201 Created with the review and its status, in JSON
+// or protobuf as the client accepts.
+func (s *Server) serveSelfReview(rc *fasthttp.RequestCtx, path string) {
+	ef := errorFormat(string(rc.Request.Header.Peek("Accept")))
+	u, _ := rc.UserValue(userKey).(*authn.User)
+	if u == nil {
+		u = authn.Anonymous
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(rc.Request.Body(), nil, nil)
+	if err != nil {
+		s.writeStatus(rc, ef, badRequestErr(fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf: %v", err)))
+		return
+	}
+	var out runtime.Object
+	var gv schema.GroupVersion
+	switch path = strings.TrimSuffix(path, "/"); path {
+	case pathSSAR:
+		r, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
+		if !ok {
+			s.writeStatus(rc, ef, badRequestErr(fmt.Sprintf("not a SelfSubjectAccessReview: %T", obj)))
+			return
+		}
+		ra, nra := r.Spec.ResourceAttributes, r.Spec.NonResourceAttributes
+		if (ra == nil) == (nra == nil) {
+			field, value := "spec.resourceAttributes", `"null"`
+			if ra != nil {
+				field, value = "spec.nonResourceAttributes", "{...}"
+			}
+			s.writeStatus(rc, ef, statusErr(422, "Invalid", fmt.Sprintf(
+				`SelfSubjectAccessReview.authorization.k8s.io "" is invalid: %s: Invalid value: %s: exactly one of nonResourceAttributes or resourceAttributes must be specified`, field, value)))
+			return
+		}
+		a := authz.Attributes{User: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
+		if ra != nil {
+			a.ResourceRequest, a.Verb, a.Namespace, a.APIGroup, a.APIVersion = true, ra.Verb, ra.Namespace, ra.Group, ra.Version
+			a.Resource, a.Subresource, a.Name = ra.Resource, ra.Subresource, ra.Name
+		} else {
+			a.Path, a.Verb = nra.Path, nra.Verb
+		}
+		r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true}
+		if c := s.cfg.Authorizer; c != nil {
+			allowed, mode, reason := c.Authorize(&a)
+			r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: allowed, Reason: reason}
+			// A mode that denied outright (none of lazyapi's do) ends the
+			// chain with its name; no opinion from all leaves mode "".
+			r.Status.Denied = !allowed && mode != ""
+		}
+		out, gv = r, authorizationv1.SchemeGroupVersion
+	case pathSSRR:
+		r, ok := obj.(*authorizationv1.SelfSubjectRulesReview)
+		if !ok {
+			s.writeStatus(rc, ef, badRequestErr(fmt.Sprintf("not a SelfSubjectRulesReview: %T", obj)))
+			return
+		}
+		if r.Spec.Namespace == "" {
+			s.writeStatus(rc, ef, badRequestErr("no namespace on request"))
+			return
+		}
+		var rules []authz.PolicyRule
+		var incomplete bool
+		var errs []string
+		if c := s.cfg.Authorizer; c != nil {
+			rules, incomplete, errs = c.RulesFor(u.Name, u.Groups, r.Spec.Namespace)
+		} else {
+			rules, errs = authz.AlwaysAllow{}.RulesFor(u.Name, u.Groups, r.Spec.Namespace)
+		}
+		st := authorizationv1.SubjectRulesReviewStatus{Incomplete: incomplete,
+			ResourceRules: []authorizationv1.ResourceRule{}, NonResourceRules: []authorizationv1.NonResourceRule{}}
+		for _, p := range rules {
+			if len(p.Resources) > 0 {
+				st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: p.Verbs, APIGroups: p.APIGroups,
+					Resources: p.Resources, ResourceNames: p.ResourceNames})
+			}
+			if len(p.NonResourceURLs) > 0 {
+				st.NonResourceRules = append(st.NonResourceRules, authorizationv1.NonResourceRule{Verbs: p.Verbs, NonResourceURLs: p.NonResourceURLs})
+			}
+		}
+		switch len(errs) {
+		case 0:
+		case 1:
+			st.EvaluationError = errs[0]
+		default:
+			st.EvaluationError = "[" + strings.Join(errs, ", ") + "]"
+		}
+		out, gv = &authorizationv1.SelfSubjectRulesReview{Status: st}, authorizationv1.SchemeGroupVersion
+	case pathSSR:
+		if _, ok := obj.(*authenticationv1.SelfSubjectReview); !ok {
+			s.writeStatus(rc, ef, badRequestErr(fmt.Sprintf("not a SelfSubjectReview: %T", obj)))
+			return
+		}
+		info := authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups}
+		if len(u.Extra) > 0 {
+			info.Extra = map[string]authenticationv1.ExtraValue{}
+			for k, v := range u.Extra {
+				info.Extra[k] = v
+			}
+		}
+		out, gv = &authenticationv1.SelfSubjectReview{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(time.Now())},
+			Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: info}}, authenticationv1.SchemeGroupVersion
+	}
+	mediaType := mediaJSON
+	if ef == formatProtobuf {
+		mediaType = mediaProtobuf
+	}
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
+	if !ok {
+		s.writeStatus(rc, ef, internalErr("no serializer for "+mediaType))
+		return
+	}
+	var buf bytes.Buffer
+	if err := scheme.Codecs.EncoderForVersion(info.Serializer, gv).Encode(out, &buf); err != nil {
+		s.writeStatus(rc, ef, internalErr(err.Error()))
+		return
+	}
+	rc.SetStatusCode(fasthttp.StatusCreated)
+	rc.SetContentType(mediaType)
+	rc.SetBody(buf.Bytes())
+}
