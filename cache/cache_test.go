@@ -289,7 +289,7 @@ func TestPaginationAtSnapshotWhileWriting(t *testing.T) {
 		if err != nil {
 			t.Fatalf("page %d: %v", page, err)
 		}
-		next, rem, err := s.Page(from, to, 40, nil, func(it Item) error {
+		next, rem, err := s.page(from, to, 40, nil, func(it Item) error {
 			w, ok := want[it.Key]
 			if !ok || w.value != string(it.Value) || w.rev != it.Rev {
 				return fmt.Errorf("page %d: %q at rev %d is not etcd's state at %d", page, it.Key, it.Rev, R)

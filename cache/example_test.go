@@ -31,15 +31,27 @@ func Example() {
 	if errors.Is(err, cache.ErrNotCached) || errors.Is(err, cache.ErrNotCaughtUp) || errors.Is(err, cache.ErrSnapshotUnavailable) {
 		return // serve from etcd (store) instead; ErrTooLarge -> 504
 	}
-	var buf []byte
-	next, remaining, _ := s.Page(from, to, 500, nil, func(it cache.Item) error {
+	var (
+		buf  []byte
+		n    int
+		next string
+	)
+	for it := range s.Range(from, to) {
+		if n == 500 {
+			break
+		}
 		obj, err := codec.Unwrap(it.Value)
 		if err != nil {
-			return err
+			return
 		}
 		buf = codec.AppendProtobufListItem(buf, obj, it.Rev)
-		return nil
-	})
+		n++
+		next = it.Key + "\x00"
+	}
+	remaining := 0
+	if next != "" {
+		remaining = s.Count(next, to)
+	}
 	_, _ = next, remaining // continue token {rv: s.Rev(), start: next minus prefix}, remainingItemCount
 
 	// GET

@@ -105,10 +105,3 @@ func clientKey(rc *fasthttp.RequestCtx) string {
 	}
 	return rc.RemoteIP().String()
 }
-
-// RequestUser returns the authenticated user of a request being served,
-// or nil when authentication is off (for Config.Admit hooks).
-func RequestUser(rc *fasthttp.RequestCtx) *authn.User {
-	u, _ := rc.UserValue(userKey).(*authn.User)
-	return u
-}

@@ -183,7 +183,7 @@ type Params struct {
 	ResourceVersionMatch string
 	LabelSelector        string
 	FieldSelector        string
-	Watch                bool   // watch=true (or a /watch/ path, see WatchRequest)
+	Watch                bool   // watch=true (a /watch/ path sets apiPath.Watch)
 	IncludeObject        string // Table rows: "", "None", "Metadata", "Object"
 	TimeoutSeconds       int64  // watch: 0 = server default
 	AllowWatchBookmarks  bool
