@@ -31,6 +31,10 @@ var (
 	// ErrNotCaughtUp: a consistent read could not confirm the cache holds
 	// etcd's current revision in time; read etcd instead.
 	ErrNotCaughtUp = errors.New("cache: not caught up with etcd")
+	// ErrEtcdUnavailable: a consistent read could not get etcd's current
+	// revision (it wraps ErrNotCaughtUp too). Reading etcd instead would
+	// wait for it a second time: answer that etcd is unavailable.
+	ErrEtcdUnavailable = errors.New("cache: etcd did not answer")
 	// ErrSnapshotUnavailable: an Exact read (or a continue token) names a
 	// revision the cache can no longer reconstruct; read etcd instead.
 	ErrSnapshotUnavailable = errors.New("cache: snapshot not available")

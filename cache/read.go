@@ -209,7 +209,7 @@ func (r *Resource) catchUp(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: cannot read etcd's revision: %v", ErrNotCaughtUp, err)
+		return fmt.Errorf("%w: %w: cannot read etcd's revision: %v", ErrNotCaughtUp, ErrEtcdUnavailable, err)
 	}
 	rev := resp.Header.Revision
 	r.etcdRev.Store(max(r.etcdRev.Load(), rev))
