@@ -7,6 +7,7 @@
 #       throwaway module under $CACHE and prints the binary's path.
 #   bench/kube-apiserver.sh start --etcd-servers URL [--etcd-prefix /registry]
 #       [--port 6443] [--watch-cache true|false] [--dir DIR] [--token TOKEN]
+#       [--encryption-provider-config FILE]
 #       runs kube-apiserver in the foreground (exec) with a token file,
 #       AlwaysAllow, a generated service-account key, a self-signed serving
 #       cert in DIR, --endpoint-reconciler-type=none. Clients use
@@ -58,7 +59,7 @@ GO
 }
 
 start() {
-	local etcd="" prefix=/registry port=6443 watchcache=true dir="" token=lazybench-token
+	local etcd="" prefix=/registry port=6443 watchcache=true dir="" token=lazybench-token enc=""
 	while [[ $# -gt 0 ]]; do
 		case $1 in
 		--etcd-servers) etcd=$2; shift 2 ;;
@@ -67,6 +68,7 @@ start() {
 		--watch-cache) watchcache=$2; shift 2 ;;
 		--dir) dir=$2; shift 2 ;;
 		--token) token=$2; shift 2 ;;
+		--encryption-provider-config) enc=$2; shift 2 ;;
 		*) echo "unknown flag $1" >&2; exit 2 ;;
 		esac
 	done
@@ -100,6 +102,7 @@ start() {
 		--endpoint-reconciler-type=none \
 		--enable-priority-and-fairness=false \
 		--profiling=false \
+		${enc:+--encryption-provider-config="$enc"} \
 		--v=0
 }
 
@@ -107,5 +110,5 @@ case ${1:-} in
 build) build ;;
 start) shift; start "$@" ;;
 path) echo "$BIN"; [[ -x $BIN ]] ;;
-*) echo "usage: $0 build | path | start --etcd-servers URL [--etcd-prefix P] [--port N] [--watch-cache true|false] [--dir D] [--token T]" >&2; exit 2 ;;
+*) echo "usage: $0 build | path | start --etcd-servers URL [--etcd-prefix P] [--port N] [--watch-cache true|false] [--dir D] [--token T] [--encryption-provider-config F]" >&2; exit 2 ;;
 esac

@@ -196,6 +196,12 @@ func trimNL(b []byte) []byte {
 // StartKubeAPIServer starts kube-apiserver through kube-apiserver.sh on a
 // free loopback port with the given watch cache setting.
 func StartKubeAPIServer(script, etcd, prefix, logDir string, watchCache bool) (*Proc, error) {
+	return StartKubeAPIServerWith(script, etcd, prefix, logDir, watchCache)
+}
+
+// StartKubeAPIServerWith is StartKubeAPIServer with more kube-apiserver.sh
+// start flags (e.g. "--encryption-provider-config", file).
+func StartKubeAPIServerWith(script, etcd, prefix, logDir string, watchCache bool, extra ...string) (*Proc, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -207,8 +213,9 @@ func StartKubeAPIServer(script, etcd, prefix, logDir string, watchCache bool) (*
 	dir := filepath.Join(logDir, name)
 	t := Target{Name: name, URL: "https://127.0.0.1:" + strconv.Itoa(port), Token: KubeAPIServerToken,
 		Note: "kube-apiserver v1.37.2 built from k8s.io/kubernetes, --watch-cache=" + strconv.FormatBool(watchCache)}
-	return startProc(name, logDir, t, script, "start", "--etcd-servers", etcd, "--etcd-prefix", prefix,
-		"--port", strconv.Itoa(port), "--watch-cache", strconv.FormatBool(watchCache), "--dir", dir, "--token", KubeAPIServerToken)
+	args := []string{"start", "--etcd-servers", etcd, "--etcd-prefix", prefix,
+		"--port", strconv.Itoa(port), "--watch-cache", strconv.FormatBool(watchCache), "--dir", dir, "--token", KubeAPIServerToken}
+	return startProc(name, logDir, t, append(append([]string{script}, args...), extra...)...)
 }
 
 // StartRefServerProc starts `self refserver` (this lazybench binary) as a
