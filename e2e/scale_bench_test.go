@@ -29,6 +29,13 @@ func TestScaleBench(t *testing.T) {
 	clients := benchEnvInt(t, "LAZYAPI_SCALEBENCH_CLIENTS", 6)
 	dur := time.Duration(benchEnvInt(t, "LAZYAPI_SCALEBENCH_SECONDS", 10)) * time.Second
 	n := benchEnvInt(t, "LAZYAPI_SCALEBENCH_OBJECTS", 5000)
+	// LAZYAPI_SCALEBENCH_RV=0 lists with resourceVersion=0 (the cache
+	// alone); default: consistent LISTs (a quorum read of etcd's revision,
+	// then the cache).
+	query := ""
+	if rv := os.Getenv("LAZYAPI_SCALEBENCH_RV"); rv != "" {
+		query = "?resourceVersion=" + rv
+	}
 	cl := etcdtest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -51,7 +58,7 @@ func TestScaleBench(t *testing.T) {
 		waitCacheState(t, hc, u, 2, time.Minute)
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	t.Logf("%d ConfigMaps, %d clients, %s per step; load before: %s", n, clients, dur, strings.TrimSpace(string(load)))
+	t.Logf("%d ConfigMaps, %d clients, %s per step, LIST%s; load before: %s", n, clients, dur, query, strings.TrimSpace(string(load)))
 	var base float64
 	for k := 1; k <= len(urls); k++ {
 		var lists, bytes atomic.Int64
@@ -66,7 +73,7 @@ func TestScaleBench(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				u := urls[c%k] + "/api/v1/configmaps"
+				u := urls[c%k] + "/api/v1/configmaps" + query
 				for sctx.Err() == nil {
 					req, _ := http.NewRequestWithContext(sctx, "GET", u, nil)
 					req.Header.Set("Accept", "application/json")
