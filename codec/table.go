@@ -128,7 +128,18 @@ func (s *Schema) AppendTableRowFromJSON(dst []byte, group, resource string, js [
 	return s.appendTableRowJSON(dst, printerFor(group, resource), js, obj, rv, inc, now)
 }
 
+// TableRowFromProtobuf reports whether AppendTableRow computes the cells
+// of a protobuf-stored object of group/resource from the protobuf itself
+// (no JSON of the object is made): a caller holding the object's JSON
+// gains nothing from AppendTableRowFromJSON then.
+func (s *Schema) TableRowFromProtobuf(group, resource string, inc IncludeObjectPolicy) bool {
+	return inc != IncludeObject && printerFor(group, resource).protoCells != nil
+}
+
 func (s *Schema) appendTableRow(dst []byte, p *tablePrinter, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time) ([]byte, error) {
+	if p.protoCells != nil && inc != IncludeObject && obj.Format == FormatProtobuf {
+		return s.appendTableRowProtobuf(dst, p, obj, rv, inc, now)
+	}
 	bp := tableScratch.Get().(*[]byte)
 	defer tableScratch.Put(bp)
 	js, err := s.AppendJSON((*bp)[:0], obj, rv, JSONOptions{})
@@ -144,6 +155,33 @@ func (s *Schema) appendTableRowJSON(dst []byte, p *tablePrinter, js []byte, obj 
 	if err != nil {
 		return dst, fmt.Errorf("cannot compute table cells of %s %s: %w", obj.APIVersion, obj.Kind, err)
 	}
+	return s.appendRow(dst, cells, conds, js, obj, rv, inc)
+}
+
+var tableMeta = sync.Pool{New: func() any { return new(Meta) }}
+
+// appendTableRowProtobuf is appendTableRow for printers whose cells come
+// from the protobuf (p.protoCells): the metadata peeked, the rest a walk
+// of the object's top-level fields; without the object's JSON (a row of
+// a 4 KiB ConfigMap cost a transcode and a JSON decode of it before).
+func (s *Schema) appendTableRowProtobuf(dst []byte, p *tablePrinter, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time) ([]byte, error) {
+	m := tableMeta.Get().(*Meta)
+	defer tableMeta.Put(m)
+	m.Reset()
+	if err := s.PeekMeta(obj, m); err != nil {
+		return dst, err
+	}
+	cells, err := p.protoCells(obj.Raw, m, now)
+	if err != nil {
+		return dst, fmt.Errorf("cannot compute table cells of %s %s: %w", obj.APIVersion, obj.Kind, err)
+	}
+	return s.appendRow(dst, cells, nil, nil, obj, rv, inc)
+}
+
+// appendRow writes one row {"cells":[...],"conditions":...,"object":...};
+// js is the object's JSON, read for IncludeObject only.
+func (s *Schema) appendRow(dst []byte, cells []any, conds []tableRowCondition, js []byte, obj Object, rv int64, inc IncludeObjectPolicy) ([]byte, error) {
+	var err error
 	start := len(dst)
 	dst = append(dst, `{"cells":[`...)
 	for i, c := range cells {

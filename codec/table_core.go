@@ -117,6 +117,45 @@ type skipped struct{}
 
 func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
+// configMapProtoCells: v1.ConfigMap is {1 metadata, 2 data (map entry,
+// repeated), 3 binaryData (map entry, repeated), 4 immutable}; DATA counts
+// the entries (apimachinery writes each key once).
+func configMapProtoCells(raw []byte, m *Meta, now time.Time) ([]any, error) {
+	n := int64(0)
+	for i := 0; i < len(raw); {
+		f, next, err := readField(raw, i)
+		if err != nil {
+			return nil, err
+		}
+		if f.wt == 2 && (f.num == 2 || f.num == 3) {
+			n++
+		}
+		i = next
+	}
+	return []any{string(m.Name), n, translateTimestampSince(metav1.NewTime(m.Created), now)}, nil
+}
+
+// secretProtoCells: v1.Secret is {1 metadata, 2 data (map entry,
+// repeated), 3 type, 4 stringData, 5 immutable}.
+func secretProtoCells(raw []byte, m *Meta, now time.Time) ([]any, error) {
+	n := int64(0)
+	typ := ""
+	for i := 0; i < len(raw); {
+		f, next, err := readField(raw, i)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case f.wt == 2 && f.num == 2:
+			n++
+		case f.wt == 2 && f.num == 3:
+			typ = string(f.p)
+		}
+		i = next
+	}
+	return []any{string(m.Name), typ, n, translateTimestampSince(metav1.NewTime(m.Created), now)}, nil
+}
+
 func configMapCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 	var o struct {
 		Metadata   objMeta            `json:"metadata"`

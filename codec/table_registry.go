@@ -95,6 +95,8 @@ func initTablePrinters() {
 		}
 		tablePrinters[k] = &tablePrinter{columns: mustColumnsJSON(d.cols), cells: d.cells}
 	}
+	tablePrinters[tableKey{"", "configmaps"}].protoCells = configMapProtoCells
+	tablePrinters[tableKey{"", "secrets"}].protoCells = secretProtoCells
 	defaultPrinter = &tablePrinter{cells: defaultCells, columns: mustColumnsJSON([]metav1.TableColumnDefinition{c.name,
 		{Name: "Created At", Type: "date", Description: c.metaDoc["creationTimestamp"]}})}
 	cc, err := NewCustomColumns(nil)
@@ -109,7 +111,15 @@ type tablePrinter struct {
 	// columns is the JSON array of the column definitions.
 	columns []byte
 	cells   cellsFunc
+	// protoCells, when set, computes the same cells from a protobuf-stored
+	// object (appendTableRowProtobuf).
+	protoCells protoCellsFunc
 }
+
+// protoCellsFunc computes a row's cells from an object's protobuf message
+// (raw) and its peeked metadata; the cells equal cellsFunc's on the
+// object's JSON.
+type protoCellsFunc func(raw []byte, m *Meta, now time.Time) ([]any, error)
 
 type tableKey struct{ group, resource string }
 

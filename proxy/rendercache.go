@@ -137,7 +137,8 @@ func (rc *renderCache) hash(key []byte, rev int64, full bool) uint64 {
 // listItem is enc.listItem, with a JSON item's bytes from the rendering
 // cache when they are kept there. key is the item's etcd key.
 func (s *Server) listItem(enc encoder, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
-	if te, ok := enc.(*tableEncoder); ok && te.cc == nil && s.render != nil && obj.Format == codec.FormatProtobuf {
+	if te, ok := enc.(*tableEncoder); ok && te.cc == nil && s.render != nil && obj.Format == codec.FormatProtobuf &&
+		!te.sc.TableRowFromProtobuf(te.r.Group, te.r.Resource, te.inc) {
 		return s.tableRow(te, dst, key, obj, rv, first)
 	}
 	je, ok := enc.(*jsonEncoder)
