@@ -227,6 +227,8 @@ func checkFlagsAccepted(t *testing.T, what string, args []string) {
 		"tls-private-key-file": serving.KeyFile,
 		"client-ca-file":       ca.File,
 		"token-auth-file":      tokens,
+		// An EC private key file holds the public key too.
+		"service-account-key-file": serving.KeyFile,
 	}
 	local := make([]string, len(args))
 	for i, a := range args {
@@ -255,6 +257,22 @@ func TestDeployKubeconfig(t *testing.T) {
 	cfg, err := clientcmd.Load(data)
 	if err != nil {
 		t.Fatalf("clientcmd.Load(kubeconfig.yaml) = %v", err)
+	}
+	// The in-cluster entries name files of a Pod: point them at real ones.
+	ca := testpki.NewCA(t, "deploy-test-ca")
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("a-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		if c.CertificateAuthority != "" {
+			c.CertificateAuthority = ca.File
+		}
+	}
+	for _, u := range cfg.AuthInfos {
+		if u.TokenFile != "" {
+			u.TokenFile = token
+		}
 	}
 	if err := clientcmd.Validate(*cfg); err != nil {
 		t.Fatalf("kubeconfig.yaml is not valid: %v", err)
