@@ -69,7 +69,7 @@ func TestEstimateHoldsStalled(t *testing.T) {
 					WriteTimeout: time.Minute}
 				var c *cache.Cache
 				if !strings.Contains(kind.name, "etcd") {
-					c, err = cache.New(cache.Config{Client: cli, MemoryBytes: 256 << 20})
+					c, err = cache.New(cache.Config{Client: cli, MemoryBytes: 256 << 20, BackfillRevisions: -1})
 					if err != nil {
 						t.Fatal(err)
 					}
