@@ -91,8 +91,7 @@ func (s *Server) admitEtcdList(ctx context.Context, rc *fasthttp.RequestCtx, r *
 		kind = ratelimit.Bulk
 	}
 	avg = max(avg, defaultAvgValueBytes)
-	cfg := s.store.Config()
-	items := int(max(min(int64(cfg.PageSize), int64(cfg.PageBytes)/avg), 1))
+	items := etcdListItems(s.store.Config(), avg)
 	t, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Class: "watchlist/" + r.GroupResource(), Kind: kind,
 		Bytes: ratelimit.EstimateList(avg, items, streamBufferBytes)})
 	if err != nil {
@@ -186,9 +185,9 @@ func (s *Server) PreloadCache(include func(name string) bool) int {
 
 // watchEstimate is a watch's admission estimate: its buffers
 // (watchBufferBytes) plus what a watch whose client stops reading holds
-// until --write-timeout ends it: one frame of the largest kind of object
-// (an event's frame and its encoding buffer, 2 × the resource's average
-// stored size: the watch cache's bytes per object when it holds the
+// until --write-timeout ends it: one frame of its objects (the frame,
+// its encoding and the batch buffer it is copied into, 3 × the resource's
+// average stored size: the watch cache's bytes per object when it holds the
 // resource, else the size seen by LISTs, else 4 KiB). A watch on 900 KiB
 // ConfigMaps that never reads held ~1 MiB, 16 times the old fixed 64 KiB
 // (issue 10, hostile suite).
@@ -207,5 +206,5 @@ func (s *Server) watchEstimate(r *resource.Resource) int64 {
 	if avg <= 0 {
 		avg = defaultAvgValueBytes
 	}
-	return watchBufferBytes + 2*avg
+	return watchBufferBytes + 3*avg
 }
