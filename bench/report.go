@@ -169,7 +169,14 @@ func completeness(r Result) string {
 }
 
 var tableHeader = []string{"target", "scenario", "req", "req/s", "MB/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms",
-	"ttfb p50", "ttfb p99", "complete", "429", "errors", "idle RSS MiB", "peak RSS MiB", "codes"}
+	"ttfb p50", "ttfb p99", "complete", "429", "errors", "idle RSS MiB", "peak RSS MiB", "server CPU s", "MiB per CPU-s", "codes"}
+
+func cpuSeconds(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return f2(d.Seconds())
+}
 
 func (r Result) row() []string {
 	lat := r.Latency
@@ -181,7 +188,8 @@ func (r Result) row() []string {
 	}
 	row := []string{r.Target, scenarioLabel(r.Scenario), strconv.FormatInt(r.Requests, 10), f1(r.RPS), f1(r.MBps),
 		f2(lat.P50), f2(lat.P90), f2(lat.P99), f2(lat.P999), f2(lat.Max), f2(r.TTFB.P50), f2(r.TTFB.P99),
-		completeness(r), strconv.FormatInt(r.Throttled, 10), strconv.FormatInt(r.Errors, 10), mib(r.IdleRSS), mib(r.PeakRSS), codes(r.StatusCodes)}
+		completeness(r), strconv.FormatInt(r.Throttled, 10), strconv.FormatInt(r.Errors, 10), mib(r.IdleRSS), mib(r.PeakRSS),
+		cpuSeconds(r.ServerCPU), f1(r.MiBPerCPUSecond), codes(r.StatusCodes)}
 	if r.Error != "" {
 		row[len(row)-1] += " ERROR: " + r.Error
 	}

@@ -140,7 +140,7 @@ func TestSuiteMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"Command:\n\n    lazybench run listflood --target a=http://x\n",
 		"Peer: reference server.",
-		"| lazyapi | - | 89.0 | 100.0 | 104.9 | 250.1 / 495.1 | 490/490 lists | 10 |",
+		"| lazyapi | - | 89.0 | 100.0 | 104.9 | 0.0 | 250.1 / 495.1 | 490/490 lists | 10 |",
 		"| kube-apiserver | - | 439.0 |",
 		"| lazyapi | listflood c=8 json | 500 |",
 	} {
