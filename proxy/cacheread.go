@@ -96,6 +96,11 @@ func (s *Server) cacheSnapshot(ctx context.Context, cr *cache.Resource, o cache.
 	if cr == nil || !cr.Ready() {
 		return nil, cacheFallback, nil
 	}
+	if o.Mode == cache.ReadExact && o.RV < s.compactRev.Load() {
+		// Compacted (compaction.go): etcd answers 410, as it does
+		// kube-apiserver, whose watch cache dropped such snapshots.
+		return nil, cacheFallback, nil
+	}
 	snap, err := cr.Snapshot(ctx, o)
 	switch {
 	case err == nil:

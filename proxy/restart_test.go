@@ -36,6 +36,7 @@ func (classicInformerLW) IsWatchListSemanticsUnSupported() bool { return true }
 type cachedProxy struct {
 	addr string
 	stop func()
+	ms   *metrics.Set
 }
 
 // startCachedProxy starts a proxy with a watch cache of memory bytes and
@@ -70,7 +71,7 @@ func startCachedProxy(t *testing.T, etcd *etcdtest.Server, table *resource.Table
 		return nil
 	})
 	var once sync.Once
-	p := &cachedProxy{addr: ln.Addr().String()}
+	p := &cachedProxy{addr: ln.Addr().String(), ms: ms}
 	p.stop = func() {
 		once.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -131,6 +131,11 @@ func (e *StatusError) Error() string { return e.Status.Message }
 // Server serves the Kubernetes read API from etcd. Create it with New; it is
 // safe for concurrent use.
 type Server struct {
+	// compactRev is the revision kube-apiserver last compacted etcd to
+	// (compaction.go); bg runs trackCompaction.
+	compactRev atomic.Int64
+	bg         sync.WaitGroup
+
 	cfg    Config
 	store  *store.Store
 	schema *codec.Schema
@@ -269,6 +274,14 @@ func New(cfg Config) (*Server, error) {
 // Serve accepts connections on ln until Shutdown. It returns nil after
 // Shutdown, else the listener's error.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.Cache != nil {
+		s.ms.GetOrCreateGauge("lazyapi_etcd_compaction_revision", func() float64 { return float64(s.compactRev.Load()) })
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			s.trackCompaction(s.baseCtx)
+		}()
+	}
 	err := s.srv.Serve(gateListener{ln})
 	if s.baseCtx.Err() != nil {
 		return nil
@@ -289,6 +302,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.baseCancel()
+	s.bg.Wait()
 	s.render.close()
 	return err
 }

@@ -97,7 +97,7 @@ func storeStatus(err error, withContinue bool, rev int64) *StatusError {
 		if withContinue {
 			return expired(continueExpiredMsg)
 		}
-		return expired(fmt.Sprintf("The resourceVersion for the provided list is too old. (requested %d)", rev))
+		return expired("The resourceVersion for the provided list is too old.") // kube-apiserver's etcd3 store
 	case errors.Is(err, store.ErrFutureRevision):
 		return tooLargeRV(rev, 0)
 	case errors.Is(err, store.ErrUnavailable):
