@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -25,6 +27,7 @@ import (
 	lcache "github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/encryption"
 	"github.com/lazyapi/lazyapi/internal/enctest"
+	"github.com/lazyapi/lazyapi/internal/kmstest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
 	"github.com/lazyapi/lazyapi/proxy"
 )
@@ -43,15 +46,40 @@ func encRules(first ...string) []enctest.Rule {
 		{Resources: "*.example.com", Providers: ps}}
 }
 
+// encRulesKMS is encRules with a KMS v2 provider (the plugin at endpoint)
+// before identity.
+// (KMS provider names are unique per configuration: one per rule.)
+func encRulesKMS(endpoint string) []enctest.Rule {
+	rs := kmsRules(endpoint)
+	for i := range rs {
+		rs[i].Providers = append([]string{enctest.Provider("aescbc", "", "key2", "key1"), enctest.Provider("aesgcm", "", "k1"),
+			enctest.Provider("secretbox", "", "k1")}, append(rs[i].Providers, enctest.Provider("identity", ""))...)
+	}
+	return rs
+}
+
+// kmsRules are encRules' three rules with only a KMS v2 provider each.
+func kmsRules(endpoint string) []enctest.Rule {
+	rs := encRules("x")
+	for i := range rs {
+		rs[i].Providers = []string{enctest.Provider("kms", endpoint, fmt.Sprintf("twinkms%d", i))}
+	}
+	return rs
+}
+
 // encWriters are kube-apiserver configurations over time: each writes with
 // its first provider (aescbc key1 before the rotation, key2 after, aesgcm,
-// secretbox, identity).
-func encWriters(t testing.TB, dir string) []*enctest.Writer {
+// secretbox, KMS v2 through the plugin at kmsEndpoint, identity).
+func encWriters(t testing.TB, dir, kmsEndpoint string) []*enctest.Writer {
 	t.Helper()
 	var ws []*enctest.Writer
 	for i, p := range []string{enctest.Provider("aescbc", "", "key1"), enctest.Provider("aescbc", "", "key2", "key1"),
-		enctest.Provider("aesgcm", "", "k1"), enctest.Provider("secretbox", "", "k1"), enctest.Provider("identity", "")} {
-		f, err := enctest.WriteFile(dir, fmt.Sprintf("writer%d.yaml", i), enctest.Config(encRules(p)...))
+		enctest.Provider("aesgcm", "", "k1"), enctest.Provider("secretbox", "", "k1"), "kms", enctest.Provider("identity", "")} {
+		rules := encRules(p)
+		if p == "kms" {
+			rules = kmsRules(kmsEndpoint)
+		}
+		f, err := enctest.WriteFile(dir, fmt.Sprintf("writer%d.yaml", i), enctest.Config(rules...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,12 +198,21 @@ type encTwins struct {
 
 func startEncTwins(t *testing.T, n int) *encTwins {
 	t.Helper()
-	dir := t.TempDir()
-	readCfg, err := enctest.WriteFile(dir, "read.yaml", enctest.Config(encRules()...))
+	dir, err := os.MkdirTemp("", "twin") // a Unix socket path is at most 108 bytes
 	if err != nil {
 		t.Fatal(err)
 	}
-	writers := encWriters(t, dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	plugin, err := kmstest.Start(filepath.Join(dir, "p.sock"), "kek-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plugin.Stop)
+	readCfg, err := enctest.WriteFile(dir, "read.yaml", enctest.Config(encRulesKMS(plugin.Endpoint())...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writers := encWriters(t, dir, plugin.Endpoint())
 	tw := &encTwins{plain: startEnv(t), servers: map[string]*env{}, objects: encObjects(t, n)}
 	encEnv := startEnv(t, withEncryption(t, newEncryption(t, readCfg), false, false))
 	crd, err := storagefmt.JSON(widgetCRD())
@@ -186,13 +223,29 @@ func startEncTwins(t *testing.T, n int) *encTwins {
 	tw.plain.putRaw(t, crdKey, crd)
 	encEnv.putRaw(t, crdKey, crd)
 	var pkv, ekv [][2]string
+	seen := map[string]int{}
 	for i, o := range tw.objects {
-		ev, err := writers[i%len(writers)].Encrypt(o.resource, o.key, o.plain)
+		// Objects come as (Secret, ConfigMap, Widget) triples: shift the
+		// writer per triple so that every writer writes every resource.
+		ev, err := writers[(i/3+i%3)%len(writers)].Encrypt(o.resource, o.key, o.plain)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pkv = append(pkv, [2]string{o.key, string(o.plain)})
 		ekv = append(ekv, [2]string{o.key, string(ev)})
+		prov, key := encryption.ParsePrefix(ev)
+		if prov == "kms" {
+			key = "twinkms"
+		}
+		seen[o.resource+" "+prov+":"+key]++
+	}
+	// Every provider and key wrote values of every resource.
+	for _, res := range []string{"secrets", "configmaps", "widgets.example.com"} {
+		for _, pk := range []string{"aescbc:key1", "aescbc:key2", "aesgcm:k1", "secretbox:k1", "kms:twinkms", "identity:"} {
+			if seen[res+" "+pk] == 0 {
+				t.Fatalf("no %s value written with %s (written: %v)", res, pk, seen)
+			}
+		}
 	}
 	tw.rev = tw.plain.putMany(t, pkv)
 	if r := encEnv.putMany(t, ekv); r != tw.rev {
@@ -269,7 +322,7 @@ func resOf(p string) string {
 // TestEncryptedIdentical: GET, LIST (JSON, protobuf, Table, partial
 // metadata, YAML; selectors; pages) and WATCH of Secrets, ConfigMaps and a
 // custom resource encrypted with aescbc (before and after a key rotation),
-// aesgcm, secretbox and identity are byte-identical to the same objects
+// aesgcm, secretbox, KMS v2 and identity are byte-identical to the same objects
 // stored unencrypted, from etcd and from the watch cache (holding values
 // encrypted or decrypted); client-go informers see the objects
 // apimachinery decodes from the plaintext.
