@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,8 +88,10 @@ func startCachedProxy(t *testing.T, etcd *etcdtest.Server, table *resource.Table
 
 // TestClassicInformerSurvivesRestart: a LIST+WATCH informer synced against
 // a cached proxy follows the changes made after the proxy restarts with a
-// fresh cache. Its re-watch from its last resourceVersion X is older than the
-// new cache's history (410 Expired); the reflector then re-lists at X and
+// fresh cache, and it does so without re-listing: its re-watch from its last
+// resourceVersion X is served from the history the new cache replayed from
+// before its fill (cache BackfillRevisions). Without that history the
+// re-watch is 410 Expired; the reflector then re-lists at X and
 // re-watches from the list's resourceVersion. That works only when the
 // first LIST (limit=500&resourceVersion=0) was not paginated, as
 // kube-apiserver's watch cache answers it: a paginated answer makes client-go
@@ -179,6 +182,9 @@ func testClassicInformerRestart(t *testing.T, memory int64, state cache.State) {
 	e.put(t, "configmaps", cm("cm-0001", "web", "1"))
 	waitFor(t, "informer before the restart", matches("cm-0001", "1"))
 
+	mu.Lock()
+	restartAt := len(log)
+	mu.Unlock()
 	p.stop()
 	// Written while the proxy is down: the new cache's history starts
 	// after the informer's last resourceVersion.
@@ -205,6 +211,18 @@ func testClassicInformerRestart(t *testing.T, memory int64, state cache.State) {
 			t.Fatalf("informer after the restart: %v; last requests:\n%q", err, log)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// The restarted cache's history starts before its fill (backfill):
+	// the informer resumed its watch from its last resourceVersion
+	// instead of re-listing (issue 14 item 5: no re-list storm after a
+	// restart).
+	mu.Lock()
+	defer mu.Unlock()
+	for _, l := range log[restartAt:] {
+		if !strings.Contains(l, "watch=true") {
+			t.Errorf("after the restart the informer re-listed: %s (requests since the restart: %q)", l, log[restartAt:])
+			break
+		}
 	}
 }
 
