@@ -365,6 +365,10 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 		st.fail(rc, ef, se)
 		return
 	}
+	if r.Subresource(st.p.Subresource) == resource.SubScale {
+		s.serveScale(rc, st, ef, value, kv.ModRevision)
+		return
+	}
 	mkv := mvccpb.KeyValue{Key: kv.Key, Value: value, ModRevision: kv.ModRevision}
 	obj, err := s.unwrap(r, &mkv)
 	if err != nil {
