@@ -10,6 +10,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lazyapi/lazyapi/internal/storagefmt"
 )
 
 // TestScaleSubresource: GET .../scale answers the autoscaling/v1 Scale
@@ -78,5 +81,52 @@ func TestScaleSubresource(t *testing.T) {
 	if code, _, body := e.raw(t, "GET", "/apis/apps/v1/namespaces/a/daemonsets/x/scale", "application/json"); code != 404 ||
 		!strings.Contains(string(body), "could not find the requested resource") {
 		t.Errorf("GET daemonsets/x/scale = %d %s, want 404 (no scale subresource)", code, body)
+	}
+}
+
+// TestCustomResourceScale: a custom resource whose CRD version declares
+// subresources.scale answers its Scale from the CRD's JSON paths, as
+// apiextensions-apiserver; without subresources.status, .../status is 404.
+func TestCustomResourceScale(t *testing.T) {
+	e := startEnv(t)
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "gizmos.example.com", "uid": "u-gizmos"},
+		"spec": map[string]any{
+			"group": "example.com", "scope": "Namespaced",
+			"names": map[string]any{"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "listKind": "GizmoList"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"subresources": map[string]any{"scale": map[string]any{"specReplicasPath": ".spec.size",
+					"statusReplicasPath": ".status.size", "labelSelectorPath": ".status.selector"}}}},
+		},
+		"status": map[string]any{
+			"conditions":    []any{map[string]any{"type": "Established", "status": "True"}},
+			"acceptedNames": map[string]any{"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "listKind": "GizmoList"},
+		},
+	}}
+	v, err := storagefmt.JSON(crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.putRaw(t, "/registry/apiextensions.k8s.io/customresourcedefinitions/gizmos.example.com", v)
+	g, err := storagefmt.JSON(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Gizmo",
+		"metadata": map[string]any{"name": "g", "namespace": "a", "uid": "u-g"},
+		"spec":     map[string]any{"size": int64(4)},
+		"status":   map[string]any{"size": int64(2), "selector": "app=g"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := e.putRaw(t, "/registry/example.com/gizmos/a/g", g)
+	want := fmt.Sprintf(`{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"g","namespace":"a","uid":"u-g","resourceVersion":"%d"},"spec":{"replicas":4},"status":{"replicas":2,"selector":"app=g"}}`+"\n", rev)
+	waitFor(t, "gizmos scale", func() error {
+		if code, _, body := e.raw(t, "GET", "/apis/example.com/v1/namespaces/a/gizmos/g/scale", "application/json"); code != 200 || string(body) != want {
+			return fmt.Errorf("GET gizmos/g/scale = %d %s, want %s", code, body, want)
+		}
+		return nil
+	})
+	if code, _, _ := e.raw(t, "GET", "/apis/example.com/v1/namespaces/a/gizmos/g/status", "application/json"); code != 404 {
+		t.Errorf("GET gizmos/g/status = %d, want 404 (no subresources.status)", code)
 	}
 }

@@ -10,9 +10,10 @@
 //     version of every group is a storage version. A custom resource is
 //     listed at every served version, but only its storage version is
 //     Servable; the proxy answers the others with an error Status.
-//   - Only get, list and watch are advertised. Subresources (status, scale,
-//     log, exec, ...) are not served and are not listed in discovery, so
-//     clients never see a verb lazyapi would refuse.
+//   - Only get, list and watch are advertised. Subresources are served as
+//     kube-apiserver registers them (subresource.go: status and scale from
+//     the stored object; log, exec, attach, portforward, proxy answered
+//     with a Status naming kube-apiserver) but not listed in discovery.
 //   - CustomResourceDefinitions and APIServices, which kube-apiserver stores
 //     as JSON, are served at the version kube-apiserver serves:
 //     APIServices at apiregistration.k8s.io/v1 as stored, CRDs at
