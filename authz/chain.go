@@ -110,18 +110,18 @@ func (c *Chain) Authorize(a *Attributes) (allowed bool, mode, reason string) {
 		m := &c.modes[i]
 		d, r, err := m.Authorizer.Authorize(a)
 		m.decisions[d].Inc()
-		if r == "" && err != nil {
-			r = err.Error()
-		}
-		if r != "" {
-			reasons = append(reasons, m.reasonName+": "+r)
-		}
 		switch d {
 		case Allow:
 			return true, m.Name, r
 		case Deny:
 			c.forbidden.Inc()
 			return false, m.Name, r
+		}
+		if r == "" && err != nil {
+			r = err.Error()
+		}
+		if r != "" {
+			reasons = append(reasons, m.reasonName+": "+r)
 		}
 	}
 	c.forbidden.Inc()

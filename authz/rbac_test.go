@@ -321,3 +321,16 @@ func BenchmarkRBACAuthorize(b *testing.B) {
 		})
 	}
 }
+
+func TestChainAuthorizeAllocs(t *testing.T) {
+	r, allow, deny := benchRBAC()
+	c, err := authz.NewChain([]authz.Mode{{Name: authz.ModeRBAC, Authorizer: r}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, a := range map[string]*authz.Attributes{"allowed": allow, "denied": deny} {
+		if n := testing.AllocsPerRun(100, func() { c.Authorize(a) }); n != 0 {
+			t.Errorf("%s: Chain.Authorize allocates %v times, want 0", name, n)
+		}
+	}
+}

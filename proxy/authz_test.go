@@ -373,3 +373,11 @@ func TestImpersonation(t *testing.T) {
 		t.Errorf("alice as bob: %d %q", code, st.Message)
 	}
 }
+
+// rbacv1RoleBindingFor lets the service account apps/reader read
+// ConfigMaps in ns.
+func rbacv1RoleBindingFor(ns string) rbacv1.RoleBinding {
+	return rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sa-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cm-reader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: "apps"}}}
+}

@@ -129,10 +129,11 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 
 	secureServed := make(chan error, 1)
 	url := "http://" + clientAddress(ln.Addr().(*net.TCPAddr))
+	secureURL := ""
 	fields := []zap.Field{zap.String("address", bound), zap.String("url", url)}
 	if secureLn != nil {
 		go func() { secureServed <- srv.Serve(secureLn) }()
-		secureURL := "https://" + clientAddress(secureLn.Addr().(*net.TCPAddr))
+		secureURL = "https://" + clientAddress(secureLn.Addr().(*net.TCPAddr))
 		fields = append(fields, zap.String("secureAddress", secureLn.Addr().String()), zap.String("secureURL", secureURL))
 		fmt.Fprintf(stdout, "lazyapi: serving the Kubernetes read API over TLS on %s\n", secureURL)
 	}
@@ -143,7 +144,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	}
 	lg.Info("serving", fields...)
 	fmt.Fprintf(stdout, "lazyapi: serving the Kubernetes read API on %s\n", url)
-	fmt.Fprintf(stdout, "try: kubectl --server %s get configmaps -A\n", url)
+	fmt.Fprint(stdout, startHint(url, secureURL, c.serving.authMethods()))
 
 	select {
 	case <-ctx.Done():

@@ -122,3 +122,19 @@ func TestParseFlagsAuthorizationMode(t *testing.T) {
 		}
 	}
 }
+
+func TestStartHint(t *testing.T) {
+	for _, tt := range []struct {
+		secure  string
+		methods []string
+		want    string
+	}{
+		{"", nil, "try: kubectl --server http://127.0.0.1:8080 get configmaps -A\n"},
+		{"https://127.0.0.1:6443", []string{"token (1 tokens)"}, "try: kubectl --server https://127.0.0.1:6443 --certificate-authority=<CA of --tls-cert-file> --token=<token> get configmaps -A\n"},
+		{"", []string{"token (1 tokens)"}, "note: authentication is on and kubectl sends no credentials over plain HTTP (http://127.0.0.1:8080 answers it 401): add --secure-port with --tls-cert-file and --tls-private-key-file\n"},
+	} {
+		if got := startHint("http://127.0.0.1:8080", tt.secure, tt.methods); got != tt.want {
+			t.Errorf("startHint(%q, %q) = %q, want %q", tt.secure, tt.methods, got, tt.want)
+		}
+	}
+}

@@ -110,3 +110,17 @@ func authnConfig(c *config, cli *clientv3.Client, enc *encryption.Transformers) 
 	cfg.ServiceAccounts = v
 	return cfg, nil
 }
+
+// startHint is the command the start-up message suggests. kubectl sends
+// no credentials (tokens, client certificates) over plain HTTP, so with
+// an authenticator the --port URL answers it 401: the hint then names
+// the HTTPS URL, or says that --secure-port is needed.
+func startHint(url, secureURL string, authMethods []string) string {
+	switch {
+	case len(authMethods) == 0:
+		return fmt.Sprintf("try: kubectl --server %s get configmaps -A\n", url)
+	case secureURL != "":
+		return fmt.Sprintf("try: kubectl --server %s --certificate-authority=<CA of --tls-cert-file> --token=<token> get configmaps -A\n", secureURL)
+	}
+	return fmt.Sprintf("note: authentication is on and kubectl sends no credentials over plain HTTP (%s answers it 401): add --secure-port with --tls-cert-file and --tls-private-key-file\n", url)
+}
