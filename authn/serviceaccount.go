@@ -291,7 +291,12 @@ func (v *ServiceAccountVerifier) getMeta(ctx context.Context, key string) (objMe
 		return objMeta{}, found, err
 	}
 	m, err := decodeMeta(val)
-	return m, err == nil, err
+	if err != nil {
+		// Not err itself: codec errors quote bytes of the value, which
+		// for a Secret are secret.
+		return objMeta{}, false, fmt.Errorf("cannot decode the object stored at %s", key)
+	}
+	return m, true, nil
 }
 
 // decodeMeta decodes the metadata of a stored object: field 1 of the
@@ -467,7 +472,8 @@ func (v *ServiceAccountVerifier) validateLegacy(ctx context.Context, token strin
 		}
 		secret, err := decodeSecret(val)
 		if err != nil {
-			return nil, err
+			// Not err itself: it may quote bytes of the Secret.
+			return nil, errors.New("cannot decode the token's Secret")
 		}
 		if secret.DeletionTimestamp != nil {
 			return nil, errors.New("Token has been invalidated")
