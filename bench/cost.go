@@ -13,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lazyapi/lazyapi/store"
+	"github.com/lazyapi/lazyapi/internal/embedetcd"
 )
 
 // CostConfig configures RunCost: server CPU per byte served, lazyapi and
@@ -122,7 +122,7 @@ func RunCost(ctx context.Context, cfg CostConfig) (*Report, error) {
 			return nil, fmt.Errorf("cannot create etcd dir: %w", err)
 		}
 		defer os.RemoveAll(dir)
-		e, err := store.StartEmbedded(store.EmbeddedConfig{Dir: dir, UnsafeNoFsync: true})
+		e, err := embedetcd.Start(embedetcd.Config{Dir: dir, UnsafeNoFsync: true})
 		if err != nil {
 			return nil, err
 		}

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/lazyapi/lazyapi/store"
+	"github.com/lazyapi/lazyapi/internal/embedetcd"
 )
 
 // Informer storms: many clients start reading one collection at once, as
@@ -129,7 +129,7 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		e, err := store.StartEmbedded(store.EmbeddedConfig{Dir: dir, UnsafeNoFsync: true})
+		e, err := embedetcd.Start(embedetcd.Config{Dir: dir, UnsafeNoFsync: true})
 		if err != nil {
 			return nil, err
 		}

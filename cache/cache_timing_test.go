@@ -17,8 +17,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/lazyapi/lazyapi/internal/embedetcd"
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
-	"github.com/lazyapi/lazyapi/store"
 )
 
 // seedConfigMaps writes n ConfigMaps with dataBytes of data each in
@@ -216,7 +216,7 @@ func TestEtcdChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("only runs as the etcd child of a benchmark")
 	}
-	e, err := store.StartEmbedded(store.EmbeddedConfig{Dir: dir, UnsafeNoFsync: true})
+	e, err := embedetcd.Start(embedetcd.Config{Dir: dir, UnsafeNoFsync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
 )
 
 // entry is one stored object: a header followed, in the same allocation, by
@@ -26,7 +27,7 @@ type entry struct {
 // its slot in a leaf plus a share of the tree's nodes.
 const entryOverhead = 8 + 16
 
-func (e *entry) key() string { return b2s(e.data()[:e.keyLen]) }
+func (e *entry) key() string { return bytesutil.ToUnsafeString(e.data()[:e.keyLen]) }
 func (e *entry) value() []byte {
 	return e.data()[e.keyLen : e.keyLen+e.valLen : e.keyLen+e.valLen]
 }
@@ -171,8 +172,8 @@ func (a Attrs) Label(key string) (string, bool) {
 		var k, v []byte
 		k, b = lenPrefixed(b)
 		v, b = lenPrefixed(b)
-		if b2s(k) == key {
-			return b2s(v), true
+		if bytesutil.ToUnsafeString(k) == key {
+			return bytesutil.ToUnsafeString(v), true
 		}
 	}
 	return "", false
@@ -189,7 +190,7 @@ func (a Attrs) Labels(fn func(k, v string)) {
 		var k, v []byte
 		k, b = lenPrefixed(b)
 		v, b = lenPrefixed(b)
-		fn(b2s(k), b2s(v))
+		fn(bytesutil.ToUnsafeString(k), bytesutil.ToUnsafeString(v))
 	}
 }
 
@@ -222,7 +223,7 @@ func (a Attrs) Field(path string) (string, bool) {
 		}
 		v := rest[:l-1]
 		if f == path {
-			return b2s(v), true
+			return bytesutil.ToUnsafeString(v), true
 		}
 		b = rest[l-1:]
 	}

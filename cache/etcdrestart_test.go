@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lazyapi/lazyapi/store"
+	"github.com/lazyapi/lazyapi/internal/embedetcd"
 )
 
 // freeAddr returns a loopback host:port that was free a moment ago.
@@ -32,13 +32,13 @@ func freeAddr(t *testing.T) string {
 func TestEtcdRestart(t *testing.T) {
 	dir := t.TempDir()
 	var (
-		e   *store.Embedded
+		e   *embedetcd.Etcd
 		err error
-		cfg store.EmbeddedConfig
+		cfg embedetcd.Config
 	)
 	for range 5 { // a free port can be taken before etcd binds it
-		cfg = store.EmbeddedConfig{Dir: dir, ClientAddr: freeAddr(t), PeerAddr: freeAddr(t), UnsafeNoFsync: true}
-		if e, err = store.StartEmbedded(cfg); err == nil {
+		cfg = embedetcd.Config{Dir: dir, ClientAddr: freeAddr(t), PeerAddr: freeAddr(t), UnsafeNoFsync: true}
+		if e, err = embedetcd.Start(cfg); err == nil {
 			break
 		}
 	}
@@ -59,7 +59,7 @@ func TestEtcdRestart(t *testing.T) {
 	if err != nil || s.Rev() != before {
 		t.Fatalf("snapshot while etcd is down: %v at %v, want rev %d", err, s, before)
 	}
-	if e, err = store.StartEmbedded(cfg); err != nil {
+	if e, err = embedetcd.Start(cfg); err != nil {
 		t.Fatalf("cannot restart etcd on %s: %v", cfg.ClientAddr, err)
 	}
 	for i := range 10 {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
 )
 
 // JSON passthrough: the stored object is copied byte for byte except for
@@ -183,7 +185,7 @@ func findTopKey(raw []byte, i int, key string) (val span, ins, closing int, err 
 		if keyEquals(k, key) {
 			return span{i, ve}, ins, closing, nil
 		}
-		if ins < 0 && compareKeys(k, unsafeBytes(key)) > 0 {
+		if ins < 0 && compareKeys(k, bytesutil.ToUnsafeBytes(key)) > 0 {
 			ins = ks
 		}
 		i = skipSpace(raw, ve)
@@ -261,7 +263,7 @@ func appendMetaPatched(dst, m []byte, rv int64) ([]byte, error) {
 			sorted = false
 		}
 		prev = k
-		if sortedIns < 0 && compareKeys(k, unsafeBytes("resourceVersion")) > 0 {
+		if sortedIns < 0 && compareKeys(k, bytesutil.ToUnsafeBytes("resourceVersion")) > 0 {
 			sortedIns = ks
 		}
 		if structIns < 0 {

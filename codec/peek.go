@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
 )
 
 // Meta is the metadata of an object as read by PeekMeta. Its byte slices
@@ -260,7 +262,7 @@ func (m *Meta) peekJSON(raw []byte) error {
 			m.CreationTimestamp = m.jsonString(v)
 			m.Created = time.Time{}
 			if m.CreationTimestamp != nil {
-				t, err := time.Parse(time.RFC3339, unsafeString(m.CreationTimestamp))
+				t, err := time.Parse(time.RFC3339, bytesutil.ToUnsafeString(m.CreationTimestamp))
 				if err != nil {
 					return fmt.Errorf("cannot parse creationTimestamp %q: %w", m.CreationTimestamp, err)
 				}
@@ -268,7 +270,7 @@ func (m *Meta) peekJSON(raw []byte) error {
 			}
 		case keyEquals(k, "generation"):
 			if v[0] != 'n' {
-				g, err := strconv.ParseInt(unsafeString(v), 10, 64)
+				g, err := strconv.ParseInt(bytesutil.ToUnsafeString(v), 10, 64)
 				if err != nil {
 					return corrupt(v, 0, "generation is not an integer")
 				}

@@ -1,6 +1,10 @@
 package codec
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
+)
 
 // Status is a metav1.Status error as kube-apiserver writes it. The zero value
 // is not useful; Code is the HTTP status code.
@@ -176,5 +180,5 @@ func appendStatusProto(dst []byte, st *Status) []byte {
 // appendJSONQuote appends s as a JSON string exactly as encoding/json
 // writes it (appendJSONString of the transcoder).
 func appendJSONQuote(dst []byte, s string) []byte {
-	return appendJSONString(dst, unsafeBytes(s))
+	return appendJSONString(dst, bytesutil.ToUnsafeBytes(s))
 }

@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
 )
 
 // maxDepth bounds message nesting; built-in types nest far less.
@@ -242,11 +244,11 @@ func (st *state) fields(dst []byte, m *message, b []byte, top bool) ([]byte, err
 			if top && !st.omitTM {
 				if st.kind != "" {
 					dst = append(appendComma(dst), `"kind":`...)
-					dst = appendJSONString(dst, unsafeBytes(st.kind))
+					dst = appendJSONString(dst, bytesutil.ToUnsafeBytes(st.kind))
 				}
 				if st.apiVer != "" {
 					dst = append(appendComma(dst), `"apiVersion":`...)
-					dst = appendJSONString(dst, unsafeBytes(st.apiVer))
+					dst = appendJSONString(dst, bytesutil.ToUnsafeBytes(st.apiVer))
 				}
 			}
 		case f.inline:

@@ -16,6 +16,7 @@ import (
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
 )
 
 // authorize asks Config.Authorizer whether the request's user may make
@@ -41,7 +42,7 @@ func (s *Server) authorize(rc *fasthttp.RequestCtx, path string) bool {
 		rc.SetUserValue(userKey, u)
 	}
 	a.User, a.UID, a.Groups, a.Extra = u.Name, u.UID, u.Groups, u.Extra
-	requestAttributes(&a, b2s(rc.Method()), path, rc.QueryArgs())
+	requestAttributes(&a, bytesutil.ToUnsafeString(rc.Method()), path, rc.QueryArgs())
 	allowed, _, reason := c.Authorize(&a)
 	if allowed {
 		return true
@@ -73,7 +74,7 @@ const (
 func hasImpersonation(rc *fasthttp.RequestCtx) bool {
 	found := false
 	rc.Request.Header.VisitAll(func(k, _ []byte) {
-		if !found && len(k) >= len(impersonatePrefix) && strings.EqualFold(b2s(k[:len(impersonatePrefix)]), impersonatePrefix) {
+		if !found && len(k) >= len(impersonatePrefix) && strings.EqualFold(bytesutil.ToUnsafeString(k[:len(impersonatePrefix)]), impersonatePrefix) {
 			found = true
 		}
 	})
@@ -112,7 +113,7 @@ func (s *Server) impersonate(rc *fasthttp.RequestCtx, c *authz.Chain, requestor 
 	var groups []string
 	var extra map[string][]string
 	h.VisitAll(func(k, v []byte) {
-		key := b2s(k)
+		key := bytesutil.ToUnsafeString(k)
 		switch {
 		case strings.EqualFold(key, impersonateGroup):
 			groupsSpecified = true
@@ -271,7 +272,7 @@ func requestAttributes(a *authz.Attributes, method, path string, q *fasthttp.Arg
 	if a.Name == "" && a.Verb == "get" {
 		a.Verb = "list"
 		if w := q.Peek("watch"); q.Has("watch") {
-			switch strings.ToLower(b2s(w)) {
+			switch strings.ToLower(bytesutil.ToUnsafeString(w)) {
 			case "false", "0":
 			default:
 				a.Verb = "watch"

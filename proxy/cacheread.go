@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"unsafe"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lazyapi/lazyapi/cache"
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -170,7 +170,7 @@ func (p *cachePager) SetPrefetch(context.Context, bool) {}
 // RemainingAfter returns the number of keys in the range after the i-th key
 // of the last page.
 func (p *cachePager) RemainingAfter(i int) int64 {
-	return int64(p.snap.Count(b2s(p.page[i].Key)+"\x00", p.end))
+	return int64(p.snap.Count(bytesutil.ToUnsafeString(p.page[i].Key)+"\x00", p.end))
 }
 
 // Next returns the next page; an empty page at the end of the range.
@@ -196,7 +196,7 @@ func (p *cachePager) Next(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 			p.next = it.Key
 			break
 		}
-		p.kvs = append(p.kvs, mvccpb.KeyValue{Key: s2b(it.Key), Value: it.Value, ModRevision: it.Rev})
+		p.kvs = append(p.kvs, mvccpb.KeyValue{Key: bytesutil.ToUnsafeBytes(it.Key), Value: it.Value, ModRevision: it.Rev})
 		p.attrs = append(p.attrs, it.Attrs)
 	}
 	for i := range p.kvs {
@@ -204,6 +204,3 @@ func (p *cachePager) Next(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 	}
 	return p.page, nil
 }
-
-// s2b returns s's bytes without copying; they must not be written.
-func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lazyapi/lazyapi/internal/embedetcd"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/resource"
@@ -33,7 +34,7 @@ import (
 // allocations do not count as lazyapi's.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("LAZYAPI_ETCD_CHILD"); dir != "" {
-		e, err := store.StartEmbedded(store.EmbeddedConfig{Dir: dir, UnsafeNoFsync: true})
+		e, err := embedetcd.Start(embedetcd.Config{Dir: dir, UnsafeNoFsync: true})
 		if err != nil {
 			fmt.Println("ERROR", err)
 			os.Exit(1)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
 )
 
 // Rendered JSON of hot objects.
@@ -220,7 +221,7 @@ func (rc *renderCache) appendJSON(sc *codec.Schema, dst []byte, key []byte, obj 
 	sh.mu.RLock()
 	e := sh.m[h]
 	sh.mu.RUnlock()
-	if e != nil && e.rev == rv && e.full == full && e.key == b2s(key) {
+	if e != nil && e.rev == rv && e.full == full && e.key == bytesutil.ToUnsafeString(key) {
 		e.ref.Store(true)
 		rc.hits.Inc()
 		return append(dst, e.b...), nil

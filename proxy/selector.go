@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
 )
 
 // metaLabels is labels.Labels over a codec.Meta's labels, without building
@@ -18,7 +19,7 @@ var _ labels.Labels = metaLabels{}
 func (l metaLabels) Lookup(key string) (string, bool) {
 	for _, kv := range l.m.Labels {
 		if string(kv.Key) == key {
-			return b2s(kv.Value), true
+			return bytesutil.ToUnsafeString(kv.Value), true
 		}
 	}
 	return "", false

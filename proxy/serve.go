@@ -14,6 +14,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
@@ -334,7 +335,7 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 			cached = true
 			var it cache.Item
 			if it, found = snap.Get(key); found {
-				kv = store.KV{Key: s2b(it.Key), Value: it.Value, ModRevision: it.Rev}
+				kv = store.KV{Key: bytesutil.ToUnsafeBytes(it.Key), Value: it.Value, ModRevision: it.Rev}
 			}
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
@@ -508,7 +509,7 @@ type watchEncoder struct {
 // event appends one ADDED/MODIFIED/DELETED frame for a stored value. A value
 // that cannot be decoded is skipped (logged and counted).
 func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value []byte, rv int64) []byte {
-	value, err := e.s.plaintext(e.ctx, e.gr, s2b(key), value, e.cached)
+	value, err := e.s.plaintext(e.ctx, e.gr, bytesutil.ToUnsafeBytes(key), value, e.cached)
 	if err != nil {
 		// kube-apiserver's etcd watcher: an ERROR event, then the end.
 		e.failed = true
@@ -522,7 +523,7 @@ func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value []
 	}
 	if err == nil {
 		start := len(dst)
-		if dst, err = e.s.watchEvent(e.enc, dst, s2b(key), t, obj, rv); err != nil {
+		if dst, err = e.s.watchEvent(e.enc, dst, bytesutil.ToUnsafeBytes(key), t, obj, rv); err != nil {
 			dst = dst[:start]
 		}
 	}
@@ -807,6 +808,6 @@ func (ew *etcdWatch) appendEvent(sw *watchWriter, ev *clientv3.Event, backlog in
 	// Frames are shared with other watchers of the resource, from etcd or
 	// the cache: the bytes depend only on (key, revision, type, output).
 	sw.batch()
-	sw.buf = ew.enc.s.frames.appendEvent(sw.buf, ew.enc, t, b2s(ev.Kv.Key), val, ev.Kv.ModRevision, backlog)
+	sw.buf = ew.enc.s.frames.appendEvent(sw.buf, ew.enc, t, bytesutil.ToUnsafeString(ev.Kv.Key), val, ev.Kv.ModRevision, backlog)
 	sw.m.events.Inc()
 }

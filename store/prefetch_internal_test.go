@@ -4,27 +4,15 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+	"github.com/lazyapi/lazyapi/internal/etcdtest"
 )
 
 // TestPrefetchStopsAtWant: once the pager returned the Want keys the caller
 // consumes (a LIST's limit), read-ahead starts no etcd range for the keys
 // after them; before that it does.
 func TestPrefetchStopsAtWant(t *testing.T) {
-	// internal/etcdtest imports this package: start etcd by hand.
-	e, err := StartEmbedded(EmbeddedConfig{Dir: t.TempDir(), UnsafeNoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := etcdtest.Start(t).Client
 	ctx := context.Background()
 	for i := range 20 {
 		if _, err := cli.Put(ctx, fmt.Sprintf("/r/cm/ns/c-%02d", i), "v"); err != nil {

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/lazyapi/lazyapi/internal/demo"
-	"github.com/lazyapi/lazyapi/store"
+	"github.com/lazyapi/lazyapi/internal/embedetcd"
 )
 
 // etcdProbeTimeout bounds the first request to etcd at start.
@@ -70,7 +70,7 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 		if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
 			return fmt.Errorf("cannot create --data-dir: %w", err)
 		}
-		emb, err := store.StartEmbedded(store.EmbeddedConfig{Dir: c.dataDir, Logger: etcdLog})
+		emb, err := embedetcd.Start(embedetcd.Config{Dir: c.dataDir, Logger: etcdLog})
 		if err != nil {
 			return fmt.Errorf("cannot start the embedded etcd (--data-dir %q): %w", c.dataDir, err)
 		}

@@ -30,7 +30,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/lazyapi/lazyapi/bench"
-	"github.com/lazyapi/lazyapi/store"
+	"github.com/lazyapi/lazyapi/internal/embedetcd"
 )
 
 func main() {
@@ -595,7 +595,7 @@ func runEtcd(ctx context.Context, args []string, stderr io.Writer) error {
 		defer os.RemoveAll(d)
 		*dir = d
 	}
-	e, err := store.StartEmbedded(store.EmbeddedConfig{Dir: *dir, ClientAddr: *listen, UnsafeNoFsync: true})
+	e, err := embedetcd.Start(embedetcd.Config{Dir: *dir, ClientAddr: *listen, UnsafeNoFsync: true})
 	if err != nil {
 		return err
 	}

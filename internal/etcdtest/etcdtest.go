@@ -9,12 +9,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lazyapi/lazyapi/store"
+	"github.com/lazyapi/lazyapi/internal/embedetcd"
 )
 
 // Server is a running embedded etcd with a connected client.
 type Server struct {
-	Embedded *store.Embedded
+	Embedded *embedetcd.Etcd
 	Client   *clientv3.Client
 	Endpoint string
 }
@@ -24,13 +24,13 @@ type Server struct {
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	var (
-		e   *store.Embedded
+		e   *embedetcd.Etcd
 		err error
 	)
 	// A free port picked by the OS can be taken again before etcd binds it;
 	// try a few times.
 	for range 5 {
-		e, err = store.StartEmbedded(store.EmbeddedConfig{Dir: tb.TempDir(), UnsafeNoFsync: true})
+		e, err = embedetcd.Start(embedetcd.Config{Dir: tb.TempDir(), UnsafeNoFsync: true})
 		if err == nil {
 			break
 		}

@@ -1,4 +1,7 @@
-package store
+// Package embedetcd runs an etcd server in the process: lazyapi without
+// --etcd-servers, the benchmark harness and tests (through internal/etcdtest).
+// Nothing else may import it (internal/boundaries checks).
+package embedetcd
 
 import (
 	"fmt"
@@ -12,8 +15,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// EmbeddedConfig configures an in-process etcd server.
-type EmbeddedConfig struct {
+// Config configures an in-process etcd server.
+type Config struct {
 	// Dir is the data directory. Required.
 	Dir string
 	// ClientAddr is the host:port clients connect to. Empty picks a free
@@ -30,17 +33,17 @@ type EmbeddedConfig struct {
 	StartTimeout time.Duration
 }
 
-// Embedded is a running in-process etcd server.
-type Embedded struct {
+// Etcd is a running in-process etcd server.
+type Etcd struct {
 	etcd      *embed.Etcd
 	endpoint  string
 	closeOnce sync.Once
 	lock      *os.File // the data directory's lock (lockDir), nil: none
 }
 
-// StartEmbedded starts a single-member etcd on loopback and waits until it
+// Start starts a single-member etcd on loopback and waits until it
 // serves requests.
-func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+func Start(cfg Config) (*Etcd, error) {
 	if cfg.Dir == "" {
 		return nil, fmt.Errorf("cannot start embedded etcd: data dir is empty")
 	}
@@ -98,15 +101,15 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		return nil, fmt.Errorf("embedded etcd did not become ready within %s", timeout)
 	}
 	started = true
-	return &Embedded{etcd: e, endpoint: cu.String(), lock: lock}, nil
+	return &Etcd{etcd: e, endpoint: cu.String(), lock: lock}, nil
 }
 
 // Endpoint returns the client URL, e.g. "http://127.0.0.1:23790".
-func (e *Embedded) Endpoint() string { return e.endpoint }
+func (e *Etcd) Endpoint() string { return e.endpoint }
 
 // Close stops the server and waits for it to exit. It may be called more
 // than once.
-func (e *Embedded) Close() {
+func (e *Etcd) Close() {
 	e.closeOnce.Do(func() {
 		e.etcd.Close()
 		if e.lock != nil {

@@ -1,0 +1,99 @@
+package boundaries
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/lazyapi/lazyapi/"
+
+// pkgInfo is what go list says of one package of the module (test files
+// excluded: tests may import anything).
+type pkgInfo struct {
+	imports []string // its own imports
+	deps    []string // everything it imports, transitively
+}
+
+func listPackages(t *testing.T) map[string]pkgInfo {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{join .Imports \" \"}}|{{join .Deps \" \"}}", module+"...").Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list: %v: %s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := make(map[string]pkgInfo)
+	for line := range strings.Lines(string(out)) {
+		parts := strings.SplitN(strings.TrimSpace(line), "|", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		pkgs[strings.TrimPrefix(parts[0], module)] = pkgInfo{imports: strings.Fields(parts[1]), deps: strings.Fields(parts[2])}
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no packages")
+	}
+	return pkgs
+}
+
+func hasPrefix(list []string, prefix string) (string, bool) {
+	for _, p := range list {
+		if p == strings.TrimSuffix(prefix, "/") || strings.HasPrefix(p, prefix) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// TestBoundaries fails when a package imports what it must not:
+//   - codec, cache, ratelimit, resource, authz and encryption are libraries
+//     of plain types: no fasthttp or etcd server anywhere below them; codec,
+//     cache, ratelimit and resource do not import net/http themselves
+//     (k8s.io/apimachinery brings it in transitively, so only the package's
+//     own imports are checked);
+//   - encryption does not reach etcd at all (it decrypts bytes; callers read
+//     them);
+//   - fasthttp is the proxy's (and the commands' that run it);
+//   - the embedded etcd (internal/embedetcd, etcd's embed package) is only
+//     for the commands, the benchmark harness and the test helper
+//     internal/etcdtest.
+func TestBoundaries(t *testing.T) {
+	pkgs := listPackages(t)
+	libraries := []string{"codec", "cache", "ratelimit", "resource", "authz", "encryption"}
+	for _, name := range libraries {
+		p, ok := pkgs[name]
+		if !ok {
+			t.Errorf("package %s not found by go list", name)
+			continue
+		}
+		for _, bad := range []string{"github.com/valyala/fasthttp/", "go.etcd.io/etcd/server/", module + "proxy/", module + "cmd/"} {
+			if dep, found := hasPrefix(p.deps, bad); found {
+				t.Errorf("%s depends on %s (forbidden: %s)", name, dep, bad)
+			}
+		}
+	}
+	for _, name := range []string{"codec", "cache", "ratelimit", "resource"} {
+		if slices.Contains(pkgs[name].imports, "net/http") {
+			t.Errorf("%s imports net/http", name)
+		}
+	}
+	if dep, found := hasPrefix(pkgs["encryption"].deps, "go.etcd.io/etcd/"); found {
+		t.Errorf("encryption depends on %s: it must not reach etcd", dep)
+	}
+	allowed := func(name string, extra ...string) bool {
+		return name == "cmd" || strings.HasPrefix(name, "cmd/") || slices.Contains(extra, name)
+	}
+	for name, p := range pkgs {
+		if _, found := hasPrefix(p.deps, "github.com/valyala/fasthttp/"); found && !allowed(name, "proxy") {
+			t.Errorf("%s depends on fasthttp: only proxy (and the commands) may", name)
+		}
+		for _, embed := range []string{module + "internal/embedetcd", "go.etcd.io/etcd/server/v3/embed"} {
+			if slices.Contains(p.deps, embed) && !allowed(name, "internal/embedetcd", "internal/etcdtest", "bench") {
+				t.Errorf("%s depends on %s: only the commands, bench and internal/etcdtest may start an embedded etcd", name, embed)
+			}
+		}
+	}
+}
