@@ -121,8 +121,9 @@ func TestDataDirInUse(t *testing.T) {
 	sink := &logSink{serving: make(chan string, 1)}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"--data-dir=" + dir, "--port=0"}, io.Discard, sink) }()
+	var url string
 	select {
-	case <-sink.serving:
+	case url = <-sink.serving:
 	case err := <-done:
 		t.Fatalf("first run returned before serving: %v\n%s", err, sink)
 	case <-time.After(60 * time.Second):
@@ -145,6 +146,13 @@ func TestDataDirInUse(t *testing.T) {
 		t.Fatal("second run on the same --data-dir did not fail within 30s")
 	}
 
+	// The first one serves (its accept loop runs: a cancel before that
+	// is a shutdown race of its own, not this test's subject).
+	if resp, err := http.Get(url + "/version"); err != nil {
+		t.Fatalf("first run: %v", err)
+	} else {
+		resp.Body.Close()
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("first run after cancel = %v", err)
@@ -156,11 +164,14 @@ func TestDataDirInUse(t *testing.T) {
 	third := make(chan error, 1)
 	go func() { third <- run(ctx2, []string{"--data-dir=" + dir, "--port=0"}, io.Discard, sink2) }()
 	select {
-	case <-sink2.serving:
+	case url = <-sink2.serving:
 	case err := <-third:
 		t.Fatalf("run after the first stopped = %v, want it to serve\n%s", err, sink2)
 	case <-time.After(60 * time.Second):
 		t.Fatalf("run after the first stopped did not serve within 60s")
+	}
+	if resp, err := http.Get(url + "/version"); err == nil {
+		resp.Body.Close()
 	}
 	cancel2()
 	<-third
