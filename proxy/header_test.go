@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lazyapi/lazyapi/proxy"
 )
 
 // getWithHeaders sends a GET with extra header bytes and returns the code.
@@ -176,5 +179,34 @@ func TestHeaderGatePipelining(t *testing.T) {
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Errorf("after the chunked request: %v, want the connection closed", err)
+	}
+}
+
+// TestServeAfterShutdown: Serve called after Shutdown (a signal right after
+// start, before the serving goroutine ran) returns instead of accepting
+// forever.
+func TestServeAfterShutdown(t *testing.T) {
+	e := startEnv(t)
+	srv, err := proxy.New(proxy.Config{Client: e.cli, Resources: e.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve after Shutdown = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		ln.Close()
+		t.Fatal("Serve after Shutdown did not return")
 	}
 }

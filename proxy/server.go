@@ -282,6 +282,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.trackCompaction(s.baseCtx)
 		}()
 	}
+	// Shutdown closes the listeners fasthttp registered; one whose Serve
+	// had not registered it yet (a shutdown right after start) is closed
+	// here, or Serve would accept forever.
+	stop := context.AfterFunc(s.baseCtx, func() { ln.Close() })
+	defer stop()
 	err := s.srv.Serve(gateListener{ln})
 	if s.baseCtx.Err() != nil {
 		return nil
