@@ -7,6 +7,7 @@ package authn
 
 import (
 	"bytes"
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -66,6 +67,11 @@ type Config struct {
 	// account JWTs (--service-account-key-file and friends); tokens of
 	// the token file are tried first.
 	ServiceAccounts *ServiceAccountVerifier
+	// TokenReview, when set, authenticates the bearer tokens the token
+	// file and the service account verifier do not accept, by asking a
+	// remote service (--authentication-kubeconfig,
+	// --authentication-token-webhook-config-file; authn/tokenreview).
+	TokenReview TokenAuthenticator
 	// Anonymous lets a request without credentials through as Anonymous
 	// (--anonymous-auth=true); false answers it ErrNoCredentials. Used only
 	// when ClientCAs or Tokens is set.
@@ -73,6 +79,18 @@ type Config struct {
 	// Now returns the time certificates are verified at; nil: time.Now.
 	Now func() time.Time
 }
+
+// TokenAuthenticator authenticates a bearer token remotely.
+type TokenAuthenticator interface {
+	// AuthenticateToken returns the token's user; nil and nil when the
+	// token is not valid; an error when it cannot tell (or the remote
+	// service gave a reason). Errors never contain the token.
+	AuthenticateToken(ctx context.Context, token string) (*User, error)
+}
+
+// tokenReviewTimeout bounds a TokenReview with its retries (each request
+// has its own, shorter bound).
+const tokenReviewTimeout = 30 * time.Second
 
 // certCacheSize bounds the verified-certificate cache; when it is full it
 // is emptied (every client then verifies once more).
@@ -131,7 +149,7 @@ func (a *Authenticator) SetClientCAs(pool *x509.CertPool) {
 // Enabled reports whether any authenticator is configured. When it is not,
 // lazyapi serves every request without authentication.
 func (a *Authenticator) Enabled() bool {
-	return a != nil && (a.cfg.ClientCAs != nil || a.cfg.Tokens != nil || a.cfg.ServiceAccounts != nil)
+	return a != nil && (a.cfg.ClientCAs != nil || a.cfg.Tokens != nil || a.cfg.ServiceAccounts != nil || a.cfg.TokenReview != nil)
 }
 
 // Authenticate returns the user of a request from its Authorization header
@@ -150,21 +168,35 @@ func (a *Authenticator) Authenticate(authorization []byte, certs []*x509.Certifi
 		}
 		certErr = err
 	}
-	if token, ok := bearerToken(authorization); ok && (a.cfg.Tokens != nil || a.cfg.ServiceAccounts != nil) {
+	if token, ok := bearerToken(authorization); ok && (a.cfg.Tokens != nil || a.cfg.ServiceAccounts != nil || a.cfg.TokenReview != nil) {
 		if u := a.cfg.Tokens[string(token)]; u != nil {
 			return u, nil
 		}
+		// As kube-apiserver's union of token authenticators: each is
+		// asked until one accepts; their errors are joined.
+		errs := []error{certErr}
 		if sa := a.cfg.ServiceAccounts; sa != nil {
 			u, err := sa.authenticate(token)
 			if err == nil {
 				return u, nil
 			}
 			if !errors.Is(err, errNotServiceAccount) {
-				return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+				errs = append(errs, err)
 			}
 		}
-		if certErr != nil {
-			return nil, errors.Join(certErr, ErrInvalidToken)
+		if tr := a.cfg.TokenReview; tr != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), tokenReviewTimeout)
+			u, err := tr.AuthenticateToken(ctx, string(token))
+			cancel()
+			if u != nil {
+				return withAuthenticated(u), nil
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("token review: %w", err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 		}
 		return nil, ErrInvalidToken
 	}

@@ -53,6 +53,14 @@ type Attributes struct {
 	Name            string
 	// Path is the request's URL path (non-resource requests).
 	Path string
+	// FieldSelector and LabelSelector are the request's fieldSelector
+	// and labelSelector query parameters as given, for list, watch and
+	// deletecollection requests not made through a /watch/ path
+	// (kube-apiserver's RequestInfo.FieldSelector and LabelSelector).
+	// RBAC ignores them; a Webhook sends them parsed in the
+	// SubjectAccessReview's resourceAttributes, as kube-apiserver does.
+	FieldSelector string
+	LabelSelector string
 }
 
 // SystemMasters is the group kube-apiserver allows everything

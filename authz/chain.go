@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 )
 
 // Mode names of --authorization-mode, as kube-apiserver spells them.
@@ -64,11 +65,14 @@ type chainMode struct {
 	reasonName string // kube-apiserver's authorizer name in reasons: the lower-case mode
 	// counters by Decision.
 	decisions [3]*metrics.Counter
+	errors    *metrics.Counter // answers with an error (any decision)
 }
 
 // NewChain returns a chain of modes. Its decisions are counted in ms as
 // lazyapi_authorization_decisions_total{mode,decision} (decision allowed,
-// denied or no_opinion; mode system:masters for the privileged group) and
+// denied or no_opinion; mode system:masters for the privileged group),
+// lazyapi_authorization_errors_total{mode} (a Webhook that could not be
+// asked, an answer both allowed and denied) and
 // lazyapi_authorization_forbidden_total.
 func NewChain(modes []Mode, ms *metrics.Set) (*Chain, error) {
 	if len(modes) == 0 {
@@ -89,43 +93,51 @@ func NewChain(modes []Mode, ms *metrics.Set) (*Chain, error) {
 		for d := NoOpinion; d <= Deny; d++ {
 			cm.decisions[d] = ms.GetOrCreateCounter(fmt.Sprintf(`lazyapi_authorization_decisions_total{mode=%q,decision=%q}`, m.Name, d))
 		}
+		cm.errors = ms.GetOrCreateCounter(fmt.Sprintf(`lazyapi_authorization_errors_total{mode=%q}`, m.Name))
 		c.modes = append(c.modes, cm)
 	}
 	return c, nil
 }
 
 // Authorize reports whether a is allowed, by which mode (or
-// "system:masters"), and the reason: for an allowed request the allowing
-// mode's (RBAC names the binding), else the one kube-apiserver appends to
-// its Forbidden message ("" when no mode gave one; else each mode's
-// "name: reason" joined by newlines). Errors of modes are folded into the
-// reason, as kube-apiserver's union does; they never allow.
-func (c *Chain) Authorize(a *Attributes) (allowed bool, mode, reason string) {
+// "system:masters"), and the reason, as kube-apiserver's union
+// authorizer: for an allowed or denied request the deciding mode's reason
+// (RBAC names the binding) and error; when no mode decided, each mode's
+// "name: reason" joined by newlines and the modes' errors aggregated
+// (utilerrors.NewAggregate). An error never allows: kube-apiserver answers
+// a request that was not allowed and has an error 500 (its authorization
+// filter's InternalError), a refusal without error 403.
+func (c *Chain) Authorize(a *Attributes) (allowed bool, mode, reason string, err error) {
 	if slices.Contains(a.Groups, SystemMasters) {
 		c.masters.Inc()
-		return true, SystemMasters, ""
+		return true, SystemMasters, "", nil
 	}
 	var reasons []string
+	var errs []error
 	for i := range c.modes {
 		m := &c.modes[i]
 		d, r, err := m.Authorizer.Authorize(a)
 		m.decisions[d].Inc()
+		if err != nil {
+			m.errors.Inc()
+			errs = append(errs, err)
+		}
 		switch d {
 		case Allow:
-			return true, m.Name, r
+			return true, m.Name, r, err
 		case Deny:
 			c.forbidden.Inc()
-			return false, m.Name, r
-		}
-		if r == "" && err != nil {
-			r = err.Error()
+			return false, m.Name, r, err
 		}
 		if r != "" {
 			reasons = append(reasons, m.reasonName+": "+r)
 		}
 	}
 	c.forbidden.Inc()
-	return false, "", strings.Join(reasons, "\n")
+	if len(errs) > 0 {
+		err = utilerrors.NewAggregate(errs)
+	}
+	return false, "", strings.Join(reasons, "\n"), err
 }
 
 // Modes returns the chain's mode names in order.
@@ -174,6 +186,14 @@ func ForbiddenMessage(a *Attributes, reason string) string {
 		return gr + " is forbidden: " + msg
 	}
 	return fmt.Sprintf("%s %q is forbidden: %s", gr, a.Name, msg)
+}
+
+// InternalErrorMessage is kube-apiserver's answer body to a request no
+// mode allowed when the chain had an error (responsewriters.InternalError:
+// http.Error with the sanitized text, status 500): `Internal Server
+// Error: "<request URI>": <err>`.
+func InternalErrorMessage(requestURI string, err error) string {
+	return sanitizer.Replace(fmt.Sprintf("Internal Server Error: %q: %v", requestURI, err))
 }
 
 var sanitizer = strings.NewReplacer(`&`, "&amp;", `<`, "&lt;", `>`, "&gt;")

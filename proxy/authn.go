@@ -17,7 +17,7 @@ const userKey = "lazyapi.user"
 
 // authnMetrics count authentication results.
 type authnMetrics struct {
-	token, x509, serviceAccount, anonymous, failures *metrics.Counter
+	token, x509, serviceAccount, webhook, anonymous, failures *metrics.Counter
 }
 
 func (s *Server) initAuthn() {
@@ -25,6 +25,7 @@ func (s *Server) initAuthn() {
 		token:          s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="token"}`),
 		x509:           s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="x509"}`),
 		serviceAccount: s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="serviceaccount"}`),
+		webhook:        s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="webhook"}`),
 		anonymous:      s.ms.GetOrCreateCounter(`lazyapi_authenticated_requests_total{method="anonymous"}`),
 		failures:       s.ms.GetOrCreateCounter(`lazyapi_authentication_failures_total`),
 	}
@@ -83,6 +84,8 @@ func (s *Server) authenticate(rc *fasthttp.RequestCtx) bool {
 		s.authn.token.Inc()
 	case "serviceaccount":
 		s.authn.serviceAccount.Inc()
+	case "webhook":
+		s.authn.webhook.Inc()
 	default:
 		s.authn.anonymous.Inc()
 	}

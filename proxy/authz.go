@@ -43,9 +43,23 @@ func (s *Server) authorize(rc *fasthttp.RequestCtx, path string) bool {
 	}
 	a.User, a.UID, a.Groups, a.Extra = u.Name, u.UID, u.Groups, u.Extra
 	requestAttributes(&a, bytesutil.ToUnsafeString(rc.Method()), path, rc.QueryArgs())
-	allowed, _, reason := c.Authorize(&a)
+	allowed, _, reason, err := c.Authorize(&a)
 	if allowed {
 		return true
+	}
+	if err != nil {
+		// kube-apiserver's authorization filter: a request no mode
+		// allowed whose chain had an error (a Webhook that could not be
+		// asked) is an internal error, not a 403: the refusal was not
+		// decided. responsewriters.InternalError answers it in plain text.
+		s.log.Warn("cannot authorize request", zap.String("user", a.User), zap.String("verb", a.Verb),
+			zap.String("path", a.Path), zap.Error(err))
+		rc.Response.Reset()
+		rc.SetStatusCode(fasthttp.StatusInternalServerError)
+		rc.SetContentType("text/plain; charset=utf-8")
+		rc.Response.Header.Set("X-Content-Type-Options", "nosniff")
+		rc.SetBodyString(authz.InternalErrorMessage(string(rc.RequestURI()), err) + "\n")
+		return false
 	}
 	s.forbid(rc, &a, reason)
 	return false
@@ -163,7 +177,8 @@ func (s *Server) impersonate(rc *fasthttp.RequestCtx, c *authz.Chain, requestor 
 			}
 			extra[r.ref.FieldPath] = append(extra[r.ref.FieldPath], r.ref.Name)
 		}
-		if ok, _, reason := c.Authorize(&r.attr); !ok {
+		// kube-apiserver: an error is a refusal here even with Allow.
+		if ok, _, reason, err := c.Authorize(&r.attr); !ok || err != nil {
 			r.attr.Path = string(rc.Path())
 			s.forbid(rc, &r.attr, reason)
 			return nil, false
@@ -204,7 +219,9 @@ func splitServiceAccount(user string) (ns, name string, ok bool) {
 // non-resource request (verb = lower-case method) for every other path.
 // A GET of a collection is list or watch (watch=true, any value but
 // "false" and "0"), and a fieldSelector requiring metadata.name=X names X.
-// It allocates only for a query with a fieldSelector.
+// List, watch and deletecollection requests (not through /watch/) keep
+// their fieldSelector and labelSelector for the Webhook mode. It
+// allocates only for a query with a selector.
 func requestAttributes(a *authz.Attributes, method, path string, q *fasthttp.Args) {
 	a.Path = path
 	a.Verb = strings.ToLower(method)
@@ -226,7 +243,8 @@ func requestAttributes(a *authz.Attributes, method, path string, q *fasthttp.Arg
 	a.ResourceRequest = true
 	a.APIGroup, a.APIVersion = group, version
 	part, rest, _ := strings.Cut(rest, "/")
-	if part == "watch" || part == "proxy" {
+	viaPath := part == "watch" || part == "proxy"
+	if viaPath {
 		if rest == "" {
 			// kube-apiserver: an error ("unable to determine kind and
 			// namespace"), answered as a non-resource request would be
@@ -288,5 +306,15 @@ func requestAttributes(a *authz.Attributes, method, path string, q *fasthttp.Arg
 	}
 	if a.Name == "" && a.Verb == "delete" {
 		a.Verb = "deletecollection"
+	}
+	// kube-apiserver keeps the selectors for authorization (the webhook's
+	// SubjectAccessReview) except on /watch/ paths.
+	if !viaPath && (a.Verb == "list" || a.Verb == "watch" || a.Verb == "deletecollection") {
+		if fs := q.Peek("fieldSelector"); len(fs) > 0 {
+			a.FieldSelector = string(fs)
+		}
+		if ls := q.Peek("labelSelector"); len(ls) > 0 {
+			a.LabelSelector = string(ls)
+		}
 	}
 }

@@ -137,7 +137,7 @@ func BenchmarkAuthorizeLocal(b *testing.B) {
 				b.Fatal(err)
 			}
 			a.User, a.Groups, a.UID, a.Extra = u.Name, u.Groups, u.UID, u.Extra
-			if ok, _, _ := ab.chain.Authorize(&a); !ok {
+			if ok, _, _, _ := ab.chain.Authorize(&a); !ok {
 				b.Fatal("not allowed")
 			}
 		}
@@ -162,7 +162,7 @@ func BenchmarkSubjectAccessReview(b *testing.B) {
 		ra := sar.Spec.ResourceAttributes
 		a := authz.Attributes{User: sar.Spec.User, Groups: sar.Spec.Groups, UID: sar.Spec.UID, Verb: ra.Verb, ResourceRequest: true,
 			Namespace: ra.Namespace, APIGroup: ra.Group, APIVersion: ra.Version, Resource: ra.Resource, Subresource: ra.Subresource, Name: ra.Name}
-		ok, _, reason := ab.chain.Authorize(&a)
+		ok, _, reason, _ := ab.chain.Authorize(&a)
 		sar.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: ok, Reason: reason}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(&sar)

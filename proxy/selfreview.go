@@ -76,11 +76,15 @@ func (s *Server) serveSelfReview(rc *fasthttp.RequestCtx, path string) {
 		}
 		r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true}
 		if c := s.cfg.Authorizer; c != nil {
-			allowed, mode, reason := c.Authorize(&a)
+			allowed, mode, reason, err := c.Authorize(&a)
 			r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: allowed, Reason: reason}
-			// A mode that denied outright (none of lazyapi's do) ends the
-			// chain with its name; no opinion from all leaves mode "".
+			// A mode that denied outright (a Webhook's "denied": true)
+			// ends the chain with its name; no opinion from all leaves
+			// mode "".
 			r.Status.Denied = !allowed && mode != ""
+			if err != nil {
+				r.Status.EvaluationError = err.Error()
+			}
 		}
 		out, gv = r, authorizationv1.SchemeGroupVersion
 	case pathSSRR:

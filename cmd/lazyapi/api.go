@@ -82,7 +82,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	}
 	defer stopAuthz()
 
-	acfg, err := authnConfig(c, cli, enc)
+	acfg, err := authnConfig(c, cli, enc, pt.metrics, lg)
 	if err != nil {
 		return err
 	}

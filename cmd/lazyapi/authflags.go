@@ -7,12 +7,15 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/authn/tokenreview"
 	"github.com/lazyapi/lazyapi/authz"
+	authzwebhook "github.com/lazyapi/lazyapi/authz/webhook"
 	"github.com/lazyapi/lazyapi/internal/certfile"
 )
 
@@ -31,6 +34,18 @@ type servingFlags struct {
 	apiAudiences  []string
 	saLookup      bool
 	saKeys        []any // public keys loaded from saKeyFiles
+
+	// Delegated authentication (TokenReview) and the Webhook mode
+	// (SubjectAccessReview): k8s.io/apiserver's flags.
+	authnKubeconfig      string        // --authentication-kubeconfig
+	authnWebhookConfig   string        // --authentication-token-webhook-config-file
+	authnWebhookVersion  string        // --authentication-token-webhook-version
+	authnWebhookCacheTTL time.Duration // --authentication-token-webhook-cache-ttl
+	authzKubeconfig      string        // --authorization-kubeconfig
+	authzWebhookConfig   string        // --authorization-webhook-config-file
+	authzWebhookVersion  string        // --authorization-webhook-version
+	authzAuthorizedTTL   time.Duration // --authorization-webhook-cache-authorized-ttl
+	authzUnauthorizedTTL time.Duration // --authorization-webhook-cache-unauthorized-ttl
 
 	servingTLS *tls.Config                 // non-nil when securePort > 0; hands out currentTLS per handshake
 	keyPair    *certfile.KeyPair           // --tls-cert-file/--tls-private-key-file, reloaded on change
@@ -60,8 +75,26 @@ func (s *servingFlags) addFlags(fs *pflag.FlagSet) {
 		"Identifiers of the API: a service account token must be issued for one of them. Default: the first --service-account-issuer.")
 	fs.BoolVar(&s.saLookup, "service-account-lookup", true,
 		"Accept a legacy (Secret-based) service account token only while its Secret still holds it and its ServiceAccount exists.")
+	fs.StringVar(&s.authnKubeconfig, "authentication-kubeconfig", "",
+		"kubeconfig file pointing at the 'core' kubernetes server: bearer tokens lazyapi cannot verify itself (not in --token-auth-file, not a valid service account token) are sent to it as TokenReviews (authentication.k8s.io/v1), as aggregated API servers delegate.")
+	fs.StringVar(&s.authnWebhookConfig, "authentication-token-webhook-config-file", "",
+		"File with webhook configuration for token authentication in kubeconfig format (kube-apiserver's): the cluster's server URL receives the TokenReviews. Instead of --authentication-kubeconfig.")
+	fs.StringVar(&s.authnWebhookVersion, "authentication-token-webhook-version", "v1beta1",
+		"The API version of the authentication.k8s.io TokenReview to send to the webhook of --authentication-token-webhook-config-file: v1 or v1beta1.")
+	fs.DurationVar(&s.authnWebhookCacheTTL, "authentication-token-webhook-cache-ttl", tokenreview.DefaultCacheTTL,
+		"The duration to cache responses (positive and negative) from the token authenticator webhook. kube-apiserver's own default is 2m.")
+	fs.StringVar(&s.authzKubeconfig, "authorization-kubeconfig", "",
+		"kubeconfig file pointing at the 'core' kubernetes server: the Webhook mode creates SubjectAccessReviews (authorization.k8s.io/v1) there, as aggregated API servers delegate.")
+	fs.StringVar(&s.authzWebhookConfig, "authorization-webhook-config-file", "",
+		"File with webhook configuration in kubeconfig format for --authorization-mode=Webhook (kube-apiserver's): the cluster's server URL receives the SubjectAccessReviews. Instead of --authorization-kubeconfig.")
+	fs.StringVar(&s.authzWebhookVersion, "authorization-webhook-version", "v1beta1",
+		"The API version of the authorization.k8s.io SubjectAccessReview to send to the webhook of --authorization-webhook-config-file: v1 or v1beta1.")
+	fs.DurationVar(&s.authzAuthorizedTTL, "authorization-webhook-cache-authorized-ttl", authzwebhook.DefaultAuthorizedTTL,
+		"The duration to cache 'authorized' responses from the webhook authorizer.")
+	fs.DurationVar(&s.authzUnauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", authzwebhook.DefaultUnauthorizedTTL,
+		"The duration to cache 'unauthorized' responses from the webhook authorizer.")
 	fs.StringVar(&s.authzModes, "authorization-mode", "",
-		"Ordered comma-separated list of authorization modes: RBAC (the Roles and bindings in etcd, evaluated locally), AlwaysAllow, AlwaysDeny. The group system:masters is allowed everything. Default: RBAC when an authenticator is configured, none otherwise.")
+		"Ordered comma-separated list of authorization modes: RBAC (the Roles and bindings in etcd, evaluated locally), Webhook (a SubjectAccessReview through --authorization-kubeconfig or --authorization-webhook-config-file), AlwaysAllow, AlwaysDeny. The group system:masters is allowed everything. Default: RBAC when an authenticator is configured, none otherwise.")
 }
 
 // validate checks the flags against each other and loads the files; every
@@ -144,15 +177,74 @@ func (s *servingFlags) validate(port int) error {
 		}
 		s.saKeys = append(s.saKeys, keys...)
 	}
+	if err := s.validateWebhookFlags(); err != nil {
+		return err
+	}
 	return s.validateAuthz()
+}
+
+// validateWebhookFlags checks the TokenReview and SubjectAccessReview
+// flags: one way to reach each service, a readable file, a known version,
+// no negative TTL.
+func (s *servingFlags) validateWebhookFlags() error {
+	for _, p := range []struct{ a, b, aFlag, bFlag string }{
+		{s.authnKubeconfig, s.authnWebhookConfig, "--authentication-kubeconfig", "--authentication-token-webhook-config-file"},
+		{s.authzKubeconfig, s.authzWebhookConfig, "--authorization-kubeconfig", "--authorization-webhook-config-file"},
+	} {
+		if p.a != "" && p.b != "" {
+			return usageErrorf("%s and %s cannot be given together: give one", p.aFlag, p.bFlag)
+		}
+		for _, f := range []struct{ flag, path string }{{p.aFlag, p.a}, {p.bFlag, p.b}} {
+			if f.path == "" {
+				continue
+			}
+			if _, err := os.Stat(f.path); err != nil {
+				return usageErrorf("cannot read %s: %v", f.flag, err)
+			}
+		}
+	}
+	for _, v := range []struct{ flag, value string }{
+		{"--authentication-token-webhook-version", s.authnWebhookVersion},
+		{"--authorization-webhook-version", s.authzWebhookVersion},
+	} {
+		if v.value != "v1" && v.value != "v1beta1" {
+			return usageErrorf("invalid %s %q: must be v1 or v1beta1", v.flag, v.value)
+		}
+	}
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{
+		{"--authentication-token-webhook-cache-ttl", s.authnWebhookCacheTTL},
+		{"--authorization-webhook-cache-authorized-ttl", s.authzAuthorizedTTL},
+		{"--authorization-webhook-cache-unauthorized-ttl", s.authzUnauthorizedTTL},
+	} {
+		if d.value < 0 {
+			return usageErrorf("invalid %s %v: must not be negative", d.flag, d.value)
+		}
+	}
+	return nil
+}
+
+// tokenReview reports whether bearer tokens are delegated (TokenReview).
+func (s *servingFlags) tokenReview() bool {
+	return s.authnKubeconfig != "" || s.authnWebhookConfig != ""
 }
 
 // validateAuthz parses --authorization-mode: RBAC by default once an
 // authenticator is configured; a mode without an authenticator is an
 // error (every request would be system:anonymous), except AlwaysAllow.
 func (s *servingFlags) validateAuthz() error {
-	authenticated := s.authn.ClientCAs != nil || s.authn.Tokens != nil || len(s.saKeys) > 0
+	authenticated := s.authn.ClientCAs != nil || s.authn.Tokens != nil || len(s.saKeys) > 0 || s.tokenReview()
+	webhookFlag := "--authorization-kubeconfig"
+	if s.authzWebhookConfig != "" {
+		webhookFlag = "--authorization-webhook-config-file"
+	}
+	webhookConfigured := s.authzKubeconfig != "" || s.authzWebhookConfig != ""
 	if s.authzModes == "" {
+		if webhookConfigured {
+			return usageErrorf("%s is used by --authorization-mode Webhook only: add it to the chain (e.g. --authorization-mode=RBAC,Webhook)", webhookFlag)
+		}
 		if authenticated {
 			s.modes = []string{authz.ModeRBAC}
 		}
@@ -162,14 +254,17 @@ func (s *servingFlags) validateAuthz() error {
 	if err != nil {
 		return usageErrorf("invalid --authorization-mode: %v", err)
 	}
-	if slices.Contains(modes, authz.ModeWebhook) {
-		return usageErrorf("invalid --authorization-mode: mode Webhook is not supported yet (use RBAC: lazyapi evaluates the cluster's RBAC objects from etcd itself)")
+	switch hasWebhook := slices.Contains(modes, authz.ModeWebhook); {
+	case hasWebhook && !webhookConfigured:
+		return usageErrorf("--authorization-mode %s needs --authorization-kubeconfig or --authorization-webhook-config-file (where to send SubjectAccessReviews)", s.authzModes)
+	case !hasWebhook && webhookConfigured:
+		return usageErrorf("%s is used by --authorization-mode Webhook only, which --authorization-mode %s does not name", webhookFlag, s.authzModes)
 	}
 	if !authenticated {
 		if len(modes) == 1 && modes[0] == authz.ModeAlwaysAllow {
 			return nil
 		}
-		return usageErrorf("--authorization-mode %s needs an authenticator (--client-ca-file, --token-auth-file or --service-account-key-file)", s.authzModes)
+		return usageErrorf("--authorization-mode %s needs an authenticator (--client-ca-file, --token-auth-file, --service-account-key-file or --authentication-kubeconfig)", s.authzModes)
 	}
 	s.modes = modes
 	return nil
@@ -220,6 +315,12 @@ func (s *servingFlags) authMethods() []string {
 	}
 	if len(s.saKeys) > 0 {
 		m = append(m, fmt.Sprintf("serviceaccount (%d keys, issuers %s)", len(s.saKeys), strings.Join(append([]string{authn.LegacyIssuer}, s.saIssuers...), ",")))
+	}
+	switch {
+	case s.authnKubeconfig != "":
+		m = append(m, "tokenreview (--authentication-kubeconfig)")
+	case s.authnWebhookConfig != "":
+		m = append(m, "tokenreview (--authentication-token-webhook-config-file)")
 	}
 	if len(m) > 0 && s.anonymousAuth {
 		m = append(m, "anonymous")

@@ -94,6 +94,17 @@ func TestParseFlagsServingErrors(t *testing.T) {
 		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=Node,RBAC"}, `invalid --authorization-mode: mode "Node" is not supported`},
 		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,RBAC"}, `invalid --authorization-mode: mode "RBAC" is given twice`},
 		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,"}, `invalid --authorization-mode: empty mode`},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,Webhook"}, "--authorization-mode RBAC,Webhook needs --authorization-kubeconfig or --authorization-webhook-config-file"},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-kubeconfig=" + goodTokens}, "--authorization-kubeconfig is used by --authorization-mode Webhook only: add it"},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC", "--authorization-webhook-config-file=" + goodTokens}, "--authorization-webhook-config-file is used by --authorization-mode Webhook only"},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=Webhook", "--authorization-kubeconfig=" + missing}, "cannot read --authorization-kubeconfig"},
+		{[]string{"--authorization-kubeconfig=" + goodTokens, "--authorization-webhook-config-file=" + goodTokens}, "--authorization-kubeconfig and --authorization-webhook-config-file cannot be given together"},
+		{[]string{"--authentication-kubeconfig=" + goodTokens, "--authentication-token-webhook-config-file=" + goodTokens}, "--authentication-kubeconfig and --authentication-token-webhook-config-file cannot be given together"},
+		{[]string{"--authentication-token-webhook-config-file=" + missing}, "cannot read --authentication-token-webhook-config-file"},
+		{[]string{"--authentication-token-webhook-version=v2"}, `invalid --authentication-token-webhook-version "v2"`},
+		{[]string{"--authorization-webhook-version=v1alpha1"}, `invalid --authorization-webhook-version "v1alpha1"`},
+		{[]string{"--authentication-token-webhook-cache-ttl=-1s"}, "invalid --authentication-token-webhook-cache-ttl -1s"},
+		{[]string{"--authorization-webhook-cache-unauthorized-ttl=-1s"}, "invalid --authorization-webhook-cache-unauthorized-ttl -1s"},
 	})
 }
 
@@ -112,6 +123,10 @@ func TestParseFlagsAuthorizationMode(t *testing.T) {
 		{[]string{"--token-auth-file=" + tokens, "--authorization-mode=AlwaysDeny, RBAC"}, "AlwaysDeny,RBAC"},
 		{[]string{"--token-auth-file=" + tokens, "--authorization-mode=AlwaysAllow"}, "AlwaysAllow"},
 		{[]string{"--service-account-key-file=../../authn/testdata/sa.key", "--service-account-issuer=https://a", "--service-account-issuer=https://b"}, "RBAC"},
+		// A TokenReview is an authenticator too.
+		{[]string{"--authentication-kubeconfig=" + tokens}, "RBAC"},
+		{[]string{"--authentication-kubeconfig=" + tokens, "--authorization-mode=RBAC,Webhook", "--authorization-kubeconfig=" + tokens}, "RBAC,Webhook"},
+		{[]string{"--token-auth-file=" + tokens, "--authorization-mode=Webhook", "--authorization-webhook-config-file=" + tokens}, "Webhook"},
 	} {
 		c, err := parseFlags(tt.args)
 		if err != nil {

@@ -6,12 +6,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/go-logr/zapr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"k8s.io/klog/v2"
 
 	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/authn/tokenreview"
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/authz/rbacetcd"
+	authzwebhook "github.com/lazyapi/lazyapi/authz/webhook"
 	"github.com/lazyapi/lazyapi/encryption"
 )
 
@@ -45,6 +50,23 @@ func startAuthz(ctx context.Context, c *config, pt parts, cli *clientv3.Client, 
 			lg.Info("RBAC objects read", zap.Int("roles", r), zap.Int("clusterRoles", cr),
 				zap.Int("roleBindings", rb), zap.Int("clusterRoleBindings", crb), zap.Int64("revision", src.Revision()))
 			modes = append(modes, authz.Mode{Name: m, Authorizer: rbac})
+		case authz.ModeWebhook:
+			useKlog(lg)
+			w, err := authzwebhook.New(authzwebhook.Config{
+				Kubeconfig: c.serving.authzKubeconfig, ConfigFile: c.serving.authzWebhookConfig, Version: c.serving.authzWebhookVersion,
+				AuthorizedTTL: c.serving.authzAuthorizedTTL, UnauthorizedTTL: c.serving.authzUnauthorizedTTL, Metrics: pt.metrics,
+			})
+			if err != nil {
+				stop()
+				flag := "--authorization-kubeconfig"
+				if c.serving.authzWebhookConfig != "" {
+					flag = "--authorization-webhook-config-file"
+				}
+				return nil, nil, fmt.Errorf("cannot use %s: %w", flag, err)
+			}
+			lg.Info("authorization webhook", zap.Duration("authorizedTTL", c.serving.authzAuthorizedTTL),
+				zap.Duration("unauthorizedTTL", c.serving.authzUnauthorizedTTL))
+			modes = append(modes, authz.Mode{Name: m, Authorizer: w})
 		case authz.ModeAlwaysAllow:
 			lg.Warn("--authorization-mode AlwaysAllow: every authenticated user may read everything lazyapi serves, Secrets included")
 			modes = append(modes, authz.Mode{Name: m, Authorizer: authz.AlwaysAllow{}})
@@ -93,10 +115,28 @@ func (l etcdLookup) Get(ctx context.Context, key string) ([]byte, bool, error) {
 }
 
 // authnConfig returns the authenticator configuration: the flags' files,
-// and the service account verifier reading bound objects through cli.
-func authnConfig(c *config, cli *clientv3.Client, enc *encryption.Transformers) (authn.Config, error) {
+// the service account verifier reading bound objects through cli, and the
+// TokenReview client.
+func authnConfig(c *config, cli *clientv3.Client, enc *encryption.Transformers, ms *metrics.Set, lg *zap.Logger) (authn.Config, error) {
 	cfg := c.serving.authn
 	s := &c.serving
+	if s.tokenReview() {
+		useKlog(lg)
+		auds := s.apiAudiences
+		if len(auds) == 0 && len(s.saIssuers) > 0 {
+			auds = s.saIssuers[:1] // kube-apiserver's default --api-audiences
+		}
+		tr, err := tokenreview.New(tokenreview.Config{Kubeconfig: s.authnKubeconfig, ConfigFile: s.authnWebhookConfig,
+			Version: s.authnWebhookVersion, CacheTTL: s.authnWebhookCacheTTL, Audiences: auds, Metrics: ms})
+		if err != nil {
+			flag := "--authentication-kubeconfig"
+			if s.authnWebhookConfig != "" {
+				flag = "--authentication-token-webhook-config-file"
+			}
+			return cfg, fmt.Errorf("cannot use %s: %w", flag, err)
+		}
+		cfg.TokenReview = tr
+	}
 	if len(s.saKeys) == 0 {
 		return cfg, nil
 	}
@@ -109,6 +149,13 @@ func authnConfig(c *config, cli *clientv3.Client, enc *encryption.Transformers) 
 	}
 	cfg.ServiceAccounts = v
 	return cfg, nil
+}
+
+// useKlog sends k8s.io/apiserver's and client-go's klog output (the
+// webhooks' "Failed to make webhook ... request") into lazyapi's JSON log.
+// klog's logger is process-wide; encryptionFlags.open sets the same.
+func useKlog(lg *zap.Logger) {
+	klog.SetLogger(zapr.NewLogger(lg.Named("k8s")))
 }
 
 // startHint is the command the start-up message suggests. kubectl sends
