@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
@@ -21,6 +22,9 @@ type entry struct {
 	nameOff uint16
 	nsOff   uint16 // where the namespace starts; == nameOff when cluster-scoped
 	valid   bool   // attrs were derived (the value could be peeked)
+	// sized says the last plainSizesLen bytes of the attrs are the
+	// codec.ItemSizes of the value's plaintext (a value held encrypted).
+	sized bool
 }
 
 // entryOverhead approximates the bytes an entry costs besides its block:
@@ -68,13 +72,41 @@ func (d *deriver) newEntry(key, value []byte, rev int64) *entry {
 		}
 	}
 	valid := plain != nil && d.derive(plain)
+	sized := valid && d.decrypt != nil && !d.hold && bytes.HasPrefix(value, encPrefix) && d.appendSizes(plain)
 	e, data := newEntryBlock(len(key), len(value), len(d.scr))
 	copy(data, key)
 	copy(data[len(key):], value)
 	copy(data[len(key)+len(value):], d.scr)
-	e.rev, e.valid = rev, valid
+	e.rev, e.valid, e.sized = rev, valid, sized
 	setNameOffsets(e, key, d.prefix, d.ns)
 	return e
+}
+
+// encPrefix starts a value kube-apiserver encrypted at rest.
+var encPrefix = []byte("k8s:enc:")
+
+// plainSizesLen is the size of the codec.ItemSizes record at the end of
+// a sized entry's attrs: format (1 byte), raw and meta (4 bytes each,
+// little endian; meta 0xffffffff for -1).
+const plainSizesLen = 9
+
+// appendSizes appends the plainSizesLen record of plain's codec.ItemSizes
+// to d.scr, so that the protobuf LIST's size pass over a value held
+// encrypted needs no decryption (proxy, lister.item). It reports whether
+// it did.
+func (d *deriver) appendSizes(plain []byte) bool {
+	obj, err := codec.Unwrap(plain)
+	if err != nil {
+		return false
+	}
+	z := codec.SizesOf(obj)
+	if z.Raw > math.MaxUint32-1 || z.Meta > math.MaxInt32 || z.Format > math.MaxUint8 {
+		return false
+	}
+	d.scr = append(d.scr, byte(z.Format))
+	d.scr = binary.LittleEndian.AppendUint32(d.scr, uint32(z.Raw))
+	d.scr = binary.LittleEndian.AppendUint32(d.scr, uint32(int32(z.Meta)))
+	return true
 }
 
 // setNameOffsets records where namespace and name start in key.
@@ -144,6 +176,21 @@ type Attrs struct {
 // values the codec cannot peek, e.g. encrypted ones): the caller must then
 // peek the value itself.
 func (a Attrs) Valid() bool { return a.e != nil && a.e.valid }
+
+// PlainSizes returns the codec.ItemSizes of the plaintext of a value the
+// cache holds encrypted (recorded when the value was decrypted to derive
+// its attributes); ok is false for other values.
+func (a Attrs) PlainSizes() (z codec.ItemSizes, ok bool) {
+	if a.e == nil || !a.e.sized {
+		return codec.ItemSizes{}, false
+	}
+	b := a.e.attrs()
+	b = b[len(b)-plainSizesLen:]
+	z.Format = codec.Format(b[0])
+	z.Raw = int(binary.LittleEndian.Uint32(b[1:]))
+	z.Meta = int(int32(binary.LittleEndian.Uint32(b[5:])))
+	return z, true
+}
 
 // Namespace returns the object's namespace ("" when cluster-scoped).
 func (a Attrs) Namespace() string {

@@ -60,6 +60,10 @@ type Config struct {
 	// Metrics receives lazyapi_encryption_* metrics; nil means a private
 	// set.
 	Metrics *metrics.Set
+	// Wrap, when set, wraps k8s.io/apiserver's transformer of each
+	// resource ("resource[.group]") once it is resolved: tests count the
+	// decryptions of a read with it.
+	Wrap func(resource string, t value.Transformer) value.Transformer
 }
 
 // ErrDecrypt is the errors.Is target of a *DecryptError.
@@ -113,8 +117,9 @@ type state struct {
 	byName    sync.Map                                   // resource name -> value.Transformer (resolved once)
 	health    []healthz.HealthChecker
 	kms       bool
-	cancel    context.CancelFunc // stops the transformers' goroutines (KMS probes, connections)
-	grace     time.Duration      // how long a replaced state lives on for reads in flight
+	cancel    context.CancelFunc                                // stops the transformers' goroutines (KMS probes, connections)
+	grace     time.Duration                                     // how long a replaced state lives on for reads in flight
+	wrap      func(string, value.Transformer) value.Transformer // Config.Wrap
 }
 
 // New loads cfg.File and, with cfg.AutomaticReload, starts watching it.
@@ -162,7 +167,7 @@ func (t *Transformers) load() (*state, string, error) {
 		return nil, "", fmt.Errorf("cannot load encryption configuration %q: %w", t.cfg.File, err)
 	}
 	st := &state{overrides: ec.Transformers, health: ec.HealthChecks, cancel: cancel, grace: ec.KMSCloseGracePeriod,
-		kms: ec.KMSCloseGracePeriod > 0}
+		kms: ec.KMSCloseGracePeriod > 0, wrap: t.cfg.Wrap}
 	return st, ec.EncryptionFileContentHash, nil
 }
 
@@ -212,6 +217,16 @@ func (t *Transformers) Decrypt(ctx context.Context, resource string, key, value 
 	return t.transform(ctx, tr, resource, key, value)
 }
 
+// Transforms reports whether Decrypt runs a transformer on value of
+// resource: the value is encrypted, or a rule names the resource (an
+// identity provider's plaintext goes through k8s.io/apiserver's identity
+// transformer). When it is false Decrypt returns value itself at the cost
+// of a prefix check.
+func (t *Transformers) Transforms(resource string, value []byte) bool {
+	_, configured := t.cur.Load().transformer(resource)
+	return configured || bytes.HasPrefix(value, encPrefix)
+}
+
 // transform runs tr. A panic in a provider is a DecryptError: k8s.io/
 // apiserver v0.37's aescbc indexes result[-1] on a ciphertext of one block
 // (the IV alone), found by FuzzDecrypt.
@@ -253,6 +268,9 @@ func (st *state) transformer(resource string) (value.Transformer, bool) {
 		_, configured = st.overrides[schema.GroupResource{Group: "*", Resource: "*"}]
 	}
 	rt := resolved{t: encryptionconfig.StaticTransformers(st.overrides).TransformerForResource(gr), configured: configured}
+	if st.wrap != nil {
+		rt.t = st.wrap(resource, rt.t)
+	}
 	st.byName.Store(resource, rt)
 	return rt.t, rt.configured
 }
