@@ -36,6 +36,17 @@ func (s *Server) plaintext(ctx context.Context, gr string, key, value []byte, ca
 	return enc.Decrypt(ctx, gr, key, value)
 }
 
+// decrypts reports whether plaintext runs a transformer on value: the
+// cost a LIST's size pass avoids when the watch cache's attributes and
+// recorded sizes tell (lister.item).
+func (s *Server) decrypts(gr string, value []byte, cached bool) bool {
+	enc := s.cfg.Encryption
+	if enc == nil || cached && s.cfg.CacheDecrypted && !encryption.Encrypted(value) {
+		return false
+	}
+	return enc.Transforms(gr, value)
+}
+
 // keepsNoPlaintext reports whether the rendering of a stored value must not
 // outlive the request: the value is encrypted at rest and the watch cache
 // does not hold decrypted values (so no shared watch frame may hold its

@@ -37,6 +37,9 @@ type encoder interface {
 	// items (protobuf): the LIST computes it with itemSize first.
 	sized() bool
 	itemSize(obj codec.Object, rv int64) (int, error)
+	// itemSizeOf is itemSize from the object's codec.ItemSizes; ok is
+	// false when they do not tell (then itemSize is asked).
+	itemSizeOf(z codec.ItemSizes, rv int64) (n int, ok bool)
 	// metaAtEnd reports whether the list metadata (continue,
 	// remainingItemCount) is written after the items (YAML), so that a
 	// LIST needs no plan pass for it.
@@ -136,9 +139,10 @@ func (e *jsonEncoder) object(dst []byte, obj codec.Object, rv int64) ([]byte, er
 	return append(dst, '\n'), nil
 }
 
-func (e *jsonEncoder) sized() bool                               { return false }
-func (e *jsonEncoder) itemSize(codec.Object, int64) (int, error) { return 0, nil }
-func (e *jsonEncoder) metaAtEnd() bool                           { return false }
+func (e *jsonEncoder) sized() bool                                   { return false }
+func (e *jsonEncoder) itemSize(codec.Object, int64) (int, error)     { return 0, nil }
+func (e *jsonEncoder) itemSizeOf(codec.ItemSizes, int64) (int, bool) { return 0, false }
+func (e *jsonEncoder) metaAtEnd() bool                               { return false }
 
 func (e *jsonEncoder) listHead(dst []byte, lm codec.ListMeta, _ int) []byte {
 	return codec.AppendJSONListHead(dst, e.r.APIVersion(), e.r.ListKind, lm)
@@ -199,6 +203,10 @@ func (e *protobufEncoder) itemSize(obj codec.Object, rv int64) (int, error) {
 		return 0, errJSONAsProtobuf
 	}
 	return codec.ProtobufListItemSize(obj, rv), nil
+}
+
+func (e *protobufEncoder) itemSizeOf(z codec.ItemSizes, rv int64) (int, bool) {
+	return z.ProtobufListItemSize(rv)
 }
 
 func (e *protobufEncoder) listHead(dst []byte, lm codec.ListMeta, itemsSize int) []byte {
@@ -334,6 +342,10 @@ func (e *partialProtobufEncoder) itemSize(obj codec.Object, rv int64) (int, erro
 	return codec.PartialProtobufListItemSize(obj, rv)
 }
 
+func (e *partialProtobufEncoder) itemSizeOf(z codec.ItemSizes, rv int64) (int, bool) {
+	return z.PartialProtobufListItemSize(rv)
+}
+
 func (e *partialProtobufEncoder) listHead(dst []byte, lm codec.ListMeta, itemsSize int) []byte {
 	return codec.AppendPartialProtobufListHead(dst, lm, itemsSize)
 }
@@ -378,9 +390,10 @@ func (e *tableEncoder) object(dst []byte, obj codec.Object, rv int64) ([]byte, e
 	return e.listTail(dst, codec.ListMeta{}), nil
 }
 
-func (e *tableEncoder) sized() bool                               { return false }
-func (e *tableEncoder) itemSize(codec.Object, int64) (int, error) { return 0, nil }
-func (e *tableEncoder) metaAtEnd() bool                           { return false }
+func (e *tableEncoder) sized() bool                                   { return false }
+func (e *tableEncoder) itemSize(codec.Object, int64) (int, error)     { return 0, nil }
+func (e *tableEncoder) itemSizeOf(codec.ItemSizes, int64) (int, bool) { return 0, false }
+func (e *tableEncoder) metaAtEnd() bool                               { return false }
 
 func (e *tableEncoder) listHead(dst []byte, lm codec.ListMeta, _ int) []byte {
 	if e.cc != nil {

@@ -507,17 +507,21 @@ type watchEncoder struct {
 }
 
 // event appends one ADDED/MODIFIED/DELETED frame for a stored value. A value
-// that cannot be decoded is skipped (logged and counted).
-func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value []byte, rv int64) []byte {
-	value, err := e.s.plaintext(e.ctx, e.gr, bytesutil.ToUnsafeBytes(key), value, e.cached)
-	if err != nil {
-		// kube-apiserver's etcd watcher: an ERROR event, then the end.
-		e.failed = true
-		e.s.log.Error("cannot decrypt watch event; ending the watch", zap.Error(err))
-		se, _ := decryptStatus(err)
-		return e.enc.watchStatus(dst, &se.Status)
+// that cannot be decoded is skipped (logged and counted). plain, when not
+// nil, is value's plaintext (decrypted already, to evaluate a filter).
+func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value, plain []byte, rv int64) []byte {
+	if plain == nil {
+		var err error
+		plain, err = e.s.plaintext(e.ctx, e.gr, bytesutil.ToUnsafeBytes(key), value, e.cached)
+		if err != nil {
+			// kube-apiserver's etcd watcher: an ERROR event, then the end.
+			e.failed = true
+			e.s.log.Error("cannot decrypt watch event; ending the watch", zap.Error(err))
+			se, _ := decryptStatus(err)
+			return e.enc.watchStatus(dst, &se.Status)
+		}
 	}
-	obj, err := codec.Unwrap(value)
+	obj, err := codec.Unwrap(plain)
 	if err == nil {
 		obj = typeMeta(e.r, obj)
 	}
@@ -585,7 +589,7 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			if ev.Initial {
 				backlog = -1
 			}
-			sw.buf = e.s.frames.appendEvent(sw.buf, e, codecType(ev.Type), ev.Key, ev.Value, ev.Rev, backlog)
+			sw.buf = e.s.frames.appendEvent(sw.buf, e, codecType(ev.Type), ev.Key, ev.Value, nil, ev.Rev, backlog)
 			if e.failed {
 				return nil
 			}
@@ -651,28 +655,29 @@ func (ew *etcdWatch) prepare(ctx context.Context) error {
 }
 
 // match evaluates the filter on a stored value; a value that cannot be
-// decoded does not match.
-func (ew *etcdWatch) match(kv *mvccpb.KeyValue) bool {
+// decoded does not match. plain is the value's plaintext when match had to
+// decrypt it (the event is then encoded from it: decrypted once), else nil.
+func (ew *etcdWatch) match(kv *mvccpb.KeyValue) (plain []byte, ok bool) {
 	if kv == nil {
-		return false
+		return nil, false
 	}
 	if ew.f.empty() {
-		return true
+		return nil, true
 	}
 	value, err := ew.s.plaintext(ew.enc.ctx, ew.enc.gr, kv.Key, kv.Value, false)
 	if err != nil {
-		return true // event reports it (an ERROR event) and ends the watch
+		return nil, true // event reports it (an ERROR event) and ends the watch
 	}
 	obj, err := codec.Unwrap(value)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	ew.meta.Reset()
 	if err := ew.s.schema.PeekMeta(obj, &ew.meta); err != nil {
-		return false
+		return nil, false
 	}
-	ok, err := ew.f.matches(ew.s.schema, obj, &ew.meta)
-	return err == nil && ok
+	ok, err = ew.f.matches(ew.s.schema, obj, &ew.meta)
+	return value, err == nil && ok
 }
 
 // run streams the initial state, then the etcd watch's events.
@@ -689,10 +694,11 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 		page := ew.page
 		for {
 			for _, kv := range page {
-				if !ew.match(kv) {
+				plain, ok := ew.match(kv)
+				if !ok {
 					continue
 				}
-				sw.buf = e.event(sw.buf, codec.EventAdded, string(kv.Key), kv.Value, kv.ModRevision)
+				sw.buf = e.event(sw.buf, codec.EventAdded, string(kv.Key), kv.Value, plain, kv.ModRevision)
 				sw.m.events.Inc()
 				if e.failed {
 					return nil
@@ -790,24 +796,25 @@ func (ew *etcdWatch) appendEvent(sw *watchWriter, ev *clientv3.Event, backlog in
 		cur = ev.Kv
 	}
 	prev = ev.PrevKv
-	curPass, oldPass := ew.match(cur), ew.match(prev)
+	curPlain, curPass := ew.match(cur)
+	oldPlain, oldPass := ew.match(prev)
 	var (
-		t   codec.EventType
-		val []byte
+		t          codec.EventType
+		val, plain []byte
 	)
 	switch {
 	case curPass && !oldPass:
-		t, val = codec.EventAdded, cur.Value
+		t, val, plain = codec.EventAdded, cur.Value, curPlain
 	case curPass && oldPass:
-		t, val = codec.EventModified, cur.Value
+		t, val, plain = codec.EventModified, cur.Value, curPlain
 	case oldPass:
-		t, val = codec.EventDeleted, prev.Value
+		t, val, plain = codec.EventDeleted, prev.Value, oldPlain
 	default:
 		return
 	}
 	// Frames are shared with other watchers of the resource, from etcd or
 	// the cache: the bytes depend only on (key, revision, type, output).
 	sw.batch()
-	sw.buf = ew.enc.s.frames.appendEvent(sw.buf, ew.enc, t, bytesutil.ToUnsafeString(ev.Kv.Key), val, ev.Kv.ModRevision, backlog)
+	sw.buf = ew.enc.s.frames.appendEvent(sw.buf, ew.enc, t, bytesutil.ToUnsafeString(ev.Kv.Key), val, plain, ev.Kv.ModRevision, backlog)
 	sw.m.events.Inc()
 }

@@ -123,9 +123,9 @@ func newFrameCache(ms *metrics.Set, maxBytes int64) *frameCache {
 // for the others unless backlog (how many newer events the watcher has
 // pending) is frameShareBacklog or more. backlog < 0 means "do not share"
 // (initial events).
-func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, t codec.EventType, key string, value []byte, rev int64, backlog int) []byte {
+func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, t codec.EventType, key string, value, plain []byte, rev int64, backlog int) []byte {
 	if backlog < 0 || !e.enc.shareable() || c.maxBytes.Load() <= 0 || e.s.keepsNoPlaintext(value) {
-		return e.event(dst, t, key, value, rev)
+		return e.event(dst, t, key, value, plain, rev)
 	}
 	k := frameKey{r: e.r, out: e.enc.output(), t: t, rev: rev, key: key}
 	c.mu.Lock()
@@ -134,7 +134,7 @@ func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, t codec.EventType,
 		<-f.ready
 		if !f.ok {
 			c.private.Inc()
-			return e.event(dst, t, key, value, rev)
+			return e.event(dst, t, key, value, plain, rev)
 		}
 		c.shared.Inc()
 		return append(dst, f.b...)
@@ -142,7 +142,7 @@ func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, t codec.EventType,
 	if backlog >= frameShareBacklog {
 		c.mu.Unlock()
 		c.private.Inc()
-		return e.event(dst, t, key, value, rev)
+		return e.event(dst, t, key, value, plain, rev)
 	}
 	// key may borrow the watch cache's entry: a kept key must not pin it.
 	k.key = strings.Clone(k.key)
@@ -151,16 +151,16 @@ func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, t codec.EventType,
 	c.fifo = append(c.fifo, f)
 	c.mu.Unlock()
 	c.encoded.Inc()
-	return c.encode(f, dst, e, value)
+	return c.encode(f, dst, e, value, plain)
 }
 
 // encode appends f's frame, encoded from value, to dst, publishes a copy in
 // f and charges it. f.ready is closed also when the encoder panics, so that
 // the watchers waiting on f go on (each encoding the event itself).
-func (c *frameCache) encode(f *frame, dst []byte, e *watchEncoder, value []byte) []byte {
+func (c *frameCache) encode(f *frame, dst []byte, e *watchEncoder, value, plain []byte) []byte {
 	defer close(f.ready)
 	start := len(dst)
-	dst = e.event(dst, f.k.t, f.k.key, value, f.k.rev)
+	dst = e.event(dst, f.k.t, f.k.key, value, plain, f.k.rev)
 	if e.failed {
 		return dst // not shared (f.ok false): every watcher meets the failure itself
 	}
