@@ -86,6 +86,12 @@ func appendTableHead(dst []byte, p *tablePrinter, m ListMeta) []byte {
 // with AppendJSONWatchStatus as for any watch. On error dst is returned
 // unchanged.
 func (s *Schema) AppendTableWatchEvent(dst []byte, t EventType, group, resource string, cc *CustomColumns, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time, headers bool) ([]byte, error) {
+	return s.AppendTableWatchEventAs(dst, t, group, resource, cc, obj, nil, rv, inc, now, headers)
+}
+
+// AppendTableWatchEventAs is AppendTableWatchEvent whose row object
+// (IncludeObject) is as when not nil (see AppendTableRowAs).
+func (s *Schema) AppendTableWatchEventAs(dst []byte, t EventType, group, resource string, cc *CustomColumns, obj Object, as *Object, rv int64, inc IncludeObjectPolicy, now time.Time, headers bool) ([]byte, error) {
 	p := printerFor(group, resource)
 	if cc != nil {
 		p = &cc.p
@@ -99,7 +105,12 @@ func (s *Schema) AppendTableWatchEvent(dst []byte, t EventType, group, resource 
 		dst = appendListMetaJSON(dst, ListMeta{ResourceVersion: rv})
 		dst = append(dst, `,"columnDefinitions":null,"rows":[`...)
 	}
-	dst, err := s.appendTableRow(dst, p, obj, rv, inc, now)
+	var err error
+	if as != nil && inc == IncludeObject {
+		dst, err = s.appendTableRowAs(dst, p, obj, *as, rv, now)
+	} else {
+		dst, err = s.appendTableRow(dst, p, obj, rv, inc, now)
+	}
 	if err != nil {
 		return dst[:start], err
 	}
@@ -119,6 +130,39 @@ var tableScratch = sync.Pool{New: func() any { return new([]byte) }}
 // error dst is returned unchanged.
 func (s *Schema) AppendTableRow(dst []byte, group, resource string, obj Object, rv int64, inc IncludeObjectPolicy, now time.Time) ([]byte, error) {
 	return s.appendTableRow(dst, printerFor(group, resource), obj, rv, inc, now)
+}
+
+// AppendTableRowAs is AppendTableRow for a resource served at another
+// version than it is stored at, with another schema: the cells and the
+// metadata (IncludeMetadata) come from obj as stored, as kube-apiserver
+// prints and takes the metadata of the internal object, and the row
+// object of IncludeObject is as, obj converted to the served version
+// (Convert: its resourceVersion set in it).
+func (s *Schema) AppendTableRowAs(dst []byte, group, resource string, obj, as Object, rv int64, inc IncludeObjectPolicy, now time.Time) ([]byte, error) {
+	p := printerFor(group, resource)
+	if inc != IncludeObject {
+		return s.appendTableRow(dst, p, obj, rv, inc, now)
+	}
+	return s.appendTableRowAs(dst, p, obj, as, rv, now)
+}
+
+func (s *Schema) appendTableRowAs(dst []byte, p *tablePrinter, obj, as Object, rv int64, now time.Time) ([]byte, error) {
+	bp := tableScratch.Get().(*[]byte)
+	defer tableScratch.Put(bp)
+	js, err := s.AppendJSON((*bp)[:0], obj, rv, JSONOptions{})
+	*bp = js[:0]
+	if err != nil {
+		return dst, err
+	}
+	cells, conds, err := p.cells(js, now)
+	if err != nil {
+		return dst, fmt.Errorf("cannot compute table cells of %s %s: %w", obj.APIVersion, obj.Kind, err)
+	}
+	asJS, err := s.AppendJSON(nil, as, 0, JSONOptions{})
+	if err != nil {
+		return dst, err
+	}
+	return s.appendRow(dst, cells, conds, asJS, obj, rv, IncludeObject)
 }
 
 // AppendTableRowFromJSON is AppendTableRow for a caller that has obj's

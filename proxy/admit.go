@@ -6,6 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lazyapi/lazyapi/cache"
+	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -70,6 +71,11 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 		buffers := int64(streamBufferBytes)
 		if st.gzip && (st.p.Name == "" || avg > gzipThreshold/2) {
 			buffers += gzipBytes
+		}
+		if st.r.Conversion != nil {
+			// The objects are converted one at a time (codec.Convert):
+			// the decoded, converted and encoded copies of one.
+			buffers += codec.ConvertCost(avg)
 		}
 		items := 1
 		switch {

@@ -92,23 +92,102 @@ func (e *encoding) output() output { return e.out }
 // against for a GET or LIST (watch events use their own time).
 func newEncoder(sc *codec.Schema, r *resource.Resource, out output, cc *codec.CustomColumns, inc codec.IncludeObjectPolicy, now time.Time) encoder {
 	e := encoding{sc: sc, r: r, out: out}
+	var conv *converter
+	if r != nil && r.Conversion != nil {
+		conv = &converter{from: r.Conversion.From, to: r.APIVersion(), kind: r.Kind}
+	}
 	switch out.target {
 	case targetTable:
-		return &tableEncoder{encoding: e, cc: cc, inc: inc, now: now}
+		te := &tableEncoder{encoding: e, cc: cc, inc: inc, now: now, conv: conv}
+		te.pgroup, te.presource = printerOf(r)
+		return te
 	case targetPartial:
+		// PartialObjectMetadata is the stored object's metadata, as
+		// kube-apiserver takes it from the internal object (no
+		// autoscaling/v1 annotations): no conversion.
 		if out.format == formatProtobuf {
 			return &partialProtobufEncoder{protobufEncoder{encoding: e}}
 		}
 		return &partialJSONEncoder{jsonEncoder{encoding: e}}
 	}
+	var enc encoder
 	switch out.format {
 	case formatProtobuf:
-		return &protobufEncoder{encoding: e}
+		enc = &protobufEncoder{encoding: e}
 	case formatYAML:
-		return &yamlEncoder{jsonEncoder{encoding: e}}
+		enc = &yamlEncoder{jsonEncoder{encoding: e}}
+	default:
+		enc = &jsonEncoder{encoding: e}
 	}
-	return &jsonEncoder{encoding: e}
+	if conv != nil {
+		return &convertEncoder{encoder: enc, conv: conv}
+	}
+	return enc
 }
+
+// printerOf returns the group and resource of r's Table printer: of the
+// registry that serves it in kube-apiserver, which prints the internal
+// object whatever the version asked for (events.k8s.io/v1 Events get the
+// core Event table, autoscaling/v1 HPAs the one HPA table).
+func printerOf(r *resource.Resource) (group, res string) {
+	if r == nil {
+		return "", ""
+	}
+	return r.StorageGroup(), r.Resource
+}
+
+// converter converts the stored objects of a resource served at a version
+// whose schema differs from the stored one (resource.Conversion): the slow
+// path, one object at a time (codec.Convert).
+type converter struct{ from, to, kind string }
+
+// convert returns obj converted, with resourceVersion rv set in it.
+func (c *converter) convert(obj codec.Object, rv int64) (codec.Object, error) {
+	return codec.Convert(obj, c.from, c.to, c.kind, rv)
+}
+
+// convertEncoder is the encoder of a JSON, YAML or protobuf response of a
+// converted resource: each object is converted with its resourceVersion
+// set, then written by the format's encoder with nothing to patch (rv 0),
+// so that it is the message apimachinery's serializer writes for it.
+type convertEncoder struct {
+	encoder
+	conv *converter
+}
+
+func (e *convertEncoder) object(dst []byte, obj codec.Object, rv int64) ([]byte, error) {
+	c, err := e.conv.convert(obj, rv)
+	if err != nil {
+		return dst, err
+	}
+	return e.encoder.object(dst, c, 0)
+}
+
+func (e *convertEncoder) itemSize(obj codec.Object, rv int64) (int, error) {
+	c, err := e.conv.convert(obj, rv)
+	if err != nil {
+		return 0, err
+	}
+	return e.encoder.itemSize(c, 0)
+}
+
+func (e *convertEncoder) listItem(dst []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
+	c, err := e.conv.convert(obj, rv)
+	if err != nil {
+		return dst, err
+	}
+	return e.encoder.listItem(dst, c, 0, first)
+}
+
+func (e *convertEncoder) watchEvent(dst []byte, t codec.EventType, obj codec.Object, rv int64) ([]byte, error) {
+	c, err := e.conv.convert(obj, rv)
+	if err != nil {
+		return dst, err
+	}
+	return e.encoder.watchEvent(dst, t, c, 0)
+}
+
+func (e *convertEncoder) passthrough(codec.Object) bool { return false }
 
 // tableColumns returns the Table columns of a custom resource (its
 // additionalPrinterColumns) when out is a Table, else nil.
@@ -372,10 +451,13 @@ func (e *partialProtobufEncoder) passthrough(codec.Object) bool { return false }
 // never shared (Age cells read the clock).
 type tableEncoder struct {
 	encoding
-	cc         *codec.CustomColumns // a custom resource's columns, or nil
-	inc        codec.IncludeObjectPolicy
-	now        time.Time
-	sentHeader bool // watch: the column definitions went out
+	cc   *codec.CustomColumns // a custom resource's columns, or nil
+	inc  codec.IncludeObjectPolicy
+	conv *converter // a converted resource's (the row object of IncludeObject), or nil
+	// pgroup and presource name the printer (printerOf).
+	pgroup, presource string
+	now               time.Time
+	sentHeader        bool // watch: the column definitions went out
 }
 
 var _ encoder = (*tableEncoder)(nil)
@@ -399,7 +481,7 @@ func (e *tableEncoder) listHead(dst []byte, lm codec.ListMeta, _ int) []byte {
 	if e.cc != nil {
 		return codec.AppendCustomTableHead(dst, e.cc, lm)
 	}
-	return e.sc.AppendTableHead(dst, e.r.Group, e.r.Resource, lm)
+	return e.sc.AppendTableHead(dst, e.pgroup, e.presource, lm)
 }
 
 func (e *tableEncoder) listItem(dst []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
@@ -409,7 +491,14 @@ func (e *tableEncoder) listItem(dst []byte, obj codec.Object, rv int64, first bo
 	if e.cc != nil {
 		return e.sc.AppendCustomTableRow(dst, e.cc, obj, rv, e.inc, e.now)
 	}
-	return e.sc.AppendTableRow(dst, e.r.Group, e.r.Resource, obj, rv, e.inc, e.now)
+	if e.conv != nil && e.inc == codec.IncludeObject {
+		as, err := e.conv.convert(obj, rv)
+		if err != nil {
+			return dst, err
+		}
+		return e.sc.AppendTableRowAs(dst, e.pgroup, e.presource, obj, as, rv, e.inc, e.now)
+	}
+	return e.sc.AppendTableRow(dst, e.pgroup, e.presource, obj, rv, e.inc, e.now)
 }
 
 func (e *tableEncoder) listTail(dst []byte, _ codec.ListMeta) []byte {
@@ -417,7 +506,15 @@ func (e *tableEncoder) listTail(dst []byte, _ codec.ListMeta) []byte {
 }
 
 func (e *tableEncoder) watchEvent(dst []byte, t codec.EventType, obj codec.Object, rv int64) ([]byte, error) {
-	dst, err := e.sc.AppendTableWatchEvent(dst, t, e.r.Group, e.r.Resource, e.cc, obj, rv, e.inc, time.Now(), !e.sentHeader)
+	var as *codec.Object
+	if e.conv != nil && e.inc == codec.IncludeObject {
+		c, err := e.conv.convert(obj, rv)
+		if err != nil {
+			return dst, err
+		}
+		as = &c
+	}
+	dst, err := e.sc.AppendTableWatchEventAs(dst, t, e.pgroup, e.presource, e.cc, obj, as, rv, e.inc, time.Now(), !e.sentHeader)
 	if err == nil {
 		e.sentHeader = true
 	}

@@ -206,5 +206,11 @@ func (s *Server) watchEstimate(r *resource.Resource) int64 {
 	if avg <= 0 {
 		avg = defaultAvgValueBytes
 	}
-	return watchBufferBytes + 3*avg
+	est := watchBufferBytes + 3*avg
+	if r.Conversion != nil {
+		// Each event's object is converted (codec.Convert) while its
+		// frame is written.
+		est += codec.ConvertCost(avg)
+	}
+	return est
 }

@@ -138,8 +138,8 @@ func (rc *renderCache) hash(key []byte, rev int64, full bool) uint64 {
 // listItem is enc.listItem, with a JSON item's bytes from the rendering
 // cache when they are kept there. key is the item's etcd key.
 func (s *Server) listItem(enc encoder, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
-	if te, ok := enc.(*tableEncoder); ok && te.cc == nil && s.render != nil && obj.Format == codec.FormatProtobuf &&
-		!te.sc.TableRowFromProtobuf(te.r.Group, te.r.Resource, te.inc) {
+	if te, ok := enc.(*tableEncoder); ok && te.cc == nil && te.conv == nil && s.render != nil && obj.Format == codec.FormatProtobuf &&
+		!te.sc.TableRowFromProtobuf(te.pgroup, te.presource, te.inc) {
 		return s.tableRow(te, dst, key, obj, rv, first)
 	}
 	je, ok := enc.(*jsonEncoder)
@@ -168,7 +168,7 @@ func (s *Server) tableRow(te *tableEncoder, dst, key []byte, obj codec.Object, r
 	if !first {
 		dst = codec.AppendTableSep(dst)
 	}
-	dst, err = te.sc.AppendTableRowFromJSON(dst, te.r.Group, te.r.Resource, js, obj, rv, te.inc, te.now)
+	dst, err = te.sc.AppendTableRowFromJSON(dst, te.pgroup, te.presource, js, obj, rv, te.inc, te.now)
 	if err != nil {
 		return dst[:start], err
 	}

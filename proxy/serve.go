@@ -304,6 +304,11 @@ func (s *Server) unwrap(r *resource.Resource, kv *mvccpb.KeyValue) (codec.Object
 // version served.
 func typeMeta(r *resource.Resource, obj codec.Object) codec.Object {
 	switch {
+	case r.Conversion != nil:
+		// Converted by the encoder (convertEncoder): the stored type.
+		if obj.Kind == "" {
+			obj.APIVersion, obj.Kind = r.StorageAPIVersion(), r.Kind
+		}
 	case r.RewritesTypeMeta() && obj.Format == codec.FormatJSON:
 		obj.Raw = codec.AppendJSONTypeMeta(nil, obj.Raw, r.APIVersion(), r.Kind)
 		obj.APIVersion, obj.Kind = r.APIVersion(), r.Kind

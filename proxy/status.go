@@ -28,7 +28,7 @@ func notFoundPath() *StatusError {
 func notFoundObject(r *resource.Resource, name string) *StatusError {
 	return &StatusError{Status: codec.Status{Code: 404, Reason: "NotFound",
 		Message: fmt.Sprintf("%s %q not found", r.GroupResource(), name),
-		Details: &codec.StatusDetails{Name: name, Group: r.Group, Kind: r.Resource}}}
+		Details: &codec.StatusDetails{Name: name, Group: r.StorageGroup(), Kind: r.Resource}}}
 }
 
 func badRequestErr(msg string) *StatusError { return statusErr(400, "BadRequest", msg) }

@@ -71,11 +71,11 @@ type builtinSpec struct {
 //     apps/v1 ReplicaSet's status.replicas, listed by its registry
 //     strategy, is refused by kube-apiserver's list handler.
 //
-// Deliberately not served (see excludedKinds): events.k8s.io/v1 events,
-// which kube-apiserver stores as core v1 Events under "events" (lazyapi does
-// not convert); autoscaling/v1 (HorizontalPodAutoscalers are stored as
-// autoscaling/v2); kinds that are not stored in etcd (reviews, bindings,
-// component statuses, subresource options).
+// Versions whose schema differs from the stored one (events.k8s.io/v1
+// Events stored as core v1 Events, autoscaling/v1 HorizontalPodAutoscalers
+// stored as autoscaling/v2) are in convertedSpecs. Deliberately not served
+// (see excludedKinds): kinds that are not stored in etcd (reviews,
+// bindings, component statuses, subresource options).
 var builtinSpecs = []builtinSpec{
 	// core, pkg/registry/core/*
 	{group: "", resource: "configmaps", kind: "ConfigMap", namespaced: true, shortNames: []string{"cm"}},
@@ -261,15 +261,12 @@ var excludedKinds = map[schema.GroupVersionKind]string{
 	{Group: "authorization.k8s.io", Version: "v1", Kind: "LocalSubjectAccessReview"}: "create-only review, not stored",
 	{Group: "authorization.k8s.io", Version: "v1", Kind: "SelfSubjectRulesReview"}:   "create-only review, not stored",
 
-	{Group: "autoscaling", Version: "v1", Kind: "HorizontalPodAutoscaler"}: "stored as autoscaling/v2; lazyapi does not convert",
-	{Group: "autoscaling", Version: "v1", Kind: "Scale"}:                   "scale subresource",
-
-	{Group: "events.k8s.io", Version: "v1", Kind: "Event"}: "stored as core v1 Event under events/; lazyapi does not convert",
+	{Group: "autoscaling", Version: "v1", Kind: "Scale"}: "scale subresource",
 
 	{Group: "policy", Version: "v1", Kind: "Eviction"}: "create-only pods/eviction subresource",
 
 	{Group: "certificates.k8s.io", Version: "v1beta1", Kind: "ClusterTrustBundle"}:        "stored as v1beta1 in 1.37, served at v1 (same schema: apiVersion rewritten), as kube-apiserver serves it",
-	{Group: "certificates.k8s.io", Version: "v1", Kind: "PodCertificateRequest"}:          "GA in 1.37, stored as v1beta1, whose schema differs (v1 dropped pkixPublicKey, proofOfPossession): served at v1beta1; v1 needs conversion",
+	{Group: "certificates.k8s.io", Version: "v1beta1", Kind: "PodCertificateRequest"}:     "stored as v1beta1 in 1.37, served at v1 only (converted: v1 dropped pkixPublicKey, proofOfPossession), as kube-apiserver serves it",
 	{Group: "certificates.k8s.io", Version: "v1beta1", Kind: "CertificateSigningRequest"}: "v1beta1 removed in 1.22; stored and served as v1",
 
 	{Group: "resource.k8s.io", Version: "v1beta2", Kind: "DeviceTaintRule"}:       "stored as v1beta2 in 1.37, served at v1 (same schema: apiVersion rewritten), as kube-apiserver serves it",
@@ -401,11 +398,11 @@ func builtinResources() ([]*Resource, error) {
 					return nil, err
 				}
 				// A kind whose GA schema differs (PodCertificateRequest:
-				// v1 dropped pkixPublicKey and proofOfPossession) would
-				// need kube-apiserver's conversion: it stays served at its
-				// storage version (see README, Known differences).
-				if same {
-					r.Version = v
+				// v1 dropped pkixPublicKey and proofOfPossession) is
+				// converted as kube-apiserver converts it (codec.Convert).
+				r.Version = v
+				if !same {
+					r.Conversion = &Conversion{From: r.StorageAPIVersion(), StorageGroup: r.Group}
 				}
 			}
 			w, err := builtinWarning(schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind})
@@ -416,5 +413,79 @@ func builtinResources() ([]*Resource, error) {
 		}
 		rs = append(rs, r)
 	}
+	for _, c := range convertedSpecs {
+		r, err := convertedResource(rs, c)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
 	return rs, nil
+}
+
+// convertedSpec is a built-in resource kube-apiserver serves at a version
+// whose schema differs from the one its objects are stored at, in another
+// group-version (kube-apiserver's storage is shared:
+// pkg/registry/events/rest/storage_events.go uses the core Event registry,
+// pkg/registry/autoscaling/rest the one HPA registry for v1 and v2).
+type convertedSpec struct {
+	group, version, resource string
+	// storedGroup is the group of the served resource that holds the
+	// objects (its version is the storage version).
+	storedGroup string
+	// fields maps each field selector label kube-apiserver accepts for
+	// this version to the stored kind's label (its field label
+	// conversion function); nil: the stored kind's rules.
+	fields map[string]string
+}
+
+var convertedSpecs = []convertedSpec{
+	// pkg/apis/events/v1/conversion.go AddFieldLabelConversionsForEvent.
+	{group: "events.k8s.io", version: "v1", resource: "events", storedGroup: "",
+		fields: map[string]string{
+			"reason": "reason", "type": "type",
+			"regarding.kind": "involvedObject.kind", "regarding.namespace": "involvedObject.namespace",
+			"regarding.name": "involvedObject.name", "regarding.uid": "involvedObject.uid",
+			"regarding.apiVersion": "involvedObject.apiVersion", "regarding.resourceVersion": "involvedObject.resourceVersion",
+			"regarding.fieldPath": "involvedObject.fieldPath", "reportingController": "reportingComponent",
+		}},
+	{group: "autoscaling", version: "v1", resource: "horizontalpodautoscalers", storedGroup: "autoscaling"},
+}
+
+// convertedResource returns the Resource of c, which shares the etcd keys,
+// the watch cache and the qualified resource name (in NotFound messages)
+// of the stored resource in rs.
+func convertedResource(rs []*Resource, c convertedSpec) (*Resource, error) {
+	var st *Resource
+	for _, r := range rs {
+		if r.Group == c.storedGroup && r.Resource == c.resource {
+			st = r
+		}
+	}
+	if st == nil {
+		return nil, fmt.Errorf("no stored resource %s.%s for %s/%s", c.resource, c.storedGroup, c.group, c.version)
+	}
+	if st.Conversion != nil || st.RewritesTypeMeta() {
+		return nil, fmt.Errorf("%s.%s is not served at its storage version", c.resource, c.storedGroup)
+	}
+	gvk := schema.GroupVersionKind{Group: c.group, Version: c.version, Kind: st.Kind}
+	if _, ok := scheme.Scheme.AllKnownTypes()[gvk]; !ok {
+		return nil, fmt.Errorf("cannot find %v in client-go's scheme", gvk)
+	}
+	if _, ok := scheme.Scheme.AllKnownTypes()[gvk.GroupVersion().WithKind(st.ListKind)]; !ok {
+		return nil, fmt.Errorf("cannot find %s of %s in client-go's scheme", st.ListKind, gvk.GroupVersion())
+	}
+	r := *st
+	r.Group, r.Version = c.group, c.version
+	r.Conversion = &Conversion{From: st.APIVersion(), StorageGroup: st.Group}
+	if c.fields != nil {
+		r.fieldAliases = c.fields
+		r.fieldStyle = fieldsListed
+	}
+	w, err := builtinWarning(gvk)
+	if err != nil {
+		return nil, err
+	}
+	r.Warning = w
+	return &r, nil
 }

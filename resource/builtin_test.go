@@ -74,8 +74,6 @@ func TestBuiltinLookup(t *testing.T) {
 func TestBuiltinNotServed(t *testing.T) {
 	tb := NewBuiltin()
 	for _, k := range []gvr{
-		{"events.k8s.io", "v1", "events"},                         // stored as core v1 Events
-		{"autoscaling", "v1", "horizontalpodautoscalers"},         // stored as v2
 		{"apps", "v1beta1", "deployments"},                        // removed
 		{"extensions", "v1beta1", "ingresses"},                    // removed
 		{"", "v1", "componentstatuses"},                           // not in etcd
@@ -85,7 +83,7 @@ func TestBuiltinNotServed(t *testing.T) {
 		{"coordination.k8s.io", "v1beta1", "leasecandidates"},     // beta, off by default
 		{"scheduling.k8s.io", "v1beta1", "workloads"},             // beta, off by default
 		{"certificates.k8s.io", "v1beta1", "clustertrustbundles"}, // stored at v1beta1, served at v1 as kube-apiserver
-		{"certificates.k8s.io", "v1", "podcertificaterequests"},   // v1 differs from the stored v1beta1: needs conversion
+		{"certificates.k8s.io", "v1beta1", "podcertificaterequests"}, // stored at v1beta1, served at v1 (converted) as kube-apiserver
 	} {
 		if r, ok := tb.Lookup(k.group, k.version, k.resource); ok {
 			t.Errorf("Lookup(%q, %q, %q) = %+v, want not served", k.group, k.version, k.resource, r)
@@ -93,9 +91,15 @@ func TestBuiltinNotServed(t *testing.T) {
 	}
 }
 
+// TestBuiltinUniqueNames: short names and etcd key prefixes belong to one
+// resource, but for the versions served by conversion from another
+// version's objects (Conversion), which share them with it.
 func TestBuiltinUniqueNames(t *testing.T) {
 	seen := map[string]string{}
 	for _, r := range NewBuiltin().Resources() {
+		if r.Conversion != nil {
+			continue
+		}
 		for _, n := range r.ShortNames {
 			if prev, dup := seen[n]; dup {
 				t.Errorf("short name %q of %s also used by %s", n, r.GroupResource(), prev)
@@ -105,6 +109,9 @@ func TestBuiltinUniqueNames(t *testing.T) {
 	}
 	keys := map[string]string{}
 	for _, r := range NewBuiltin().Resources() {
+		if r.Conversion != nil {
+			continue
+		}
 		if prev, dup := keys[r.KeyPrefix]; dup {
 			t.Errorf("key prefix %q of %s also used by %s", r.KeyPrefix, r.GroupResource(), prev)
 		}

@@ -55,9 +55,8 @@ func TestCRDWarning(t *testing.T) {
 	}
 }
 
-// wantBetaWarnings are the deprecated beta versions lazyapi serves because
-// kube-apiserver stores the kinds at them and their GA version differs
-// (kinds with the same schema are served at the GA version instead).
-var wantBetaWarnings = map[string]string{
-	"certificates.k8s.io/v1beta1 podcertificaterequests": `299 - "certificates.k8s.io/v1beta1 PodCertificateRequest is deprecated in v1.37+, unavailable in v1.40+; use certificates.k8s.io/v1 PodCertificateRequest"`,
-}
+// wantBetaWarnings are the deprecated beta versions lazyapi serves: none,
+// as kube-apiserver v1.37 serves every kind stored at a beta version at
+// its GA version only (same schema: rewritten; PodCertificateRequest:
+// converted).
+var wantBetaWarnings = map[string]string{}

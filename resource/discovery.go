@@ -305,7 +305,7 @@ func (r *Resource) storageVersionHash() string {
 	if r.Group == "apiextensions.k8s.io" && r.Resource == "customresourcedefinitions" {
 		v = "v1beta1"
 	}
-	return storageVersionHash(r.Group, v, r.Kind)
+	return storageVersionHash(r.StorageGroup(), v, r.Kind)
 }
 
 // storageVersionHash is k8s.io/apiserver/pkg/endpoints/discovery's

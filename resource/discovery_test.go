@@ -224,11 +224,19 @@ func TestDiscoveryDocuments(t *testing.T) {
 	}
 	var g metav1.APIGroup
 	mustUnmarshal(t, b, &g)
-	if g.Kind != "APIGroup" || g.PreferredVersion.Version != "v1" || len(g.Versions) != 2 || g.Versions[1].Version != "v1beta1" {
+	if g.Kind != "APIGroup" || g.PreferredVersion.Version != "v1" || len(g.Versions) != 1 {
 		t.Errorf("/apis/certificates.k8s.io = %+v", g)
 	}
-	if _, ok := tb.DiscoveryGroup("events.k8s.io"); ok {
-		t.Errorf("DiscoveryGroup(events.k8s.io) served")
+	b, ok = tb.DiscoveryGroup("autoscaling")
+	if !ok {
+		t.Fatalf("DiscoveryGroup(autoscaling) not found")
+	}
+	mustUnmarshal(t, b, &g)
+	if g.PreferredVersion.Version != "v2" || len(g.Versions) != 2 || g.Versions[1].Version != "v1" {
+		t.Errorf("/apis/autoscaling = %+v", g)
+	}
+	if _, ok := tb.DiscoveryGroup("events.k8s.io"); !ok {
+		t.Errorf("DiscoveryGroup(events.k8s.io) not served")
 	}
 	if _, ok := tb.DiscoveryGroupVersion("apps", "v1beta1"); ok {
 		t.Errorf("DiscoveryGroupVersion(apps, v1beta1) served")

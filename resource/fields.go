@@ -40,6 +40,12 @@ func (r *Resource) ConvertFieldLabel(label string) (string, error) {
 	if label == "metadata.namespace" && !r.noNamespaceField {
 		return label, nil
 	}
+	if r.fieldAliases != nil {
+		if l, ok := r.fieldAliases[label]; ok {
+			return l, nil
+		}
+		return "", fmt.Errorf("field label not supported: %s", label)
+	}
 	if r.fieldStyle == fieldsDefault {
 		return "", fmt.Errorf("%q is not a known field selector: only %q, %q", label, "metadata.name", "metadata.namespace")
 	}

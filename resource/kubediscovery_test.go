@@ -22,16 +22,11 @@ var notServedFromKube = map[string]string{
 	"authorization.k8s.io/v1/selfsubjectaccessreviews":  "create-only review",
 	"authorization.k8s.io/v1/selfsubjectrulesreviews":   "create-only review",
 	"authorization.k8s.io/v1/subjectaccessreviews":      "create-only review",
-	"autoscaling/v1/horizontalpodautoscalers":           "stored as autoscaling/v2, another schema: needs kube-apiserver's conversion",
-	"events.k8s.io/v1/events":                           "stored as core v1 Events, another schema: needs kube-apiserver's conversion",
-	"certificates.k8s.io/v1/podcertificaterequests":     "stored as v1beta1, another schema: needs kube-apiserver's conversion",
 }
 
 // extraInLazyapi are what lazyapi serves and kube-apiserver v1.37 does not
 // list, with the reason.
-var extraInLazyapi = map[string]string{
-	"certificates.k8s.io/v1beta1/podcertificaterequests": "the stored version; v1, which kube-apiserver serves, has another schema (needs conversion)",
-}
+var extraInLazyapi = map[string]string{}
 
 func readKube(t *testing.T, name string, v any) {
 	t.Helper()

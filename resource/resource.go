@@ -5,11 +5,15 @@
 // documents (/version, /api, /apis, aggregated discovery) from the table.
 //
 // Decisions, each documented where it is made:
-//   - lazyapi does not convert, so a built-in resource is served only at its
-//     storage version (builtin.go: storageVersion), and discovery's preferred
-//     version of every group is a storage version. A custom resource is
-//     listed at every served version, but only its storage version is
-//     Servable; the proxy answers the others with an error Status.
+//   - A built-in resource is served at the versions kube-apiserver serves
+//     (builtin.go): at its storage version, or at a version of the same
+//     schema with apiVersion rewritten (RewritesTypeMeta), or, where the
+//     schemas differ, converted object by object as kube-apiserver converts
+//     (Conversion: events.k8s.io/v1 Events, autoscaling/v1
+//     HorizontalPodAutoscalers, certificates.k8s.io/v1
+//     PodCertificateRequests). A custom resource is listed at every served
+//     version, but only its storage version is Servable; the proxy answers
+//     the others with an error Status.
 //   - Only get, list and watch are advertised. Subresources are served as
 //     kube-apiserver registers them (subresource.go: status and scale from
 //     the stored object; log, exec, attach, portforward, proxy answered
@@ -62,11 +66,12 @@ type Resource struct {
 	// Other built-in resources are protobuf unless kube-apiserver runs with
 	// --storage-media-type=application/json.
 	JSONStorage bool
-	// StorageVersion is the version objects are stored at in etcd. lazyapi does
-	// not convert, so only a Resource with Version == StorageVersion can be
-	// served; a custom resource's other served versions are listed in
-	// discovery and in the table so that the proxy can answer them with a
-	// clear error (see Servable).
+	// StorageVersion is the version objects are stored at in etcd (of
+	// StorageGroup, see Conversion). A built-in resource at another
+	// version is served by rewriting apiVersion (same schema) or by
+	// conversion (Conversion); a custom resource's other served versions
+	// are listed in discovery and in the table so that the proxy can
+	// answer them with a clear error (see Servable).
 	StorageVersion string
 	// FieldSelectors are the field selector labels kube-apiserver supports
 	// for the resource besides metadata.name and metadata.namespace.
@@ -82,6 +87,11 @@ type Resource struct {
 	// (deprecation.go).
 	Warning string
 
+	// Conversion, when not nil, says that objects are stored at another
+	// version with another schema: each is decoded, converted as
+	// kube-apiserver converts it, and encoded again (codec.Convert).
+	Conversion *Conversion
+
 	// Scale is a custom resource's scale subresource (nil: none).
 	Scale *ScalePaths
 
@@ -91,6 +101,45 @@ type Resource struct {
 	// noNamespaceField is set when metadata.namespace is refused.
 	fieldStyle       fieldStyle
 	noNamespaceField bool
+	// fieldAliases, when not nil, are the only field labels accepted
+	// besides metadata.name and metadata.namespace, each mapped to the
+	// stored kind's label (events.k8s.io/v1's regarding.kind is
+	// involvedObject.kind).
+	fieldAliases map[string]string
+}
+
+// Conversion describes a resource served at a version whose schema differs
+// from the stored one.
+type Conversion struct {
+	// From is the apiVersion objects are stored at: "v1" (core Events for
+	// events.k8s.io/v1), "autoscaling/v2", "certificates.k8s.io/v1beta1".
+	From string
+	// StorageGroup is the group of the resource kube-apiserver's storage
+	// is registered as, which names it in NotFound Statuses, the
+	// encryption configuration and the watch cache: "" for
+	// events.k8s.io/v1 events (kube-apiserver serves them from the core
+	// Event registry), else the resource's own group.
+	StorageGroup string
+}
+
+// StorageAPIVersion returns the apiVersion objects are stored at.
+func (r *Resource) StorageAPIVersion() string {
+	if r.Conversion != nil {
+		return r.Conversion.From
+	}
+	if r.Group == "" {
+		return r.StorageVersion
+	}
+	return r.Group + "/" + r.StorageVersion
+}
+
+// StorageGroup returns the group of the registry that serves the resource
+// in kube-apiserver (see Conversion.StorageGroup).
+func (r *Resource) StorageGroup() string {
+	if r.Conversion != nil {
+		return r.Conversion.StorageGroup
+	}
+	return r.Group
 }
 
 // Servable reports whether the resource can be served from what is
@@ -101,7 +150,9 @@ func (r *Resource) Servable() bool { return r.Version == r.StorageVersion || !r.
 // RewritesTypeMeta reports whether objects are stored at another version
 // than they are served at, with the same schema: the apiVersion of each
 // object is rewritten to APIVersion() on the way out.
-func (r *Resource) RewritesTypeMeta() bool { return r.Version != r.StorageVersion && !r.Custom }
+func (r *Resource) RewritesTypeMeta() bool {
+	return r.Version != r.StorageVersion && !r.Custom && r.Conversion == nil
+}
 
 // APIVersion returns "group/version", or "version" for the core group.
 func (r *Resource) APIVersion() string {
@@ -112,12 +163,13 @@ func (r *Resource) APIVersion() string {
 }
 
 // GroupResource returns "resource.group", or "resource" for the core group,
-// as kube-apiserver writes it in NotFound messages.
+// as kube-apiserver writes it in NotFound messages: of the registry that
+// serves it (StorageGroup: "events" for events.k8s.io/v1 events).
 func (r *Resource) GroupResource() string {
-	if r.Group == "" {
-		return r.Resource
+	if g := r.StorageGroup(); g != "" {
+		return r.Resource + "." + g
 	}
-	return r.Resource + "." + r.Group
+	return r.Resource
 }
 
 // Column is one additionalPrinterColumn of a CustomResourceDefinition.
