@@ -158,9 +158,13 @@ func TestConvertedWatch(t *testing.T) {
 	defer cancel()
 	opts := metav1.ListOptions{ResourceVersion: "0"}
 	ws := map[string]func() (watch.Interface, error){
-		"events.k8s.io/v1":       func() (watch.Interface, error) { return e.pcs.EventsV1().Events("default").Watch(ctx, opts) },
-		"autoscaling/v1":         func() (watch.Interface, error) { return e.pcs.AutoscalingV1().HorizontalPodAutoscalers("default").Watch(ctx, opts) },
-		"certificates.k8s.io/v1": func() (watch.Interface, error) { return e.pcs.CertificatesV1().PodCertificateRequests("default").Watch(ctx, opts) },
+		"events.k8s.io/v1": func() (watch.Interface, error) { return e.pcs.EventsV1().Events("default").Watch(ctx, opts) },
+		"autoscaling/v1": func() (watch.Interface, error) {
+			return e.pcs.AutoscalingV1().HorizontalPodAutoscalers("default").Watch(ctx, opts)
+		},
+		"certificates.k8s.io/v1": func() (watch.Interface, error) {
+			return e.pcs.CertificatesV1().PodCertificateRequests("default").Watch(ctx, opts)
+		},
 	}
 	for gv, open := range ws {
 		w, err := open()

@@ -74,15 +74,15 @@ func TestBuiltinLookup(t *testing.T) {
 func TestBuiltinNotServed(t *testing.T) {
 	tb := NewBuiltin()
 	for _, k := range []gvr{
-		{"apps", "v1beta1", "deployments"},                        // removed
-		{"extensions", "v1beta1", "ingresses"},                    // removed
-		{"", "v1", "componentstatuses"},                           // not in etcd
-		{"", "v1", "configmap"},                                   // singular is not a lookup key
-		{"", "v1", "cm"},                                          // nor a short name
-		{"", "v1", "pods/status"},                                 // no subresources
-		{"coordination.k8s.io", "v1beta1", "leasecandidates"},     // beta, off by default
-		{"scheduling.k8s.io", "v1beta1", "workloads"},             // beta, off by default
-		{"certificates.k8s.io", "v1beta1", "clustertrustbundles"}, // stored at v1beta1, served at v1 as kube-apiserver
+		{"apps", "v1beta1", "deployments"},                           // removed
+		{"extensions", "v1beta1", "ingresses"},                       // removed
+		{"", "v1", "componentstatuses"},                              // not in etcd
+		{"", "v1", "configmap"},                                      // singular is not a lookup key
+		{"", "v1", "cm"},                                             // nor a short name
+		{"", "v1", "pods/status"},                                    // no subresources
+		{"coordination.k8s.io", "v1beta1", "leasecandidates"},        // beta, off by default
+		{"scheduling.k8s.io", "v1beta1", "workloads"},                // beta, off by default
+		{"certificates.k8s.io", "v1beta1", "clustertrustbundles"},    // stored at v1beta1, served at v1 as kube-apiserver
 		{"certificates.k8s.io", "v1beta1", "podcertificaterequests"}, // stored at v1beta1, served at v1 (converted) as kube-apiserver
 	} {
 		if r, ok := tb.Lookup(k.group, k.version, k.resource); ok {
