@@ -116,7 +116,7 @@ func (g *writeGuard) done(err error) {
 	s := g.s
 	if expired {
 		s.aborted.timeout.Inc()
-		s.rateLog.warn(g.client, "abort", "stream aborted: the request overran --request-timeout while its client did not read",
+		s.rateLog.warn(g.client, "abort", "stream aborted: the request overran --request-timeout",
 			zap.String("stream", g.what), zap.Duration("requestTimeout", s.cfg.RequestTimeout))
 		return
 	}
