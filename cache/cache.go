@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/metadata"
 )
 
 // Sentinel errors, wrapped with %w; test them with errors.Is.
@@ -326,10 +328,32 @@ func (c *Cache) progressLoop() {
 		case <-t.C:
 		case <-c.progressCh:
 		}
-		if err := c.watcher.RequestProgress(c.ctx); err != nil && c.ctx.Err() == nil {
+		gen, _ := c.etcdMoved()
+		if err := c.watcher.RequestProgress(watchStreamCtx(c.ctx, gen)); err != nil && c.ctx.Err() == nil {
 			c.cfg.Logger.Debug("cannot request etcd watch progress", zap.Error(err))
 		}
 	}
+}
+
+// etcdMoved returns Config.EtcdMoved's answer, or 0 and nil without it.
+func (c *Cache) etcdMoved() (uint64, <-chan struct{}) {
+	if c.cfg.EtcdMoved == nil {
+		return 0, nil
+	}
+	return c.cfg.EtcdMoved()
+}
+
+// watchStreamCtx returns ctx for the watches of the etcd client's gen-th
+// endpoint switch. clientv3 multiplexes the watches whose contexts carry
+// the same outgoing metadata onto one gRPC stream, which stays on the
+// connection it was opened on; distinct metadata per switch puts the
+// watches opened after it on a new stream, on the new endpoints.
+// RequestProgress must be sent with the same metadata to reach them.
+func watchStreamCtx(ctx context.Context, gen uint64) context.Context {
+	if gen == 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "lazyapi-watch-stream", strconv.FormatUint(gen, 10))
 }
 
 // metricName returns name{resource="r"[,extra]}.

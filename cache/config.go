@@ -32,6 +32,14 @@ type Config struct {
 	// unless HoldDecrypted; a value that fails to decrypt is held as
 	// stored, without attributes.
 	Decrypt func(ctx context.Context, resource string, key, value []byte) ([]byte, error)
+	// EtcdMoved, when set, reports switches of the etcd client's endpoints
+	// (store.Failover.Moved: how many so far, and a channel closed at the
+	// next). gRPC drains the connection to an endpoint it leaves without
+	// ending its streams, so a watch would stay on a member that may be
+	// cut off from the quorum; at each switch the cache re-opens its etcd
+	// watches on a new gRPC stream (on the new endpoints), from the
+	// revision it holds.
+	EtcdMoved func() (uint64, <-chan struct{})
 	// HoldDecrypted holds decrypted values (--watch-cache-decrypted):
 	// reads skip the decryption, and plaintext Secrets stay in memory.
 	// The budget counts the bytes held.

@@ -315,11 +315,21 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 		from = bf.start + 1
 		defer r.endBackfill(nil)
 	}
+	var (
+		moved       <-chan struct{} // closed when the etcd client switches endpoints
+		cancelWatch = func() {}
+	)
 	watch := func() clientv3.WatchChan {
-		return r.c.watcher.Watch(wctx, r.spec.Prefix, clientv3.WithPrefix(), clientv3.WithRev(from),
+		cancelWatch()
+		var gen uint64
+		gen, moved = r.c.etcdMoved()
+		sctx, scancel := context.WithCancel(watchStreamCtx(wctx, gen))
+		cancelWatch = scancel
+		return r.c.watcher.Watch(sctx, r.spec.Prefix, clientv3.WithPrefix(), clientv3.WithRev(from),
 			clientv3.WithPrevKV(), clientv3.WithProgressNotify())
 	}
 	wch := watch()
+	defer func() { cancelWatch() }()
 	if bf != nil {
 		// Ask etcd for progress until the backfill ends: etcd notifies
 		// only once this watch is synced, i.e. sent everything up to
@@ -343,7 +353,32 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 			}
 		}()
 	}
-	for wr := range wch {
+	for {
+		var wr clientv3.WatchResponse
+		select {
+		case resp, ok := <-wch:
+			if !ok {
+				if ctx.Err() != nil {
+					return true, ctx.Err()
+				}
+				return true, errors.New("etcd watch channel closed")
+			}
+			wr = resp
+		case <-moved:
+			// The client reads from other endpoints now: follow them
+			// from the revision held (a backfill in progress ends here:
+			// the history then starts at the fill).
+			if bf != nil {
+				r.endBackfill(nil)
+				bf = nil
+			}
+			r.mu.RLock()
+			from = r.rev + 1
+			r.mu.RUnlock()
+			r.c.cfg.Logger.Info("etcd endpoints moved: re-opening the watch", zap.String("resource", r.name), zap.Int64("from", from))
+			wch = watch()
+			continue
+		}
 		if err := wr.Err(); err != nil {
 			if bf != nil && (errors.Is(err, rpctypes.ErrCompacted) || wr.CompactRevision != 0) {
 				// The history before the fill reaches past etcd's
@@ -390,10 +425,6 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 			}
 		}
 	}
-	if ctx.Err() != nil {
-		return true, ctx.Err()
-	}
-	return true, errors.New("etcd watch channel closed")
 }
 
 // fill reads the resource page by page at one revision into a new tree,

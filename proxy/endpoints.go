@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -98,6 +99,9 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
 	type check struct {
 		name string
 		err  error
+		// degraded, on a check that passes, says what works on a
+		// fallback (shown with ?verbose).
+		degraded string
 	}
 	checks := []check{{name: "ping"}}
 	if kind != "livez" {
@@ -109,6 +113,16 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
 			err = errNotReady
 		}
 		checks = append(checks, check{name: "resources", err: err})
+		if f := s.cfg.EtcdFailover; f != nil {
+			// lazyapi serves through the other members meanwhile: ready,
+			// but degraded (the details are logged, not shown).
+			c := check{name: "etcd-preferred-member"}
+			if st := f(); !st.OnPreferred {
+				c.degraded = fmt.Sprintf("the preferred member does not answer linearizable reads; reading from the other members for %s",
+					time.Since(st.Since).Round(time.Second))
+			}
+			checks = append(checks, c)
+		}
 		if e := s.cfg.Encryption; e != nil && e.KMS() {
 			// kube-apiserver's check: the KMS v2 plugins' Status.
 			checks = append(checks, check{name: "kms-providers", err: e.Check(rc)})
@@ -147,6 +161,8 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
 	for _, c := range checks {
 		if c.err != nil {
 			b.WriteString("[-]" + c.name + " failed: reason withheld\n")
+		} else if c.degraded != "" {
+			b.WriteString("[+]" + c.name + " degraded: " + c.degraded + "\n")
 		} else {
 			b.WriteString("[+]" + c.name + " ok\n")
 		}

@@ -104,6 +104,10 @@ type Config struct {
 	// CacheDecrypted says Cache holds decrypted values
 	// (cache.Config.HoldDecrypted, --watch-cache-decrypted).
 	CacheDecrypted bool
+	// EtcdFailover, when set, says where the etcd client reads
+	// (store.Failover, --etcd-preferred-server): /readyz?verbose names a
+	// preferred member left for the others.
+	EtcdFailover func() store.FailoverStatus
 }
 
 // RequestInfo describes a routed resource request, for admission.

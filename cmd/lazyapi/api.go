@@ -60,6 +60,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 			Sizes:         c.cacheSizes,
 			Decrypt:       cacheDecrypt(enc),
 			HoldDecrypted: c.encryption.cacheDecrypted,
+			EtcdMoved:     etcdMoved(pt.failover),
 		})
 		if err != nil {
 			return fmt.Errorf("cannot create the watch cache: %w", err)
@@ -112,6 +113,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		Authorizer:         authorizer,
 		Encryption:         enc,
 		CacheDecrypted:     c.encryption.cacheDecrypted,
+		EtcdFailover:       etcdFailoverStatus(pt.failover),
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)
@@ -187,4 +189,20 @@ func clientAddress(a *net.TCPAddr) string {
 		ip = net.IPv6loopback
 	}
 	return net.JoinHostPort(ip.String(), strconv.Itoa(a.Port))
+}
+
+// etcdMoved is f.Moved, or nil without --etcd-preferred-server.
+func etcdMoved(f *store.Failover) func() (uint64, <-chan struct{}) {
+	if f == nil {
+		return nil
+	}
+	return f.Moved
+}
+
+// etcdFailoverStatus is f.Status, or nil without --etcd-preferred-server.
+func etcdFailoverStatus(f *store.Failover) func() store.FailoverStatus {
+	if f == nil {
+		return nil
+	}
+	return f.Status
 }

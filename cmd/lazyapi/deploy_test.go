@@ -117,6 +117,9 @@ func TestDeployStaticPod(t *testing.T) {
 	if !strings.HasPrefix(flagValue(args, "etcd-servers"), "https://127.0.0.1:2379") {
 		t.Errorf("static Pod: --etcd-servers=%s does not start with the local member", flagValue(args, "etcd-servers"))
 	}
+	if got := flagValue(args, "etcd-preferred-server"); got != "https://127.0.0.1:2379" {
+		t.Errorf("static Pod: --etcd-preferred-server=%q, want the local member https://127.0.0.1:2379", got)
+	}
 	// kube-apiserver's manifest (kubeadm) names these files.
 	for flag, want := range map[string]string{
 		"etcd-cafile":   "/etc/kubernetes/pki/etcd/ca.crt",

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,14 +23,15 @@ import (
 
 // config is the validated command line.
 type config struct {
-	etcdServers  []string // empty: start an embedded etcd in dataDir
-	etcdPrefix   string   // normalized like kube-apiserver: leading "/", no trailing "/"
-	etcdCAFile   string
-	etcdCertFile string
-	etcdKeyFile  string
-	etcdTLS      *tls.Config       // non-nil when any TLS file is given
-	etcdKeyPair  *certfile.KeyPair // --etcd-certfile/--etcd-keyfile, reloaded on change
-	etcdCAs      *certfile.CAs     // --etcd-cafile, reloaded on change
+	etcdServers   []string // empty: start an embedded etcd in dataDir
+	etcdPreferred string   // --etcd-preferred-server: one of etcdServers, or ""
+	etcdPrefix    string   // normalized like kube-apiserver: leading "/", no trailing "/"
+	etcdCAFile    string
+	etcdCertFile  string
+	etcdKeyFile   string
+	etcdTLS       *tls.Config       // non-nil when any TLS file is given
+	etcdKeyPair   *certfile.KeyPair // --etcd-certfile/--etcd-keyfile, reloaded on change
+	etcdCAs       *certfile.CAs     // --etcd-cafile, reloaded on change
 
 	bindAddress    net.IP
 	port           int // 0 picks a free port
@@ -102,6 +104,8 @@ func parseFlags(args []string) (*config, error) {
 	)
 	fs.StringSliceVar(&c.etcdServers, "etcd-servers", nil,
 		"List of etcd servers to connect with (scheme://ip:port), comma separated. Empty: start an embedded etcd in --data-dir.")
+	fs.StringVar(&c.etcdPreferred, "etcd-preferred-server", "",
+		"The --etcd-servers entry to read from while it answers linearizable reads (the local member); the others serve while it does not. Empty: spread reads over all --etcd-servers.")
 	fs.StringVar(&c.etcdPrefix, "etcd-prefix", defaultEtcdPrefix,
 		"The prefix under which kube-apiserver stores Kubernetes resources in etcd.")
 	fs.StringVar(&c.etcdCAFile, "etcd-cafile", "", "SSL Certificate Authority file used to secure etcd communication.")
@@ -161,6 +165,9 @@ func parseFlags(args []string) (*config, error) {
 		if !strings.Contains(s, "://") {
 			return nil, usageErrorf("invalid --etcd-servers entry %q: want scheme://host:port, e.g. http://127.0.0.1:2379", s)
 		}
+	}
+	if c.etcdPreferred = strings.TrimSpace(c.etcdPreferred); c.etcdPreferred != "" && !slices.Contains(c.etcdServers, c.etcdPreferred) {
+		return nil, usageErrorf("invalid --etcd-preferred-server %q: must be one of --etcd-servers (%s)", c.etcdPreferred, strings.Join(c.etcdServers, ","))
 	}
 	if strings.TrimSpace(c.etcdPrefix) == "" {
 		return nil, usageErrorf("invalid --etcd-prefix: must not be empty")

@@ -36,13 +36,16 @@ func TestParseFlagsValues(t *testing.T) {
 		"--bind-address=0.0.0.0", "--port=0", "--list-page-size=7", "--list-page-bytes=512Ki",
 		"--request-timeout=5s", "--log-level=debug", "--memory-limit=1.5Gi",
 		"--watch-cache-sizes=configmaps#100,deployments.apps#0", "--watch-cache-preload=ConfigMaps,deployments.apps",
-		"--write-timeout=3s",
+		"--write-timeout=3s", "--etcd-preferred-server=http://b:2379",
 	})
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
 	}
 	if got := strings.Join(c.etcdServers, "|"); got != "http://a:2379|http://b:2379" {
 		t.Errorf("etcdServers = %q", got)
+	}
+	if c.etcdPreferred != "http://b:2379" {
+		t.Errorf("etcdPreferred = %q", c.etcdPreferred)
 	}
 	if c.etcdPrefix != "/kube/registry" {
 		t.Errorf("etcdPrefix = %q, want /kube/registry", c.etcdPrefix)
@@ -97,6 +100,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--bind-address=not-an-ip"}, "--bind-address"},
 		{[]string{"--etcd-servers=127.0.0.1:2379"}, "--etcd-servers"},
 		{[]string{"--etcd-prefix="}, "--etcd-prefix"},
+		{[]string{etcd, "--etcd-preferred-server=https://127.0.0.2:2379"}, "--etcd-preferred-server"},
+		{[]string{"--etcd-preferred-server=https://127.0.0.1:2379"}, "--etcd-preferred-server"},
 		{[]string{"--demo", etcd}, "--demo"},
 		{[]string{"--etcd-cafile=" + certFile}, "--etcd-servers"},
 		{[]string{etcd, "--etcd-cafile=" + missing}, "--etcd-cafile"},

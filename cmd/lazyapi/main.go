@@ -20,6 +20,7 @@ import (
 	"github.com/lazyapi/lazyapi/encryption"
 	"github.com/lazyapi/lazyapi/internal/certfile"
 	"github.com/lazyapi/lazyapi/ratelimit"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 func main() {
@@ -92,6 +93,9 @@ type parts struct {
 	// nil without. Set by serveAPI.
 	enc   *encryption.Transformers
 	certs *certfile.Reloader // re-reads certificate and CA files (serveAPI adds the serving ones and runs it)
+	// failover keeps the etcd client on --etcd-preferred-server while it
+	// answers; nil without the flag. Set by serve.
+	failover *store.Failover
 }
 
 // version is set at build time: -ldflags "-X main.version=v0.1.0".

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/internal/demo"
 	"github.com/lazyapi/lazyapi/internal/embedetcd"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 // etcdProbeTimeout bounds the first request to etcd at start.
@@ -97,6 +98,29 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 		cli.Close()
 		lg.Debug("etcd client closed")
 	}()
+	if c.etcdPreferred != "" {
+		// Reads go to the local member while it answers linearizable
+		// reads, to the others while it does not (store.Failover).
+		f, err := store.NewFailover(ctx, cli, store.FailoverConfig{
+			Preferred: c.etcdPreferred, Others: endpoints,
+			TLS: c.etcdTLS, DialTimeout: etcdProbeTimeout,
+			Logger: lg.Named("etcd-failover"), Metrics: pt.metrics,
+		})
+		if err != nil {
+			return fmt.Errorf("cannot start reading from --etcd-preferred-server: %w", err)
+		}
+		fctx, stopFailover := context.WithCancel(context.Background())
+		fdone := make(chan struct{})
+		go func() { defer close(fdone); f.Run(fctx) }()
+		defer func() {
+			stopFailover()
+			<-fdone
+			f.Close()
+		}()
+		pt.failover = f
+		st := f.Status()
+		lg.Info("etcd: preferred member", zap.String("preferred", st.Preferred), zap.Bool("readingFromIt", st.OnPreferred), zap.Strings("others", st.Others))
+	}
 	pctx, cancel := context.WithTimeout(ctx, etcdProbeTimeout)
 	_, err = cli.Get(pctx, c.etcdPrefix+"/", clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
 	cancel()

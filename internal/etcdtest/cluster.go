@@ -235,3 +235,43 @@ func (c *Cluster) Leader(ctx context.Context) int {
 	}
 	return -1
 }
+
+// Partition cuts member i off from the other members while it keeps
+// serving its clients: every raft message between it and the others is
+// dropped, both ways (etcd's own partition of its integration tests,
+// EtcdServer.CutPeer). The member loses its leader (a leader steps down
+// after an election timeout without a quorum); linearizable reads on it
+// fail, serializable ones answer its last state. Heal ends it. Stopping or
+// starting a member in between is not supported.
+//
+// Why not a TCP proxy in front of the member's peer port (etcd's
+// pkg/proxy blackhole): rafthttp streams are opened by the receiving
+// member, and a member sends over a stream the other side dialled or over
+// a POST to the other side's peer URL, so a blackhole in front of one
+// member's peer port still lets it exchange raft messages through the
+// connections it opens to the others' ports.
+func (c *Cluster) Partition(i int) { c.cut(i, true) }
+
+// Heal ends Partition(i).
+func (c *Cluster) Heal(i int) { c.cut(i, false) }
+
+func (c *Cluster) cut(i int, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	x := c.members[i].etcd
+	if x == nil {
+		c.tb.Fatalf("etcdtest: partition of stopped member %d", i)
+	}
+	for j, m := range c.members {
+		if j == i || m.etcd == nil {
+			continue
+		}
+		if cut {
+			x.Server.CutPeer(m.etcd.Server.MemberID())
+			m.etcd.Server.CutPeer(x.Server.MemberID())
+		} else {
+			x.Server.MendPeer(m.etcd.Server.MemberID())
+			m.etcd.Server.MendPeer(x.Server.MemberID())
+		}
+	}
+}
