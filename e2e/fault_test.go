@@ -33,7 +33,8 @@ import (
 )
 
 // The etcd fault test: a real 3-member etcd cluster, one lazyapi per
-// member (its own member first in --etcd-servers), client-go informers
+// member (its own member first in --etcd-servers; two of them prefer it,
+// --etcd-preferred-server, the third reads from all), client-go informers
 // (classic and WatchList) and paged consistent LISTs and GETs spread over the
 // three, while ConfigMaps are written and etcd's leader is killed, a member
 // is stopped and restarted, a compaction and a defragmentation run and the
@@ -93,6 +94,17 @@ func (c *clientErrors) add(kind string, violation bool) {
 	if violation && len(c.violations) < 20 {
 		c.violations = append(c.violations, kind)
 	}
+}
+
+// total is the number of errors seen so far.
+func (c *clientErrors) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, k := range c.kinds {
+		n += k
+	}
+	return n
 }
 
 // checkStatus classifies a non-200 answer: a Status with a documented code
@@ -391,9 +403,15 @@ func TestEtcdFaults(t *testing.T) {
 	var urls []string
 	var procs []*process
 	for i := range eps {
-		// The member's own endpoint first, then the others.
+		// The member's own endpoint first, then the others. Two prefer
+		// their member (the static Pod), the third spreads its reads
+		// over all (the Deployment).
 		order := append([]string{eps[i]}, append(append([]string(nil), eps[:i]...), eps[i+1:]...)...)
-		p := start(t, "--etcd-servers="+strings.Join(order, ","))
+		args := []string{"--etcd-servers=" + strings.Join(order, ",")}
+		if i < 2 {
+			args = append(args, "--etcd-preferred-server="+eps[i])
+		}
+		p := start(t, args...)
 		procs = append(procs, p)
 		urls = append(urls, p.URL)
 	}

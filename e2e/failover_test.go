@@ -1,0 +1,422 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/lazyapi/lazyapi/internal/etcdtest"
+)
+
+// countingProxy forwards TCP connections from a loopback port to one etcd
+// member's client port and counts the bytes each way: the test's measure
+// of which member a lazyapi reads from. (The members of etcdtest.Cluster
+// run in the test's process and share one Prometheus registry, so their
+// /metrics cannot tell them apart.)
+type countingProxy struct {
+	ln       net.Listener
+	to       string
+	sent     atomic.Int64 // bytes lazyapi sent to the member
+	received atomic.Int64 // bytes the member sent back
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
+}
+
+func newCountingProxy(t *testing.T, to string) *countingProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &countingProxy{ln: ln, to: to, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// URL is the endpoint lazyapi is given for the member.
+func (p *countingProxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// bytes is the traffic through the proxy so far, both ways.
+func (p *countingProxy) bytes() int64 { return p.sent.Load() + p.received.Load() }
+
+func (p *countingProxy) track(c net.Conn, add bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		return false
+	}
+	if add {
+		p.conns[c] = struct{}{}
+	} else {
+		delete(p.conns, c)
+	}
+	return true
+}
+
+func (p *countingProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer c.Close()
+			up, err := net.DialTimeout("tcp", p.to, time.Second)
+			if err != nil {
+				return // the member is down: the client sees the connection close
+			}
+			defer up.Close()
+			if !p.track(c, true) || !p.track(up, true) {
+				return
+			}
+			defer p.track(c, false)
+			defer p.track(up, false)
+			done := make(chan struct{}, 2)
+			cp := func(dst, src net.Conn, n *atomic.Int64) {
+				buf := make([]byte, 32<<10)
+				for {
+					k, err := src.Read(buf)
+					if k > 0 {
+						n.Add(int64(k))
+						if _, werr := dst.Write(buf[:k]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				done <- struct{}{}
+			}
+			go cp(up, c, &p.sent)
+			go cp(c, up, &p.received)
+			<-done // either side ended: end both
+		}()
+	}
+}
+
+func (p *countingProxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// metricValue reads one unlabelled metric from lazyapi's /metrics.
+func metricValue(url, name string) (float64, error) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s not in /metrics", name)
+}
+
+// TestEtcdPreferredMember: a real 3-member etcd, one lazyapi beside member
+// p (its --etcd-preferred-server, as the static Pod) reaching every member
+// through a byte-counting proxy, client-go informers (classic and
+// WatchList), a reader doing consistent paged LISTs and GETs checked
+// against a write log and against etcd at their revision, and a writer.
+// It checks and measures:
+//   - with every member up, lazyapi's etcd traffic goes to p (bytes
+//     through each member's proxy);
+//   - p stopped: reads move to the other members within a bound; p
+//     restarted: they move back;
+//   - p partitioned from the other members (up and serving its clients,
+//     its raft messages dropped both ways; it starts as the leader): reads
+//     move to the others, no consistent read is stale, every error is a
+//     documented Status, resourceVersion=0 LISTs are served from the
+//     cache, /readyz stays 200 and names the degraded preferred member;
+//     healed: reads move back, and the informers end equal to etcd.
+func TestEtcdPreferredMember(t *testing.T) {
+	began := time.Now()
+	cl := etcdtest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	eps := cl.Endpoints()
+	p := cl.Leader(ctx)
+	if p < 0 {
+		t.Fatal("no leader")
+	}
+	var others []string
+	for i, ep := range eps {
+		if i != p {
+			others = append(others, ep)
+		}
+	}
+	// The writer and the oracle never talk to p (a write or read sent to
+	// a partitioned member waits out etcd's request timeout).
+	quorum, err := clientv3.New(clientv3.Config{Endpoints: others, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quorum.Close()
+	ch := &churner{cli: quorum, rnd: rand.New(rand.NewPCG(16, 4)), n: 300}
+	ch.seed(t, ctx)
+
+	var proxies []*countingProxy
+	var servers []string
+	for _, m := range cl.Members() {
+		px := newCountingProxy(t, m.ClientURL.Host)
+		proxies = append(proxies, px)
+		servers = append(servers, px.URL())
+	}
+	// The preferred member first, as in the static Pod.
+	order := append([]string{servers[p]}, append(append([]string(nil), servers[:p]...), servers[p+1:]...)...)
+	proc := start(t, "--etcd-servers="+strings.Join(order, ","), "--etcd-preferred-server="+servers[p])
+	url := proc.URL
+
+	errs := &clientErrors{kinds: map[string]int{}}
+	infs := []testInformer{faultInformer(url, "json", false, errs), faultInformer(url, "protobuf", true, errs)}
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, ti := range infs {
+		go ti.inf.Run(stop)
+	}
+	for _, ti := range infs {
+		if !cache.WaitForCacheSync(ctx.Done(), ti.inf.HasSynced) {
+			t.Fatalf("%s did not sync", ti.name)
+		}
+	}
+
+	log := &writeLog{byKey: map[string]int64{}}
+	wctx, stopWrites := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); faultWriter(wctx, t, ch, log) }()
+	r := &faultReader{url: url, cli: quorum, log: log, errs: errs}
+	go func() { defer wg.Done(); r.run(wctx, rand.New(rand.NewPCG(3, 7))) }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			stopWrites()
+			wg.Wait()
+		}
+	}()
+
+	reads := func() int64 { return r.lists.Load() + r.gets.Load() }
+	// progress waits until the reader completed n more checked reads.
+	progress := func(n int64) {
+		t.Helper()
+		start := reads()
+		deadline := time.Now().Add(60 * time.Second)
+		for reads() < start+n {
+			if time.Now().After(deadline) {
+				t.Fatalf("the reader made no progress for 60s\nstderr:\n%s", proc.stderr)
+			}
+			time.Sleep(20 * time.Millisecond) // polling a counter to a deadline
+		}
+	}
+	// traffic measures the bytes through each member's proxy for 2 s
+	// (and at least 20 checked reads); it returns the preferred member's
+	// share.
+	var report []string
+	traffic := func(phase string) float64 {
+		t.Helper()
+		before := make([]int64, len(proxies))
+		for i, px := range proxies {
+			before[i] = px.bytes()
+		}
+		r0, t0 := reads(), time.Now()
+		time.Sleep(2 * time.Second) // the measurement window
+		progress(20)
+		el := time.Since(t0).Seconds()
+		var total, mine int64
+		var per []string
+		for i, px := range proxies {
+			d := px.bytes() - before[i]
+			total += d
+			if i == p {
+				mine = d
+			}
+			per = append(per, fmt.Sprintf("m%d %.1f", i, float64(d)/1024/el))
+		}
+		share := float64(mine) / float64(max(total, 1))
+		line := fmt.Sprintf("%-16s %4d checked reads in %.1fs; lazyapi's etcd traffic KiB/s: %s; preferred m%d's share %.1f%%",
+			phase, reads()-r0, el, strings.Join(per, ", "), p, 100*share)
+		t.Log(line)
+		report = append(report, line)
+		return share
+	}
+	// moved waits until lazyapi reads from the preferred member (or not)
+	// and returns how long that took.
+	moved := func(what string, t0 time.Time, preferred bool) time.Duration {
+		t.Helper()
+		want := 0.0
+		if preferred {
+			want = 1
+		}
+		deadline := t0.Add(15 * time.Second)
+		for {
+			v, err := metricValue(url, "lazyapi_etcd_preferred_member_active")
+			if err == nil && v == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: lazyapi_etcd_preferred_member_active = %v (%v), want %v within 15s\nstderr:\n%s", what, v, err, want, proc.stderr)
+			}
+			time.Sleep(20 * time.Millisecond) // polling /metrics to a deadline
+		}
+		d := time.Since(t0)
+		// The first checked read after the move.
+		progress(1)
+		line := fmt.Sprintf("%-16s reads moved in %.2fs; next checked read after %.2fs; client errors so far: %d", what, d.Seconds(), time.Since(t0).Seconds(), errs.total())
+		t.Log(line)
+		report = append(report, line)
+		return d
+	}
+	// The members' traffic, then the preferred member's share of it.
+	const onPreferred, awayMax = 0.98, 0.10
+
+	if s := traffic("all members up"); s < onPreferred {
+		t.Errorf("all members up: the preferred member carried %.1f%% of lazyapi's etcd traffic, want >= %.0f%%", 100*s, 100*onPreferred)
+	}
+
+	// 1. The preferred member (the leader) is cut off from the others.
+	t0 := time.Now()
+	cl.Partition(p)
+	moved(fmt.Sprintf("m%d partitioned", p), t0, false)
+	if s := traffic("partitioned"); s > awayMax {
+		t.Errorf("partitioned: the preferred member still carried %.1f%% of lazyapi's etcd traffic", 100*s)
+	}
+	checkPartitioned(t, url, quorum)
+	t0 = time.Now()
+	cl.Heal(p)
+	moved("healed", t0, true)
+	if s := traffic("healed"); s < onPreferred {
+		t.Errorf("healed: the preferred member carried %.1f%% of lazyapi's etcd traffic, want >= %.0f%%", 100*s, 100*onPreferred)
+	}
+
+	// 2. The preferred member is stopped, then restarted.
+	t0 = time.Now()
+	// etcd's stop waits for its gRPC connections to close gracefully
+	// (seconds); lazyapi may move meanwhile.
+	stopDone := make(chan struct{})
+	go func() { defer close(stopDone); cl.Stop(p) }()
+	moved(fmt.Sprintf("m%d stopped", p), t0, false)
+	<-stopDone
+	if s := traffic("stopped"); s > 0 {
+		t.Errorf("stopped: the preferred member carried %.1f%% of lazyapi's etcd traffic", 100*s)
+	}
+	t0 = time.Now()
+	if err := cl.Start(p); err != nil {
+		t.Fatal(err)
+	}
+	moved("restarted", t0, true)
+	if s := traffic("restarted"); s < onPreferred {
+		t.Errorf("restarted: the preferred member carried %.1f%% of lazyapi's etcd traffic, want >= %.0f%%", 100*s, 100*onPreferred)
+	}
+
+	stopWrites()
+	wg.Wait()
+	stopped = true
+
+	want := etcdState(t, ctx, quorum)
+	for _, ti := range infs {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			got := storeState(ti.inf.GetStore())
+			if maps.Equal(want, got) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: store differs from etcd: %s", ti.name, diffStates(want, got))
+			}
+			time.Sleep(100 * time.Millisecond) // polling the informer's store to a deadline
+		}
+	}
+	checkCacheEqual(t, url, want)
+
+	var kinds []string
+	for k, n := range errs.kinds {
+		kinds = append(kinds, fmt.Sprintf("%s ×%d", k, n))
+	}
+	sort.Strings(kinds)
+	t.Logf("reader: %d consistent LISTs (%d compared with etcd at their revision), %d GETs, %d stale",
+		r.lists.Load(), r.exact.Load(), r.gets.Load(), r.stale.Load())
+	for _, b := range r.bad {
+		t.Errorf("reader: %s", b)
+	}
+	t.Logf("summary:\n%s", strings.Join(report, "\n"))
+	t.Logf("writes: %d acknowledged, %d failed or unknown; client errors: %s; total %.1fs",
+		log.writes, log.failed, strings.Join(kinds, ", "), time.Since(began).Seconds())
+	for _, v := range errs.violations {
+		t.Errorf("undocumented error: %s", v)
+	}
+}
+
+// checkPartitioned checks lazyapi at url while its preferred member is
+// partitioned (and it reads from the others): /readyz is 200 and its
+// verbose form names the degraded preferred member; a resourceVersion=0
+// LIST is served from the cache; a consistent LIST is served, and its
+// resourceVersion is not older than etcd's revision read before it.
+func checkPartitioned(t *testing.T, url string, quorum *clientv3.Client) {
+	t.Helper()
+	code, body := rawGet(t, url+"/readyz?verbose")
+	if code != 200 || !strings.Contains(body, "[+]etcd-preferred-member degraded: ") {
+		t.Errorf("/readyz?verbose with the preferred member partitioned = %d:\n%s\nwant 200 naming etcd-preferred-member degraded", code, body)
+	} else {
+		t.Logf("/readyz?verbose: %s", strings.TrimSpace(body[strings.Index(body, "[+]etcd-preferred-member"):]))
+	}
+	for _, rv := range []string{"0", ""} {
+		resp0, err := quorum.Get(context.Background(), "/registry/configmaps/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := url + "/api/v1/configmaps"
+		if rv != "" {
+			u += "?resourceVersion=" + rv
+		}
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var l corev1.ConfigMapList
+		if resp.StatusCode != 200 || json.Unmarshal(b, &l) != nil || len(l.Items) == 0 {
+			t.Errorf("LIST resourceVersion=%q with the preferred member partitioned = %d: %.200s", rv, resp.StatusCode, b)
+			continue
+		}
+		got, _ := strconv.ParseInt(l.ResourceVersion, 10, 64)
+		if rv == "" && got < resp0.Header.Revision {
+			t.Errorf("consistent LIST with the preferred member partitioned at resourceVersion %d, etcd was at %d before it", got, resp0.Header.Revision)
+		}
+		t.Logf("LIST resourceVersion=%q with the preferred member partitioned: %d ConfigMaps at %d (etcd at %d before)",
+			rv, len(l.Items), got, resp0.Header.Revision)
+	}
+}
