@@ -11,6 +11,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagemigrationv1beta1 "k8s.io/api/storagemigration/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
 )
 
@@ -57,6 +58,31 @@ func certificatesPrinters(c stdColumns) []printerDef {
 			return []any{o.Name, orNone(o.Spec.SignerName)}
 		}), c.name,
 			metav1.TableColumnDefinition{Name: "SignerName", Type: "string", Description: certificatesv1.ClusterTrustBundleSpec{}.SwaggerDoc()["signerName"]},
+		),
+		// printPodCertificateRequest, from the stored v1beta1 object (as
+		// kube-apiserver prints the internal one); the columns are
+		// described from certificates.k8s.io/v1 as in printers.go.
+		def("certificates.k8s.io", "podcertificaterequests", typedCells(func(o *certificatesv1beta1.PodCertificateRequest, now time.Time) []any {
+			state := "Pending"
+			for _, c := range o.Status.Conditions {
+				switch c.Type {
+				case certificatesv1beta1.PodCertificateRequestConditionTypeIssued:
+					state = "Issued"
+				case certificatesv1beta1.PodCertificateRequestConditionTypeDenied:
+					state = "Denied"
+				case certificatesv1beta1.PodCertificateRequestConditionTypeFailed:
+					state = "Failed"
+				}
+			}
+			return []any{o.Name, o.Spec.PodName, o.Spec.ServiceAccountName, string(o.Spec.NodeName), o.Spec.SignerName, state,
+				labels.FormatLabels(o.Spec.UnverifiedUserAnnotations)}
+		}), c.name,
+			metav1.TableColumnDefinition{Name: "PodName", Type: "string", Description: certificatesv1.PodCertificateRequestSpec{}.SwaggerDoc()["podName"]},
+			metav1.TableColumnDefinition{Name: "ServiceAccountName", Type: "string", Description: certificatesv1.PodCertificateRequestSpec{}.SwaggerDoc()["serviceAccountName"]},
+			metav1.TableColumnDefinition{Name: "NodeName", Type: "string", Description: certificatesv1.PodCertificateRequestSpec{}.SwaggerDoc()["nodeName"]},
+			metav1.TableColumnDefinition{Name: "SignerName", Type: "string", Description: certificatesv1.PodCertificateRequestSpec{}.SwaggerDoc()["signerName"]},
+			metav1.TableColumnDefinition{Name: "State", Type: "string", Description: "Is the request Pending, Issued, Denied, or Failed?"},
+			metav1.TableColumnDefinition{Name: "UnverifiedUserAnnotations", Type: "string", Description: certificatesv1.PodCertificateRequestSpec{}.SwaggerDoc()["unverifiedUserAnnotations"]},
 		),
 	}
 }

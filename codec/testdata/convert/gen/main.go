@@ -50,6 +50,8 @@ import (
 	"k8s.io/kubernetes/pkg/apis/core"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 	_ "k8s.io/kubernetes/pkg/apis/events/install"
+	"k8s.io/kubernetes/pkg/printers"
+	printersinternal "k8s.io/kubernetes/pkg/printers/internalversion"
 	"k8s.io/utils/ptr"
 )
 
@@ -84,10 +86,20 @@ type List struct {
 	Protobuf []byte `json:"protobuf"`
 }
 
+// Table is kube-apiserver's Table of a LIST (its printers on the
+// internal objects, Wide as its TableConvertor prints), for the kinds
+// whose cells do not read the clock.
+type Table struct {
+	Path    string                         `json:"path"`
+	Columns []metav1.TableColumnDefinition `json:"columns"`
+	Cells   [][]any                        `json:"cells"`
+}
+
 type fixture struct {
-	RV    int64  `json:"rv"`
-	Cases []Case `json:"cases"`
-	Lists []List `json:"lists"`
+	RV     int64   `json:"rv"`
+	Cases  []Case  `json:"cases"`
+	Lists  []List  `json:"lists"`
+	Tables []Table `json:"tables"`
 }
 
 type kindSpec struct {
@@ -97,6 +109,7 @@ type kindSpec struct {
 	path      string // collection path in namespace default at served
 	objs      []runtime.Object
 	list      func(items []runtime.Object) runtime.Object // internal list
+	table     bool                                        // record kube-apiserver's Table
 }
 
 func main() {
@@ -132,6 +145,15 @@ func main() {
 		lm, _ := meta.ListAccessor(l)
 		lm.SetResourceVersion(strconv.Itoa(rv))
 		f.Lists = append(f.Lists, List{Path: k.path, JSON: string(encode(jsonS, l, k.served)), Protobuf: encode(protoS, l, k.served)})
+		if k.table {
+			tb, err := printers.NewTableGenerator().With(printersinternal.AddHandlers).GenerateTable(l, printers.GenerateOptions{Wide: true})
+			must(err)
+			t := Table{Path: k.path, Columns: tb.ColumnDefinitions}
+			for _, r := range tb.Rows {
+				t.Cells = append(t.Cells, r.Cells)
+			}
+			f.Tables = append(f.Tables, t)
+		}
 	}
 	b, err := json.MarshalIndent(&f, "", "  ")
 	must(err)
@@ -206,7 +228,7 @@ func kinds() []kindSpec {
 		{
 			storage: certificatesv1beta1.SchemeGroupVersion, served: schema.GroupVersion{Group: "certificates.k8s.io", Version: "v1"},
 			keyPrefix: "podcertificaterequests", path: "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests",
-			objs: pcrs(),
+			objs: pcrs(), table: true,
 			list: func(items []runtime.Object) runtime.Object {
 				l := &certificates.PodCertificateRequestList{Items: []certificates.PodCertificateRequest{}}
 				for _, o := range items {
