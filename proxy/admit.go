@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -14,7 +15,7 @@ import (
 // Admission (Config.Limiter).
 //
 // Every GET and LIST asks the limiter for a reservation of its working set
-// (one page plus write buffers, ratelimit.EstimateList). A LIST whose
+// (one page plus write buffers, estimateList). A LIST whose
 // response is estimated above --bulk-list-threshold is admitted at the
 // limiter's Bulk level (its own seats, no access to the bytes reserved for
 // short requests) and its stream yields to in-flight short requests after
@@ -28,7 +29,7 @@ import (
 //     (concurrent first LISTs of a large collection must not all pass as
 //     short because its first object is small). Both come from one
 //     serializable etcd range of one key (its response counts the range),
-//     remembered by the limiter for 5 s per collection (Limiter.SetSize);
+//     remembered for 5 s per collection (collStats.setSize);
 //   - at least the largest response of the collection seen in the last
 //     minute: a LIST admitted as short whose response passes the threshold
 //     (the range's first values were small) starts to yield and makes the
@@ -49,16 +50,13 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 	}
 	var releases []func()
 	if l := s.cfg.Limiter; l != nil {
-		avg := int64(0)
-		if h, ok := s.sizeHints.Load(s.prefix + "/" + st.r.KeyPrefix + "/"); ok {
-			avg = int64(h.(int))
-		}
+		avg := int64(s.stats.hint(s.prefix + "/" + st.r.KeyPrefix + "/"))
 		cr := s.cacheResource(st.r)
 		cached := cr != nil && cr.Ready()
 		kind := ratelimit.Short
 		if st.p.Name == "" {
 			var resp int64
-			resp, avg = s.listResponseBytes(ctx, l, st, avg, cr)
+			resp, avg = s.listResponseBytes(ctx, st, avg, cr)
 			if l.IsBulk(resp) {
 				kind = ratelimit.Bulk
 			}
@@ -96,7 +94,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 			Client: clientKey(rc),
 			Class:  st.verb + "/" + st.r.GroupResource(),
 			Kind:   kind,
-			Bytes:  ratelimit.EstimateList(avg, items, buffers),
+			Bytes:  estimateList(avg, items, buffers),
 		})
 		if err != nil {
 			return err
@@ -136,14 +134,15 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 // its short seat is free, it does not yield to itself) and yields, and its
 // collection and
 // the resource's whole collection are recorded as that large
-// (Limiter.ObserveResponse) so that the next LISTs of them are bulk.
+// (collStats.observeResponse) so that the next LISTs of them are bulk.
 func (s *Server) bulkYield(ctx context.Context, l *ratelimit.Limiter, t *ratelimit.Ticket, st *reqState, bulk bool) func(written int) {
 	return func(written int) {
 		if !bulk && l.IsBulk(int64(written)) {
 			bulk = true
 			t.BecomeBulk()
-			l.ObserveResponse(s.listPrefix(st.r, st.p.Namespace), int64(written))
-			l.ObserveResponse(s.listPrefix(st.r, ""), int64(written))
+			now := time.Now()
+			s.stats.observeResponse(s.listPrefix(st.r, st.p.Namespace), int64(written), now)
+			s.stats.observeResponse(s.listPrefix(st.r, ""), int64(written), now)
 		}
 		if bulk {
 			l.Yield(ctx)
@@ -156,9 +155,10 @@ func (s *Server) bulkYield(ctx context.Context, l *ratelimit.Limiter, t *ratelim
 // the resource's size hint, when > 0). 0 bytes means unknown (the etcd read
 // failed): the LIST is short and fails or succeeds on its own. cr is the
 // resource's watch cache (nil without one).
-func (s *Server) listResponseBytes(ctx context.Context, l *ratelimit.Limiter, st *reqState, avg int64, cr *cache.Resource) (int64, int64) {
+func (s *Server) listResponseBytes(ctx context.Context, st *reqState, avg int64, cr *cache.Resource) (int64, int64) {
 	prefix := s.listPrefix(st.r, st.p.Namespace)
-	seen := l.ObservedResponse(prefix)
+	now := time.Now()
+	seen := s.stats.observedResponse(prefix, now)
 	if cr != nil && cr.Ready() && st.p.Namespace == "" {
 		total := max(cr.Bytes(), seen)
 		if st.q.Limit > 0 && avg > 0 {
@@ -166,13 +166,13 @@ func (s *Server) listResponseBytes(ctx context.Context, l *ratelimit.Limiter, st
 		}
 		return total, avg
 	}
-	sz, ok := l.Size(prefix)
+	sz, ok := s.stats.size(prefix, now)
 	if !ok {
 		var err error
 		if sz, err = s.sampleRange(ctx, prefix); err != nil {
 			return 0, avg
 		}
-		l.SetSize(prefix, sz)
+		s.stats.setSize(prefix, sz, now)
 	}
 	if avg <= 0 {
 		// No LIST of the resource yet: one value is a poor sample (the
@@ -190,8 +190,8 @@ func (s *Server) listResponseBytes(ctx context.Context, l *ratelimit.Limiter, st
 // sampleRange counts the keys under prefix and samples the size of the
 // first value: one serializable etcd range of one key, whose response
 // counts the whole range.
-func (s *Server) sampleRange(ctx context.Context, prefix string) (ratelimit.Size, error) {
-	var sz ratelimit.Size
+func (s *Server) sampleRange(ctx context.Context, prefix string) (collSize, error) {
+	var sz collSize
 	res, err := s.store.List(ctx, store.ListOptions{Prefix: prefix, Want: 1, Serializable: true},
 		func(kv store.KV) (bool, error) {
 			sz.AvgBytes = int64(len(kv.Key) + len(kv.Value))

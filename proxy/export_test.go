@@ -30,3 +30,9 @@ func (s *Server) SetEtcdDown(t time.Time) (recorded func() time.Time) {
 	s.etcdDownAt.Store(t.UnixNano())
 	return func() time.Time { return time.Unix(0, s.etcdDownAt.Load()) }
 }
+
+// ObservedResponse returns the largest response of the collection key seen
+// in the last minute (collStats.observedResponse).
+func (s *Server) ObservedResponse(key string) int64 {
+	return s.stats.observedResponse(key, time.Now())
+}

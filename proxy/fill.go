@@ -80,12 +80,9 @@ func (s *Server) admitEtcdList(ctx context.Context, rc *fasthttp.RequestCtx, r *
 	if l == nil {
 		return func() {}, nil
 	}
-	avg := int64(0)
-	if h, ok := s.sizeHints.Load(s.listPrefix(r, "")); ok {
-		avg = int64(h.(int))
-	}
+	avg := int64(s.stats.hint(s.listPrefix(r, "")))
 	st := &reqState{s: s, r: r, p: apiPath{Namespace: ns}}
-	resp, avg := s.listResponseBytes(ctx, l, st, avg, nil)
+	resp, avg := s.listResponseBytes(ctx, st, avg, nil)
 	kind := ratelimit.Short
 	if l.IsBulk(resp) {
 		kind = ratelimit.Bulk
@@ -93,7 +90,7 @@ func (s *Server) admitEtcdList(ctx context.Context, rc *fasthttp.RequestCtx, r *
 	avg = max(avg, defaultAvgValueBytes)
 	items := etcdListItems(s.store.Config(), avg)
 	t, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Class: "watchlist/" + r.GroupResource(), Kind: kind,
-		Bytes: ratelimit.EstimateList(avg, items, streamBufferBytes)})
+		Bytes: estimateList(avg, items, streamBufferBytes)})
 	if err != nil {
 		return nil, err
 	}
@@ -199,9 +196,7 @@ func (s *Server) watchEstimate(r *resource.Resource) int64 {
 		}
 	}
 	if avg == 0 {
-		if h, ok := s.sizeHints.Load(s.listPrefix(r, "")); ok {
-			avg = int64(h.(int))
-		}
+		avg = int64(s.stats.hint(s.listPrefix(r, "")))
 	}
 	if avg <= 0 {
 		avg = defaultAvgValueBytes

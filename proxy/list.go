@@ -332,9 +332,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 	}
 	hintKey := s.prefix + "/" + l.st.r.KeyPrefix + "/"
 	l.opts = store.ListOptions{Prefix: l.prefix, Start: l.start, End: l.end, Rev: l.rev, Serializable: l.serial, Want: want}
-	if h, ok := s.sizeHints.Load(hintKey); ok {
-		l.opts.SizeHint = h.(int)
-	}
+	l.opts.SizeHint = s.stats.hint(hintKey)
 	l.pg = l.newPager(l.opts)
 	page, err := l.pg.Next(ctx)
 	if errors.Is(err, store.ErrFutureRevision) {
@@ -349,7 +347,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 		page, err = l.pg.Next(ctx)
 	}
 	if avg := l.pg.AvgSize(); avg > 0 && avg != l.opts.SizeHint {
-		s.sizeHints.Store(hintKey, avg)
+		s.stats.setHint(hintKey, avg)
 	}
 	if err != nil {
 		return storeStatus(err, l.st.q.Continue != "", l.rev)

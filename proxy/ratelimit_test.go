@@ -378,7 +378,7 @@ func TestBulkLearnedFromStream(t *testing.T) {
 	if !strings.Contains(mb.String(), "lazyapi_ratelimit_bulk_yields_total 0\n") {
 		t.Errorf("the LIST that became bulk yielded (to itself?):\n%s", mb.String())
 	}
-	if seen := lim.ObservedResponse("/registry/configmaps/"); !lim.IsBulk(seen) {
+	if seen := e.srv.ObservedResponse("/registry/configmaps/"); !lim.IsBulk(seen) {
 		t.Fatalf("observed response of the collection = %d bytes, want above the 1 MiB threshold", seen)
 	}
 	if code, _ := list(); code != http.StatusTooManyRequests {

@@ -160,9 +160,9 @@ type Server struct {
 	transcoded *metrics.Counter
 	panics     *metrics.Counter
 
-	// sizeHints remembers the average stored size per collection prefix
-	// (string -> int) to size first pages.
-	sizeHints sync.Map
+	// stats are the collection statistics (collstats.go): average value
+	// sizes, collection sizes, response sizes.
+	stats *collStats
 	// frames shares encoded watch frames among watchers (watchframes.go).
 	frames *frameCache
 	// render keeps JSON renderings of hot objects (rendercache.go); nil
@@ -224,6 +224,7 @@ func New(cfg Config) (*Server, error) {
 		ms:     cfg.Metrics,
 		prefix: cfg.Store.Config().Prefix,
 		store:  cfg.Store,
+		stats:  newCollStats(maxCollections),
 	}
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
 	s.decodeErrs = s.ms.GetOrCreateCounter("lazyapi_decode_errors_total")

@@ -13,7 +13,7 @@
 //
 // # Use from an HTTP handler
 //
-//	est := ratelimit.EstimateList(avgValueBytes, pageItems, bufferBytes)
+//	est := pageItems*(2*avgValueBytes+256) + bufferBytes // the caller's estimate
 //	t, err := lim.Admit(ctx, ratelimit.Request{Client: user, Class: "list/configmaps", Bytes: est})
 //	if err != nil {
 //		if secs, ok := ratelimit.RetryAfter(err); ok {

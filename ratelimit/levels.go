@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"time"
 
 	"go.uber.org/zap"
 )
@@ -115,87 +114,4 @@ func (l *Limiter) Yield(ctx context.Context) bool {
 		ce.Write(zap.Duration("waited", l.clock.Now().Sub(start)), zap.Bool("timedOut", timedOut))
 	}
 	return true
-}
-
-// sizeTTL is how long a remembered collection size (SetSize) is used.
-const sizeTTL = 5 * time.Second
-
-// Size describes a collection for the classification of its LISTs.
-type Size struct {
-	Items    int64 // number of objects
-	AvgBytes int64 // average stored size of one object; 0 when unknown
-}
-
-// sizeEntry is a remembered collection size.
-type sizeEntry struct {
-	Size
-	at time.Time
-}
-
-// Size returns the size remembered for the collection key (SetSize) if it
-// was set less than 5 s ago. The proxy uses it to classify LISTs as Bulk
-// without reading etcd for every request.
-func (l *Limiter) Size(key string) (Size, bool) {
-	now := l.clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.sizes[key]
-	if !ok || now.Sub(e.at) >= sizeTTL {
-		return Size{}, false
-	}
-	return e.Size, true
-}
-
-// SetSize remembers the size of the collection key. At most
-// Config.MaxClasses keys are kept; when full, all are forgotten.
-func (l *Limiter) SetSize(key string, sz Size) {
-	now := l.clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.sizes[key]; !ok && len(l.sizes) >= l.cfg.MaxClasses {
-		clear(l.sizes)
-	}
-	l.sizes[key] = sizeEntry{Size: sz, at: now}
-}
-
-// observedTTL is how long a response size seen by ObserveResponse is used.
-const observedTTL = time.Minute
-
-// ObserveResponse records that a LIST of the collection key wrote at least
-// n response bytes. ObservedResponse returns the largest n recorded in the
-// last minute. A LIST whose estimate (items × a sampled or hinted average)
-// was too low, e.g. because the first values of the range are small, thus
-// makes the following LISTs of its collection Bulk. At most
-// Config.MaxClasses keys are kept; when full, all are forgotten.
-func (l *Limiter) ObserveResponse(key string, n int64) {
-	now := l.clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.observed[key]
-	if !ok && len(l.observed) >= l.cfg.MaxClasses {
-		clear(l.observed)
-	}
-	if ok && now.Sub(e.at) < observedTTL && e.n > n {
-		n = e.n
-	}
-	l.observed[key] = observedEntry{n: n, at: now}
-}
-
-// ObservedResponse returns the largest response size recorded for the
-// collection key by ObserveResponse in the last minute, 0 if none.
-func (l *Limiter) ObservedResponse(key string) int64 {
-	now := l.clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.observed[key]
-	if !ok || now.Sub(e.at) >= observedTTL {
-		return 0
-	}
-	return e.n
-}
-
-// observedEntry is a response size recorded by ObserveResponse.
-type observedEntry struct {
-	n  int64
-	at time.Time
 }

@@ -164,64 +164,6 @@ func TestYieldOff(t *testing.T) {
 	}
 }
 
-func TestSizeMemo(t *testing.T) {
-	cfg, clk := testConfig(1000)
-	cfg.MaxClasses = 2
-	l := mustNew(t, cfg)
-	if _, ok := l.Size("a"); ok {
-		t.Fatal("Size of an unknown key ok")
-	}
-	l.SetSize("a", Size{Items: 10, AvgBytes: 100})
-	clk.Advance(4 * time.Second)
-	if sz, ok := l.Size("a"); !ok || sz != (Size{10, 100}) {
-		t.Fatalf("Size(a) = %+v, %v; want {10 100}, true", sz, ok)
-	}
-	clk.Advance(time.Second)
-	if _, ok := l.Size("a"); ok {
-		t.Fatal("Size(a) still ok after 5 s")
-	}
-	l.SetSize("a", Size{Items: 11})
-	l.SetSize("b", Size{Items: 12})
-	l.SetSize("c", Size{Items: 13}) // over MaxClasses: forgets a and b
-	if _, ok := l.Size("a"); ok {
-		t.Fatal("Size(a) kept beyond MaxClasses")
-	}
-	if sz, ok := l.Size("c"); !ok || sz.Items != 13 {
-		t.Fatalf("Size(c) = %+v, %v; want 13 items, true", sz, ok)
-	}
-}
-
-func TestObserveResponse(t *testing.T) {
-	cfg, clk := testConfig(1000)
-	cfg.MaxClasses = 2
-	l := mustNew(t, cfg)
-	if n := l.ObservedResponse("a"); n != 0 {
-		t.Fatalf("ObservedResponse(unknown) = %d, want 0", n)
-	}
-	l.ObserveResponse("a", 100)
-	l.ObserveResponse("a", 50) // the largest in the last minute counts
-	clk.Advance(59 * time.Second)
-	if n := l.ObservedResponse("a"); n != 100 {
-		t.Fatalf("ObservedResponse(a) = %d, want 100", n)
-	}
-	clk.Advance(time.Second)
-	if n := l.ObservedResponse("a"); n != 0 {
-		t.Fatalf("ObservedResponse(a) after a minute = %d, want 0", n)
-	}
-	l.ObserveResponse("a", 10) // the old, expired 100 does not come back
-	if n := l.ObservedResponse("a"); n != 10 {
-		t.Fatalf("ObservedResponse(a) = %d, want 10", n)
-	}
-	l.ObserveResponse("b", 20)
-	l.ObserveResponse("c", 30) // over MaxClasses: forgets a and b
-	if n := l.ObservedResponse("a"); n != 0 {
-		t.Fatalf("ObservedResponse(a) kept beyond MaxClasses: %d", n)
-	}
-	if n := l.ObservedResponse("c"); n != 30 {
-		t.Fatalf("ObservedResponse(c) = %d, want 30", n)
-	}
-}
-
 // TestBecomeBulk: a short request that turns bulk leaves its short seat (a
 // queued short request takes it), counts as bulk with its bytes, keeps other
 // bulk requests out while over the bulk limits, and does not yield to

@@ -63,34 +63,7 @@ func DefaultInflightBytes(memoryLimit, cacheBytes int64) (int64, error) {
 	return v, nil
 }
 
-// Estimate constants; see EstimateList.
-const (
-	// pageCopies is how many copies of a page's values are alive at once:
-	// the gRPC response buffer and the decoded etcd KeyValues.
-	pageCopies = 2
-	// itemOverheadBytes covers an item's key, its mvccpb.KeyValue struct and
-	// slice headers.
-	itemOverheadBytes = 256
-)
-
-// EstimateList returns the working-set estimate of a LIST (or of a GET with
-// pageItems = 1) that reads pages of pageItems values of avgValueBytes each
-// and writes through write buffers totalling bufferBytes:
-//
-//	pageItems × (2 × avgValueBytes + 256) + bufferBytes
-//
-// Two copies of the page are alive at once (the gRPC message and the decoded
-// values); 256 bytes per item cover key and struct overhead. The Limiter
-// corrects it per class from what requests report they really used. Negative
-// inputs count as 0; the result saturates at MaxInt64.
-func EstimateList(avgValueBytes int64, pageItems int, bufferBytes int64) int64 {
-	avg := max(avgValueBytes, 0)
-	n := int64(max(pageItems, 0))
-	buf := max(bufferBytes, 0)
-	per := satAdd(satMul(pageCopies, avg), itemOverheadBytes)
-	return satAdd(satMul(n, per), buf)
-}
-
+// satMul returns a×b, saturated at MaxInt64 (a, b >= 0).
 func satMul(a, b int64) int64 {
 	if a == 0 || b == 0 {
 		return 0
@@ -99,11 +72,4 @@ func satMul(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a * b
-}
-
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }

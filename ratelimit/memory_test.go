@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"math"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -40,27 +39,6 @@ func TestDefaultBudgets(t *testing.T) {
 	}
 	if _, err := DefaultInflightBytes(1<<30, -5); err == nil {
 		t.Errorf("DefaultInflightBytes(negative cache) = nil error")
-	}
-}
-
-func TestEstimateList(t *testing.T) {
-	tests := []struct {
-		avg   int64
-		items int
-		buf   int64
-		want  int64
-	}{
-		{100 << 10, 500, 64 << 10, 500*(2*(100<<10)+256) + 64<<10},
-		{1000, 1, 4096, 2000 + 256 + 4096},
-		{0, 0, 4096, 4096},
-		{-5, -1, -1, 0},
-		{math.MaxInt64 / 2, 10, 0, math.MaxInt64},
-		{1 << 20, 1 << 30, math.MaxInt64, math.MaxInt64},
-	}
-	for _, tt := range tests {
-		if got := EstimateList(tt.avg, tt.items, tt.buf); got != tt.want {
-			t.Errorf("EstimateList(%d, %d, %d) = %d, want %d", tt.avg, tt.items, tt.buf, got, tt.want)
-		}
 	}
 }
 

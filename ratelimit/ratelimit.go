@@ -50,7 +50,9 @@ type Request struct {
 	Class string
 	// Kind selects the in-flight count limit.
 	Kind Kind
-	// Bytes is the estimated working set (EstimateList); negative counts as 0.
+	// Bytes is the estimated working set, the caller's (lazyapi's proxy
+	// estimates a page of values plus its write buffers); negative counts
+	// as 0.
 	// A request of 0 bytes is limited by count only.
 	Bytes int64
 }
@@ -124,8 +126,6 @@ type Limiter struct {
 	ring     []*client                // queues with waiters, in round-robin order
 	next     int                      // index in ring of the client served next
 	classes  map[string]*class        // correction per class; entries are never removed
-	sizes    map[string]sizeEntry     // collection sizes (SetSize), at most MaxClasses
-	observed map[string]observedEntry // largest responses (ObserveResponse), at most MaxClasses
 	sweepIn  int                      // rate-limited Admit calls until the next sweep
 	// holding is what each client holds, for Config.ClientShare; an
 	// entry exists while the client holds something.
@@ -190,8 +190,6 @@ func New(cfg Config) (*Limiter, error) {
 		queues:   make(map[queueKey]*client),
 		limiters: make(map[string]*rate.Limiter),
 		classes:  make(map[string]*class),
-		sizes:    make(map[string]sizeEntry),
-		observed: make(map[string]observedEntry),
 		sweepIn:  sweepEvery,
 	}
 	if l.clock == nil {

@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Collection statistics.
+//
+// Admission (admit.go) and the first page of a LIST need numbers about a
+// collection that only the proxy sees: the average size of its stored
+// values (from the pages it reads), how many keys it has (one etcd range
+// of one key), and how large its responses turned out. collStats keeps
+// them, per collection key prefix; the limiter receives the numbers
+// derived from them (a reservation in bytes, a response size to classify)
+// and keeps none of its own.
+
+// collSize describes a collection for the classification of its LISTs.
+type collSize struct {
+	Items    int64 // number of objects
+	AvgBytes int64 // average stored size of one object; 0 when unknown
+}
+
+const (
+	// sizeTTL is how long a remembered collection size (setSize) is used.
+	sizeTTL = 5 * time.Second
+	// observedTTL is how long a response size seen by observeResponse is
+	// used.
+	observedTTL = time.Minute
+	// maxCollections bounds the sizes and response sizes remembered; when
+	// full, all of one kind are forgotten.
+	maxCollections = 1024
+)
+
+// collStats remembers, per collection key prefix: the average stored value
+// size of the last LIST's first page (hint: it sizes the next first page
+// and the admission estimates), the collection's size (setSize, 5 s) and
+// the largest response of the last minute (observeResponse). Keys are
+// "<prefix>/<resource key prefix>/[<namespace>/]". The zero value is not
+// usable: use newCollStats. Safe for concurrent use.
+type collStats struct {
+	// hints is read on every LIST (string -> int): a sync.Map, whose Load
+	// takes no lock and allocates nothing.
+	hints sync.Map
+
+	max      int        // most entries of sizes and of observed
+	mu       sync.Mutex // guards sizes and observed
+	sizes    map[string]sizeEntry
+	observed map[string]observedEntry
+}
+
+// sizeEntry is a remembered collection size.
+type sizeEntry struct {
+	collSize
+	at time.Time
+}
+
+// observedEntry is a response size recorded by observeResponse.
+type observedEntry struct {
+	n  int64
+	at time.Time
+}
+
+func newCollStats(max int) *collStats {
+	return &collStats{max: max, sizes: map[string]sizeEntry{}, observed: map[string]observedEntry{}}
+}
+
+// hint returns the average stored size of the collection's values last
+// seen by a LIST, 0 when none was.
+func (c *collStats) hint(key string) int {
+	if h, ok := c.hints.Load(key); ok {
+		return h.(int)
+	}
+	return 0
+}
+
+// setHint records the average stored size of a LIST's first page.
+func (c *collStats) setHint(key string, avg int) {
+	c.hints.Store(key, avg)
+}
+
+// size returns the size remembered for the collection key (setSize) if it
+// was set less than sizeTTL before now. Admission uses it to classify LISTs
+// as bulk without reading etcd for every request.
+func (c *collStats) size(key string, now time.Time) (collSize, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.sizes[key]
+	if !ok || now.Sub(e.at) >= sizeTTL {
+		return collSize{}, false
+	}
+	return e.collSize, true
+}
+
+// setSize remembers the size of the collection key at now. At most max
+// keys are kept; when full, all are forgotten.
+func (c *collStats) setSize(key string, sz collSize, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.sizes[key]; !ok && len(c.sizes) >= c.max {
+		clear(c.sizes)
+	}
+	c.sizes[key] = sizeEntry{collSize: sz, at: now}
+}
+
+// observeResponse records that a LIST of the collection key wrote at least
+// n response bytes at now. observedResponse returns the largest n recorded
+// in the last observedTTL. A LIST whose estimate (items × a sampled or
+// hinted average) was too low, e.g. because the first values of the range
+// are small, thus makes the following LISTs of its collection bulk. At
+// most max keys are kept; when full, all are forgotten.
+func (c *collStats) observeResponse(key string, n int64, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.observed[key]
+	if !ok && len(c.observed) >= c.max {
+		clear(c.observed)
+	}
+	if ok && now.Sub(e.at) < observedTTL && e.n > n {
+		n = e.n
+	}
+	c.observed[key] = observedEntry{n: n, at: now}
+}
+
+// observedResponse returns the largest response size recorded for the
+// collection key by observeResponse in the observedTTL before now, 0 if
+// none.
+func (c *collStats) observedResponse(key string, now time.Time) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.observed[key]
+	if !ok || now.Sub(e.at) >= observedTTL {
+		return 0
+	}
+	return e.n
+}
+
+// Estimate constants; see estimateList.
+const (
+	// pageCopies is how many copies of a page's values are alive at once:
+	// the gRPC response buffer and the decoded etcd KeyValues.
+	pageCopies = 2
+	// itemOverheadBytes covers an item's key, its mvccpb.KeyValue struct and
+	// slice headers.
+	itemOverheadBytes = 256
+)
+
+// estimateList returns the working-set estimate of a LIST (or of a GET
+// with pageItems = 1) that reads pages of pageItems values of
+// avgValueBytes each from etcd and writes through write buffers totalling
+// bufferBytes:
+//
+//	pageItems × (2 × avgValueBytes + 256) + bufferBytes
+//
+// Two copies of the page are alive at once (the gRPC message and the
+// decoded values); 256 bytes per item cover key and struct overhead. The
+// limiter corrects it per class from what requests report they really
+// used. Negative inputs count as 0; the result saturates at MaxInt64.
+func estimateList(avgValueBytes int64, pageItems int, bufferBytes int64) int64 {
+	avg := max(avgValueBytes, 0)
+	n := int64(max(pageItems, 0))
+	buf := max(bufferBytes, 0)
+	per := satAdd(satMul(pageCopies, avg), itemOverheadBytes)
+	return satAdd(satMul(n, per), buf)
+}
+
+func satMul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
