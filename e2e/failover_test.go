@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -161,6 +160,9 @@ func metricValue(url, name string) (float64, error) {
 //     documented Status, resourceVersion=0 LISTs are served from the
 //     cache, /readyz stays 200 and names the degraded preferred member;
 //     healed: reads move back, and the informers end equal to etcd.
+//
+// A second lazyapi reading from every member (round robin, no preferred
+// member) runs beside it for comparison: its reads too are never stale.
 func TestEtcdPreferredMember(t *testing.T) {
 	began := time.Now()
 	cl := etcdtest.StartCluster(t, 3)
@@ -199,8 +201,14 @@ func TestEtcdPreferredMember(t *testing.T) {
 	proc := start(t, "--etcd-servers="+strings.Join(order, ","), "--etcd-preferred-server="+servers[p])
 	url := proc.URL
 
+	// A second lazyapi reads from every member (round robin, as the
+	// Deployment), directly, for comparison.
+	rr := start(t, "--etcd-servers="+strings.Join(eps, ","))
+
 	errs := &clientErrors{kinds: map[string]int{}}
-	infs := []testInformer{faultInformer(url, "json", false, errs), faultInformer(url, "protobuf", true, errs)}
+	rrErrs := &clientErrors{kinds: map[string]int{}}
+	infs := []testInformer{faultInformer(url, "json", false, errs), faultInformer(url, "protobuf", true, errs),
+		faultInformer(rr.URL, "json", false, rrErrs)}
 	stop := make(chan struct{})
 	defer close(stop)
 	for _, ti := range infs {
@@ -215,10 +223,13 @@ func TestEtcdPreferredMember(t *testing.T) {
 	log := &writeLog{byKey: map[string]int64{}}
 	wctx, stopWrites := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); faultWriter(wctx, t, ch, log) }()
 	r := &faultReader{url: url, cli: quorum, log: log, errs: errs}
 	go func() { defer wg.Done(); r.run(wctx, rand.New(rand.NewPCG(3, 7))) }()
+	r2 := &faultReader{url: rr.URL, cli: quorum, log: log, errs: rrErrs}
+	go func() { defer wg.Done(); r2.run(wctx, rand.New(rand.NewPCG(4, 7))) }()
+	rrReads := func() int64 { return r2.lists.Load() + r2.gets.Load() }
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -306,13 +317,17 @@ func TestEtcdPreferredMember(t *testing.T) {
 	}
 
 	// 1. The preferred member (the leader) is cut off from the others.
-	t0 := time.Now()
+	t0, rr0, rrErr0 := time.Now(), rrReads(), rrErrs.total()
 	cl.Partition(p)
 	moved(fmt.Sprintf("m%d partitioned", p), t0, false)
 	if s := traffic("partitioned"); s > awayMax {
 		t.Errorf("partitioned: the preferred member still carried %.1f%% of lazyapi's etcd traffic", 100*s)
 	}
 	checkPartitioned(t, url, quorum)
+	line := fmt.Sprintf("round robin lazyapi while partitioned (%.1fs): %d checked reads, %d errors",
+		time.Since(t0).Seconds(), rrReads()-rr0, rrErrs.total()-rrErr0)
+	t.Log(line)
+	report = append(report, line)
 	t0 = time.Now()
 	cl.Heal(p)
 	moved("healed", t0, true)
@@ -344,38 +359,36 @@ func TestEtcdPreferredMember(t *testing.T) {
 	wg.Wait()
 	stopped = true
 
-	want := etcdState(t, ctx, quorum)
 	for _, ti := range infs {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			got := storeState(ti.inf.GetStore())
-			if maps.Equal(want, got) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: store differs from etcd: %s", ti.name, diffStates(want, got))
-			}
-			time.Sleep(100 * time.Millisecond) // polling the informer's store to a deadline
+		waitEqualEtcd(t, ti.name, quorum, func() map[string]string { return storeState(ti.inf.GetStore()) })
+	}
+	checkCacheEqual(t, url, quorum)
+	checkCacheEqual(t, rr.URL, quorum)
+
+	kinds := func(e *clientErrors) string {
+		var ks []string
+		for k, n := range e.kinds {
+			ks = append(ks, fmt.Sprintf("%s ×%d", k, n))
+		}
+		sort.Strings(ks)
+		return strings.Join(ks, ", ")
+	}
+	for _, x := range []struct {
+		name string
+		r    *faultReader
+		e    *clientErrors
+	}{{"preferred", r, errs}, {"round robin", r2, rrErrs}} {
+		t.Logf("%s lazyapi's reader: %d consistent LISTs (%d compared with etcd at their revision), %d GETs, %d stale; client errors: %s",
+			x.name, x.r.lists.Load(), x.r.exact.Load(), x.r.gets.Load(), x.r.stale.Load(), kinds(x.e))
+		for _, b := range x.r.bad {
+			t.Errorf("%s lazyapi's reader: %s", x.name, b)
+		}
+		for _, v := range x.e.violations {
+			t.Errorf("%s lazyapi: undocumented error: %s", x.name, v)
 		}
 	}
-	checkCacheEqual(t, url, want)
-
-	var kinds []string
-	for k, n := range errs.kinds {
-		kinds = append(kinds, fmt.Sprintf("%s ×%d", k, n))
-	}
-	sort.Strings(kinds)
-	t.Logf("reader: %d consistent LISTs (%d compared with etcd at their revision), %d GETs, %d stale",
-		r.lists.Load(), r.exact.Load(), r.gets.Load(), r.stale.Load())
-	for _, b := range r.bad {
-		t.Errorf("reader: %s", b)
-	}
 	t.Logf("summary:\n%s", strings.Join(report, "\n"))
-	t.Logf("writes: %d acknowledged, %d failed or unknown; client errors: %s; total %.1fs",
-		log.writes, log.failed, strings.Join(kinds, ", "), time.Since(began).Seconds())
-	for _, v := range errs.violations {
-		t.Errorf("undocumented error: %s", v)
-	}
+	t.Logf("writes: %d acknowledged, %d failed or unknown; total %.1fs", log.writes, log.failed, time.Since(began).Seconds())
 }
 
 // checkPartitioned checks lazyapi at url while its preferred member is

@@ -549,22 +549,11 @@ func TestEtcdFaults(t *testing.T) {
 	stopped = true
 
 	// Informers and caches end equal to etcd.
-	want := etcdState(t, ctx, cl.Client)
 	for _, ti := range infs {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			got := storeState(ti.inf.GetStore())
-			if maps.Equal(want, got) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: store differs from etcd: %s", ti.name, diffStates(want, got))
-			}
-			time.Sleep(100 * time.Millisecond) // polling the informer's store to a deadline
-		}
+		waitEqualEtcd(t, ti.name, cl.Client, func() map[string]string { return storeState(ti.inf.GetStore()) })
 	}
 	for i, u := range urls {
-		checkCacheEqual(t, u, want)
+		checkCacheEqual(t, u, cl.Client)
 		if code, body := rawGet(t, u+"/readyz?verbose"); code != 200 {
 			t.Errorf("lazyapi %d /readyz after the faults = %d:\n%s\nstderr:\n%s", i, code, body, procs[i].stderr)
 		}
@@ -649,12 +638,31 @@ func checkDegraded(t *testing.T, url string) {
 	}
 }
 
+// waitEqualEtcd polls got until it equals etcd's ConfigMaps, for 60 s. A
+// write cancelled in flight when the writer stopped may still commit after
+// a first read of etcd, so etcd is read again at each poll.
+func waitEqualEtcd(t *testing.T, what string, cli *clientv3.Client, got func() map[string]string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		want, g := etcdState(t, context.Background(), cli), got()
+		if maps.Equal(want, g) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: store differs from etcd: %s", what, diffStates(want, g))
+		}
+		time.Sleep(100 * time.Millisecond) // polling the informer's store to a deadline
+	}
+}
+
 // checkCacheEqual polls a resourceVersion=0 LIST (the cache) until it equals
-// etcd's state (the cache re-synced on its own).
-func checkCacheEqual(t *testing.T, url string, want map[string]string) {
+// etcd's state (the cache re-synced on its own), reading etcd at each poll.
+func checkCacheEqual(t *testing.T, url string, cli *clientv3.Client) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		want := etcdState(t, context.Background(), cli)
 		code, body := rawGet(t, url+"/api/v1/configmaps?resourceVersion=0")
 		got := map[string]string{}
 		if code == 200 {

@@ -209,7 +209,8 @@ func TestMonitoringMetricsExported(t *testing.T) {
 		"reader-token,system:serviceaccount:monitoring:lazyapi-reader,uid-2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, "--etcd-servers="+etcd.Endpoint, "--token-auth-file="+tokens, "--profiling", "--memory-limit=512Mi")
+	p := start(t, "--etcd-servers="+etcd.Endpoint, "--etcd-preferred-server="+etcd.Endpoint,
+		"--token-auth-file="+tokens, "--profiling", "--memory-limit=512Mi")
 	get := func(path, token string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest("GET", p.URL+path, nil)
