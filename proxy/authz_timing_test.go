@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,8 +21,11 @@ import (
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/authn/tokenreview"
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/authz/rbacetcd"
+	authzwebhook "github.com/lazyapi/lazyapi/authz/webhook"
+	"github.com/lazyapi/lazyapi/internal/reviewtest"
 	"github.com/lazyapi/lazyapi/proxy"
 )
 
@@ -223,6 +227,116 @@ func BenchmarkGetAuthz(b *testing.B) {
 					b.Fatalf("status %d", resp.StatusCode)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkAuthorizeWebhook is the cost of one decision of "get
+// configmaps cm in ns1" for the bound token's user: by the local RBAC
+// chain, and by the Webhook mode (k8s.io/apiserver's webhook authorizer
+// through --authorization-kubeconfig) asking an HTTPS
+// SubjectAccessReview server on loopback (internal/reviewtest) that
+// answers from the same RBAC chain: with its answer cache (what every
+// request but one per TTL pays) and without (TTL 0: one round trip per
+// decision).
+func BenchmarkAuthorizeWebhook(b *testing.B) {
+	ab := newAuthzBench(b, "RBAC")
+	rs := reviewtest.Start(b)
+	rs.Authorize = func(spec authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus {
+		ra := spec.ResourceAttributes
+		a := authz.Attributes{User: spec.User, Groups: spec.Groups, UID: spec.UID, Verb: ra.Verb, ResourceRequest: true,
+			Namespace: ra.Namespace, APIGroup: ra.Group, APIVersion: ra.Version, Resource: ra.Resource, Subresource: ra.Subresource, Name: ra.Name}
+		ok, _, reason, _ := ab.chain.Authorize(&a)
+		return authorizationv1.SubjectAccessReviewStatus{Allowed: ok, Reason: reason}
+	}
+	dir := b.TempDir()
+	kc := rs.Kubeconfig(b, dir, "kubeconfig", "")
+	wc := rs.Kubeconfig(b, dir, "webhook", reviewtest.SubjectAccessReviewPath)
+	u, err := ab.a.Authenticate([]byte("Bearer "+ab.token), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := authz.Attributes{User: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra,
+		Verb: "get", ResourceRequest: true, Namespace: "ns1", APIVersion: "v1", Resource: "configmaps", Name: "cm"}
+	run := func(b *testing.B, c *authz.Chain) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ok, _, _, err := c.Authorize(&a); !ok || err != nil {
+				b.Fatal("not allowed", err)
+			}
+		}
+	}
+	b.Run("rbac", func(b *testing.B) { run(b, ab.chain) })
+	for _, tt := range []struct {
+		name string
+		ttl  time.Duration
+		cfg  authzwebhook.Config
+	}{
+		{"webhook-cached", authzwebhook.DefaultAuthorizedTTL, authzwebhook.Config{Kubeconfig: kc}},
+		// --authorization-webhook-config-file: no client-side limit.
+		{"webhook-uncached", 0, authzwebhook.Config{ConfigFile: wc, Version: "v1"}},
+		// --authorization-kubeconfig: client-go's 200 QPS (burst 400)
+		// of aggregated servers' delegation client caps the rate.
+		{"webhook-uncached-kubeconfig", 0, authzwebhook.Config{Kubeconfig: kc}},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			cfg := tt.cfg
+			cfg.AuthorizedTTL, cfg.UnauthorizedTTL = tt.ttl, tt.ttl
+			w, err := authzwebhook.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := authz.NewChain([]authz.Mode{{Name: authz.ModeWebhook, Authorizer: w}}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			before := rs.SubjectAccessReviews.Load()
+			run(b, c)
+			b.ReportMetric(float64(rs.SubjectAccessReviews.Load()-before)/float64(b.N)*1000, "reviews/1000")
+		})
+	}
+}
+
+// BenchmarkAuthenticateTokenReview is the cost of authenticating a
+// bearer token lazyapi cannot verify itself through a TokenReview
+// (k8s.io/apiserver's webhook token authenticator and token cache,
+// --authentication-kubeconfig) against a loopback HTTPS server, with the
+// cache and without; compare BenchmarkAuthorizeLocal's local
+// service account token.
+func BenchmarkAuthenticateTokenReview(b *testing.B) {
+	rs := reviewtest.Start(b)
+	rs.Authenticate = func(token string) (authenticationv1.UserInfo, bool, string) {
+		return authenticationv1.UserInfo{Username: "oidc:alice", Groups: []string{"devs"}}, token == "oidc-token", ""
+	}
+	dir := b.TempDir()
+	kc := rs.Kubeconfig(b, dir, "kubeconfig", "")
+	wc := rs.Kubeconfig(b, dir, "webhook", reviewtest.TokenReviewPath)
+	header := []byte("Bearer oidc-token")
+	for _, tt := range []struct {
+		name string
+		ttl  time.Duration
+		cfg  tokenreview.Config
+	}{
+		{"cached", tokenreview.DefaultCacheTTL, tokenreview.Config{Kubeconfig: kc}},
+		{"uncached", 0, tokenreview.Config{ConfigFile: wc, Version: "v1"}},
+		{"uncached-kubeconfig", 0, tokenreview.Config{Kubeconfig: kc}},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			cfg := tt.cfg
+			cfg.CacheTTL = tt.ttl
+			tr, err := tokenreview.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			a := authn.New(authn.Config{TokenReview: tr})
+			before := rs.TokenReviews.Load()
+			b.ReportAllocs()
+			for b.Loop() {
+				if u, err := a.Authenticate(header, nil); err != nil || u.Name != "oidc:alice" {
+					b.Fatal(u, err)
+				}
+			}
+			b.ReportMetric(float64(rs.TokenReviews.Load()-before)/float64(b.N)*1000, "reviews/1000")
 		})
 	}
 }

@@ -65,7 +65,9 @@ func TestTokenReview(t *testing.T) {
 func TestTokenReviewCache(t *testing.T) {
 	s := reviewtest.Start(t)
 	s.Authenticate = review
-	kc := s.Kubeconfig(t, t.TempDir(), "kubeconfig", "")
+	dir := t.TempDir()
+	kc := s.Kubeconfig(t, dir, "kubeconfig", "")
+	wc := s.Kubeconfig(t, dir, "webhook", reviewtest.TokenReviewPath)
 	for _, tt := range []struct {
 		ttl         bool
 		wantPer1000 int64
@@ -74,6 +76,9 @@ func TestTokenReviewCache(t *testing.T) {
 		cfg := tokenreview.Config{Kubeconfig: kc, Metrics: ms}
 		if tt.ttl {
 			cfg.CacheTTL = tokenreview.DefaultCacheTTL
+		} else {
+			// The webhook file: no client-side rate limit.
+			cfg = tokenreview.Config{ConfigFile: wc, Version: "v1", Metrics: ms}
 		}
 		tr, err := tokenreview.New(cfg)
 		if err != nil {

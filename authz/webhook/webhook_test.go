@@ -118,7 +118,9 @@ func TestWebhookAttributes(t *testing.T) {
 // is a review; the reviews are counted in the metrics.
 func TestWebhookCache(t *testing.T) {
 	s := newServer(t)
-	kc := s.Kubeconfig(t, t.TempDir(), "kubeconfig", "")
+	dir := t.TempDir()
+	kc := s.Kubeconfig(t, dir, "kubeconfig", "")
+	wc := s.Kubeconfig(t, dir, "webhook", reviewtest.SubjectAccessReviewPath)
 	allowed := authz.Attributes{User: "alice", Verb: "get", ResourceRequest: true, APIVersion: "v1", Resource: "configmaps", Namespace: "ns", Name: "x"}
 	refused := allowed
 	refused.Resource = "secrets"
@@ -134,6 +136,11 @@ func TestWebhookCache(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ms := metrics.NewSet()
 			cfg := webhook.Config{Kubeconfig: kc, Metrics: ms}
+			if !tt.authorized {
+				// The webhook file: no client-side rate limit (the
+				// kubeconfig's client allows 200 reviews per second).
+				cfg = webhook.Config{ConfigFile: wc, Version: "v1", Metrics: ms}
+			}
 			if tt.authorized {
 				cfg.AuthorizedTTL, cfg.UnauthorizedTTL = webhook.DefaultAuthorizedTTL, webhook.DefaultUnauthorizedTTL
 			}
