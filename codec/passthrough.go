@@ -641,3 +641,41 @@ func AppendJSONTypeMeta(dst, raw []byte, apiVersion, kind string) []byte {
 	}
 	return append(dst, rest[i+1:]...)
 }
+
+// AppendJSONAPIVersion appends the JSON object raw with the value of its
+// top-level apiVersion replaced by apiVersion, in place (added in key
+// order when absent): a custom resource stored at one version of a CRD
+// whose conversion strategy is None, served at another, as
+// apiextensions-apiserver's nopConverter serves it (its JSON keys are
+// sorted, as the unstructured encoder writes them). raw is not modified.
+func AppendJSONAPIVersion(dst, raw []byte, apiVersion string) ([]byte, error) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return dst, corrupt(raw, i, "expected a JSON object")
+	}
+	val, ins, closing, err := findTopKey(raw, i, "apiVersion")
+	if err != nil {
+		return dst, err
+	}
+	switch {
+	case val.start >= 0:
+		dst = append(dst, raw[:val.start]...)
+		dst = appendJSONQuote(dst, apiVersion)
+		return append(dst, raw[val.end:]...), nil
+	case ins >= 0:
+		dst = append(dst, raw[:ins]...)
+		dst = append(dst, `"apiVersion":`...)
+		dst = appendJSONQuote(dst, apiVersion)
+		dst = append(dst, ',')
+		return append(dst, raw[ins:]...), nil
+	case closing >= 0:
+		dst = append(dst, raw[:closing]...)
+		if !emptyObjectBefore(raw, closing) {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"apiVersion":`...)
+		dst = appendJSONQuote(dst, apiVersion)
+		return append(dst, raw[closing:]...), nil
+	}
+	return dst, corrupt(raw, len(raw), "truncated JSON object")
+}

@@ -37,7 +37,7 @@ func (s *Server) cacheResource(r *resource.Resource) *cache.Resource {
 		return nil
 	}
 	spec := cache.Spec{Name: r.GroupResource(), Prefix: s.listPrefix(r, ""), Namespaced: r.Namespaced,
-		Fields: r.FieldSelectors}
+		Fields: r.CacheFields()}
 	cr := c.Resource(spec)
 	if old := cr.Spec(); old.Namespaced != spec.Namespaced || !slices.Equal(old.Fields, spec.Fields) || old.Name != spec.Name {
 		// A CRD deleted and created again with another scope or fields:

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -302,5 +303,53 @@ func TestConvertedFieldsAndErrors(t *testing.T) {
 	code, _, _ = e.raw(t, "GET", "/apis/certificates.k8s.io/v1beta1/namespaces/default/podcertificaterequests", "application/json")
 	if code != 404 {
 		t.Errorf("certificates.k8s.io/v1beta1 podcertificaterequests = %d, want 404 (kube-apiserver v1.37 serves v1 only)", code)
+	}
+}
+
+// TestCustomResourceWebhookVersion: a CRD that converts with a webhook is
+// served at its storage version; its other served version is answered
+// 404 with a Status that says why (lazyapi does not call conversion
+// webhooks), while a strategy None CRD's versions are all served
+// (TestCustomResources).
+func TestCustomResourceWebhookVersion(t *testing.T) {
+	e := startEnv(t)
+	crd := map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "gizmos.example.com", "uid": "u2"},
+		"spec": map[string]any{
+			"group": "example.com", "scope": "Namespaced",
+			"names": map[string]any{"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "listKind": "GizmoList"},
+			"versions": []any{
+				map[string]any{"name": "v1", "served": true, "storage": true},
+				map[string]any{"name": "v2", "served": true, "storage": false},
+			},
+			"conversion": map[string]any{"strategy": "Webhook", "webhook": map[string]any{"conversionReviewVersions": []any{"v1"},
+				"clientConfig": map[string]any{"url": "https://127.0.0.1:1/convert"}}},
+		},
+		"status": map[string]any{
+			"conditions":    []any{map[string]any{"type": "Established", "status": "True"}},
+			"acceptedNames": map[string]any{"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "listKind": "GizmoList"},
+		},
+	}
+	b, err := json.Marshal(crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.putRaw(t, "/registry/apiextensions.k8s.io/customresourcedefinitions/gizmos.example.com", b)
+	e.putRaw(t, "/registry/example.com/gizmos/ns/g1", []byte(`{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g1","namespace":"ns"}}`))
+	waitFor(t, "gizmos in the table", func() error {
+		if _, ok := e.table.Lookup("example.com", "v2", "gizmos"); !ok {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if code, _, body := e.raw(t, "GET", "/apis/example.com/v1/namespaces/ns/gizmos/g1", "application/json"); code != 200 {
+		t.Errorf("GET storage version = %d %s", code, body)
+	}
+	code, _, body := e.raw(t, "GET", "/apis/example.com/v2/namespaces/ns/gizmos/g1", "application/json")
+	var st metav1.Status
+	if err := json.Unmarshal(body, &st); code != 404 || err != nil || st.Reason != metav1.StatusReasonNotFound ||
+		!strings.Contains(st.Message, "webhook") {
+		t.Errorf("GET webhook-converted version = %d %s, want 404 NotFound naming the webhook", code, body)
 	}
 }

@@ -448,11 +448,48 @@ func TestCustomResources(t *testing.T) {
 	if !apierrors.IsNotFound(err) || err.Error() != `widgets.example.com "missing" not found` {
 		t.Fatalf("dynamic Get missing = %v", err)
 	}
-	// The non-storage version: a clear 404.
-	_, err = dc.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1beta1", Resource: "widgets"}).Namespace("ns").List(ctx, metav1.ListOptions{})
-	if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "does not convert") {
-		t.Fatalf("non-storage version = %v, want NotFound explaining conversion", err)
+	// The other served version (conversion strategy None): served from
+	// the stored v1 objects with apiVersion set, as apiextensions-
+	// apiserver's nopConverter does, byte for byte as kube-apiserver
+	// writes the unstructured object (sorted keys).
+	asV1beta1 := func(name string) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(stored[name], &m); err != nil {
+			t.Fatal(err)
+		}
+		m["apiVersion"] = "example.com/v1beta1"
+		unstructured.SetNestedField(m, strconv.FormatInt(revs[name], 10), "metadata", "resourceVersion")
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
+	if code, _, body := e.raw(t, "GET", "/apis/example.com/v1beta1/namespaces/ns/widgets/w2", "application/json"); code != 200 ||
+		string(body) != string(asV1beta1("w2"))+"\n" {
+		t.Errorf("GET v1beta1 widget = %d %s, want %s", code, body, asV1beta1("w2"))
+	}
+	lb, err := dc.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1beta1", Resource: "widgets"}).Namespace("ns").List(ctx, metav1.ListOptions{})
+	if err != nil || len(lb.Items) != 3 || lb.GetAPIVersion() != "example.com/v1beta1" {
+		t.Fatalf("v1beta1 List = %v, %v", lb, err)
+	}
+	for _, it := range lb.Items {
+		if b, _ := json.Marshal(it.Object); string(b) != string(asV1beta1(it.GetName())) {
+			t.Errorf("v1beta1 list item %s = %s, want %s", it.GetName(), b, asV1beta1(it.GetName()))
+		}
+	}
+	wb, err := dc.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1beta1", Resource: "widgets"}).Namespace("ns").Watch(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		ev := <-wb.ResultChan()
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok || u.GetAPIVersion() != "example.com/v1beta1" {
+			t.Errorf("v1beta1 watch event %v %v", ev.Type, ev.Object)
+		}
+	}
+	wb.Stop()
 	// Protobuf-only Accept for a custom resource: 406.
 	if code, _, _ := e.raw(t, "GET", "/apis/example.com/v1/namespaces/ns/widgets", "application/vnd.kubernetes.protobuf"); code != 406 {
 		t.Errorf("protobuf widgets = %d, want 406", code)

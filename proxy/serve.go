@@ -129,12 +129,13 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		return
 	}
 	if !r.Servable() {
-		// lazyapi serves bytes as stored and does not convert between
-		// versions. 404 is what generic clients (discovery walkers,
-		// backup tools, informers) handle best: they treat the version as
-		// absent and carry on; the message says why.
+		// A custom resource's version whose CRD converts with a webhook:
+		// lazyapi does not call conversion webhooks. 404 is what generic
+		// clients (discovery walkers, backup tools, informers) handle
+		// best: they treat the version as absent and carry on; the
+		// message says why.
 		st.fail(rc, ef, &StatusError{Status: codec.Status{Code: 404, Reason: "NotFound",
-			Message: fmt.Sprintf("%s/%s %s is stored as version %s and lazyapi does not convert between versions: request %s/%s instead",
+			Message: fmt.Sprintf("%s/%s %s is stored as version %s and its CustomResourceDefinition converts between versions with a webhook, which lazyapi does not call: request %s/%s instead",
 				r.Group, r.Version, r.Resource, r.StorageVersion, r.Group, r.StorageVersion),
 			Details: &codec.StatusDetails{Group: r.Group, Kind: r.Resource}}})
 		return
@@ -309,6 +310,12 @@ func typeMeta(r *resource.Resource, obj codec.Object) codec.Object {
 		if obj.Kind == "" {
 			obj.APIVersion, obj.Kind = r.StorageAPIVersion(), r.Kind
 		}
+	case r.RewritesTypeMeta() && r.Custom:
+		// Conversion strategy None: apiVersion set in place.
+		if raw, err := codec.AppendJSONAPIVersion(nil, obj.Raw, r.APIVersion()); err == nil {
+			obj.Raw = raw
+		}
+		obj.APIVersion, obj.Kind = r.APIVersion(), r.Kind
 	case r.RewritesTypeMeta() && obj.Format == codec.FormatJSON:
 		obj.Raw = codec.AppendJSONTypeMeta(nil, obj.Raw, r.APIVersion(), r.Kind)
 		obj.APIVersion, obj.Kind = r.APIVersion(), r.Kind

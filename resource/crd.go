@@ -35,7 +35,11 @@ type crd struct {
 	shortNames, categories           []string
 	namespaced                       bool
 	storageVersion                   string
-	versions                         []crdVersion // served versions only
+	// noConversion: spec.conversion.strategy is None (the default), so
+	// kube-apiserver serves every served version from the stored objects
+	// by setting apiVersion alone (apiextensions-apiserver's nopConverter).
+	noConversion bool
+	versions     []crdVersion // served versions only
 	// doc is the Table's CRD doc builder's result, or nil.
 	doc any
 }
@@ -53,6 +57,17 @@ type crdVersion struct {
 // resources returns one Resource per served version.
 func (c *crd) resources() []*Resource {
 	rs := make([]*Resource, 0, len(c.versions))
+	// The versions share one watch cache: it derives the union of their
+	// selectable fields.
+	var union []string
+	for _, v := range c.versions {
+		for _, f := range v.selectable {
+			if !slices.Contains(union, f) {
+				union = append(union, f)
+			}
+		}
+	}
+	slices.Sort(union)
 	for _, v := range c.versions {
 		rs = append(rs, &Resource{
 			Group:            c.group,
@@ -75,6 +90,8 @@ func (c *crd) resources() []*Resource {
 			statusSub:        v.status,
 			fieldStyle:       fieldsListed,
 			noNamespaceField: !c.namespaced,
+			noConversion:     c.noConversion,
+			cacheFields:      union,
 		})
 	}
 	return rs
@@ -118,6 +135,9 @@ type crdJSON struct {
 		AdditionalPrinterColumns []columnJSON      `json:"additionalPrinterColumns"`
 		SelectableFields         []selectableField `json:"selectableFields"`
 		Subresources             *subresourcesJSON `json:"subresources"`
+		Conversion               *struct {
+			Strategy string `json:"strategy"`
+		} `json:"conversion"`
 	} `json:"spec"`
 	Status struct {
 		Conditions []struct {
@@ -212,6 +232,8 @@ func parseCRD(value []byte) (*crd, error) {
 		shortNames: names.ShortNames,
 		categories: names.Categories,
 		namespaced: in.Spec.Scope != "Cluster",
+		// apiextensions' defaulting: strategy None when unset.
+		noConversion: in.Spec.Conversion == nil || in.Spec.Conversion.Strategy == "" || in.Spec.Conversion.Strategy == "None",
 	}
 	if c.singular == "" {
 		c.singular = strings.ToLower(c.kind)

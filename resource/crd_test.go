@@ -31,6 +31,7 @@ type crdSpec struct {
 	storage     string
 	established bool
 	apiVersion  string // apiextensions.k8s.io/v1beta1 (as kube-apiserver stores it) or v1
+	webhook     bool   // conversion strategy Webhook (else None)
 }
 
 // object builds the CRD as kube-apiserver stores it: in v1beta1, printer
@@ -78,8 +79,13 @@ func (c crdSpec) object() *unstructured.Unstructured {
 	if c.namespaced {
 		scope = "Namespaced"
 	}
+	conversion := map[string]any{"strategy": "None"}
+	if c.webhook {
+		conversion = map[string]any{"strategy": "Webhook", "webhook": map[string]any{"conversionReviewVersions": []any{"v1"},
+			"clientConfig": map[string]any{"url": "https://convert.example.com/"}}}
+	}
 	spec := map[string]any{"group": c.group, "names": names, "scope": scope, "versions": versions,
-		"conversion": map[string]any{"strategy": "None"}, "preserveUnknownFields": false}
+		"conversion": conversion, "preserveUnknownFields": false}
 	if !v1 {
 		spec["additionalPrinterColumns"] = cols
 	}
@@ -123,6 +129,28 @@ func (c crdSpec) key() string {
 var widgets = crdSpec{
 	group: "example.com", plural: "widgets", kind: "Widget", namespaced: true, shortNames: []string{"wd"},
 	versions: []string{"v1", "v2"}, notServed: []string{"v1alpha1"}, storage: "v1", established: true,
+}
+
+// TestCRDWebhookConversion: a CRD converting with a webhook is served at
+// its storage version only (lazyapi does not call webhooks); its other
+// versions are listed but not Servable, and the storage version is
+// preferred.
+func TestCRDWebhookConversion(t *testing.T) {
+	w := widgets
+	w.webhook = true
+	c, err := parseCRD(w.stored(t))
+	if err != nil || c == nil {
+		t.Fatalf("parseCRD = %v, %v", c, err)
+	}
+	for _, r := range c.resources() {
+		if got, want := r.Servable(), r.Version == "v1"; got != want || r.RewritesTypeMeta() {
+			t.Errorf("%s Servable = %v (rewrites %v), want %v", r.Version, got, r.RewritesTypeMeta(), want)
+		}
+	}
+	w.webhook = false
+	if c, err = parseCRD(w.stored(t)); err != nil || !c.resources()[1].Servable() {
+		t.Errorf("strategy None: v2 not servable (%v)", err)
+	}
 }
 
 func TestParseCRD(t *testing.T) {
@@ -235,9 +263,11 @@ func TestCRDSync(t *testing.T) {
 	if _, err := r.ConvertFieldLabel("spec.size"); err == nil || err.Error() != "field label not supported: spec.size" {
 		t.Errorf("widgets ConvertFieldLabel(spec.size) error = %v", err)
 	}
+	// Conversion strategy None: v2 is served from the v1 objects with
+	// apiVersion rewritten, as apiextensions-apiserver's nopConverter.
 	r2, ok := tb.Lookup("example.com", "v2", "widgets")
-	if !ok || r2.Servable() || r2.StorageVersion != "v1" {
-		t.Errorf("widgets v2 = %+v, %v, want served but not servable, storage v1", r2, ok)
+	if !ok || !r2.Servable() || !r2.RewritesTypeMeta() || r2.StorageVersion != "v1" {
+		t.Errorf("widgets v2 = %+v, %v, want servable with apiVersion rewritten, storage v1", r2, ok)
 	}
 	if _, ok := tb.Lookup("example.com", "v1alpha1", "widgets"); ok {
 		t.Errorf("widgets v1alpha1 (not served) is in the table")
@@ -245,13 +275,15 @@ func TestCRDSync(t *testing.T) {
 	if _, ok := tb.Lookup("example.com", "v1", "gadgets"); ok {
 		t.Errorf("gadgets (not established) is in the table")
 	}
-	if got := tb.Versions("example.com"); !slices.Equal(got, []string{"v1", "v2"}) {
-		t.Errorf("Versions(example.com) = %q, want v1 (storage) first", got)
+	// apiextensions-apiserver prefers the highest version
+	// (kube-aware order), every version being servable.
+	if got := tb.Versions("example.com"); !slices.Equal(got, []string{"v2", "v1"}) {
+		t.Errorf("Versions(example.com) = %q, want v2 first", got)
 	}
 	var g metav1.APIGroupList
 	mustUnmarshal(t, tb.DiscoveryGroups(), &g)
-	if last := g.Groups[len(g.Groups)-1]; last.Name != "example.com" || last.PreferredVersion.Version != "v1" {
-		t.Errorf("last group of /apis = %+v, want example.com preferring v1", last)
+	if last := g.Groups[len(g.Groups)-1]; last.Name != "example.com" || last.PreferredVersion.Version != "v2" {
+		t.Errorf("last group of /apis = %+v, want example.com preferring v2", last)
 	}
 	if b, ok := tb.DiscoveryGroupVersion("example.com", "v2"); !ok || !strings.Contains(string(b), `"name":"widgets"`) {
 		t.Errorf("DiscoveryGroupVersion(example.com, v2) = %s, %v", b, ok)
@@ -283,7 +315,7 @@ func TestCRDSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := agg.Items[len(agg.Items)-1]
-	if last.Metadata.Name != "example.com" || len(last.Versions) != 2 || len(last.Versions[0].Resources) != 2 {
+	if last.Metadata.Name != "example.com" || len(last.Versions) != 2 || len(last.Versions[1].Resources) != 2 {
 		t.Errorf("aggregated discovery of example.com = %+v", last)
 	}
 

@@ -302,7 +302,7 @@ func TestDiscoveryKubectl(t *testing.T) {
 			`(?m)^deployments\s+deploy\s+apps/v1\s+true\s+Deployment$`,
 			`(?m)^horizontalpodautoscalers\s+hpa\s+autoscaling/v2\s+true\s+HorizontalPodAutoscaler$`,
 			`(?m)^customresourcedefinitions\s+crd,crds\s+apiextensions.k8s.io/v1\s+false\s+CustomResourceDefinition$`,
-			`(?m)^widgets\s+wd\s+example.com/v1\s+true\s+Widget$`,
+			`(?m)^widgets\s+wd\s+example.com/v2\s+true\s+Widget$`,
 		} {
 			if !regexp.MustCompile(re).MatchString(out) {
 				t.Errorf("aggregated=%v: kubectl api-resources does not match %s:\n%s", aggregated, re, out)

@@ -101,6 +101,12 @@ type Resource struct {
 	// noNamespaceField is set when metadata.namespace is refused.
 	fieldStyle       fieldStyle
 	noNamespaceField bool
+	// cacheFields are the fields the watch cache derives for a custom
+	// resource: those of every served version (they share one cache).
+	cacheFields []string
+	// noConversion: a custom resource whose CRD's conversion strategy is
+	// None, served at every served version (apiVersion rewritten).
+	noConversion bool
 	// fieldAliases, when not nil, are the only field labels accepted
 	// besides metadata.name and metadata.namespace, each mapped to the
 	// stored kind's label (events.k8s.io/v1's regarding.kind is
@@ -120,6 +126,16 @@ type Conversion struct {
 	// events.k8s.io/v1 events (kube-apiserver serves them from the core
 	// Event registry), else the resource's own group.
 	StorageGroup string
+}
+
+// CacheFields returns the field selector labels the resource's watch cache
+// derives: FieldSelectors, or for a custom resource those of every served
+// version of its CRD, which share the cache.
+func (r *Resource) CacheFields() []string {
+	if r.Custom {
+		return r.cacheFields
+	}
+	return r.FieldSelectors
 }
 
 // StorageAPIVersion returns the apiVersion objects are stored at.
@@ -143,15 +159,21 @@ func (r *Resource) StorageGroup() string {
 }
 
 // Servable reports whether the resource can be served from what is
-// stored: its Version is its StorageVersion, or a built-in resource whose
-// two versions have the same schema (RewritesTypeMeta).
-func (r *Resource) Servable() bool { return r.Version == r.StorageVersion || !r.Custom }
+// stored: its Version is its StorageVersion, or a built-in resource (same
+// schema, RewritesTypeMeta, or Conversion), or a custom resource whose
+// CRD's conversion strategy is None. A custom resource at another version
+// with a Webhook strategy is not: its conversion needs the webhook.
+func (r *Resource) Servable() bool {
+	return r.Version == r.StorageVersion || !r.Custom || r.noConversion
+}
 
 // RewritesTypeMeta reports whether objects are stored at another version
-// than they are served at, with the same schema: the apiVersion of each
-// object is rewritten to APIVersion() on the way out.
+// than they are served at and need only their apiVersion rewritten to
+// APIVersion() on the way out: a built-in kind whose two versions have the
+// same schema, or a custom resource whose CRD's conversion strategy is
+// None (as apiextensions-apiserver's nopConverter sets apiVersion).
 func (r *Resource) RewritesTypeMeta() bool {
-	return r.Version != r.StorageVersion && !r.Custom && r.Conversion == nil
+	return r.Version != r.StorageVersion && r.Conversion == nil && (!r.Custom || r.noConversion)
 }
 
 // APIVersion returns "group/version", or "version" for the core group.
