@@ -276,3 +276,65 @@ func TestDecryptOncePerRead(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderCacheEncrypted: with a watch cache holding values encrypted
+// (the default), the rendered-JSON cache keeps the renderings of objects
+// stored in plaintext (ConfigMaps where only Secrets are encrypted) and
+// never those of objects encrypted at rest; with --watch-cache-decrypted
+// it keeps those too.
+func TestRenderCacheEncrypted(t *testing.T) {
+	dir := t.TempDir()
+	cfgFile, err := enctest.WriteFile(dir, "enc.yaml", enctest.Config(enctest.Rule{Resources: "secrets",
+		Providers: []string{enctest.Provider("aesgcm", "", "k1")}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := enctest.NewWriter(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	tr := newEncryption(t, cfgFile)
+	base := startEnv(t, withEncryption(t, tr, true, false))
+	var kvs [][2]string
+	for i := range 50 {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: fmt.Sprintf("s-%02d", i), UID: "u"},
+			Data: map[string][]byte{"k": []byte(strings.Repeat("TOPSECRET", 200))}}
+		v, _ := storagefmt.Protobuf(s)
+		k := storagefmt.Key("/registry", "secrets", "a", s.Name)
+		ev, err := w.Encrypt("secrets", k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs = append(kvs, [2]string{k, string(ev)})
+	}
+	base.putMany(t, kvs)
+	seedConfigMaps(t, base, "a", 50, 2000)
+	for _, hold := range []bool{false, true} {
+		e := base
+		if hold {
+			e = startEnvOn(t, base, withEncryption(t, tr, true, true))
+		}
+		kept := func() float64 {
+			v, _ := metricValue(e.ms, "lazyapi_render_cache_bytes")
+			return v
+		}
+		for _, res := range []string{"secrets", "configmaps"} {
+			p := "/api/v1/namespaces/a/" + res
+			waitCacheHit(t, e, p)
+			before := kept()
+			for range 3 {
+				for _, q := range []string{"", "/" + map[string]string{"secrets": "s-07", "configmaps": "cm-00007"}[res]} {
+					if code, _, body := e.raw(t, "GET", p+q, "application/json"); code != 200 {
+						t.Fatalf("GET %s: %d %.200s", p+q, code, body)
+					}
+				}
+				watchFrames(t, e, "/api/v1/namespaces/a/"+res+"?watch=true&resourceVersion=0", "application/json", 50)
+			}
+			grew := kept() > before
+			if want := res == "configmaps" || hold; grew != want {
+				t.Errorf("hold=%v: JSON of %s kept in the rendering cache: %v (%v -> %v bytes), want %v", hold, res, grew, before, kept(), want)
+			}
+		}
+	}
+}

@@ -704,7 +704,7 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 	written := 0 // items' bytes, checked against the size pass's
 	emit := func(it *walkItem, kv *mvccpb.KeyValue) error {
 		start := len(sw.buf)
-		sw.buf, err = l.s.listItem(enc, sw.buf, kv.Key, it.obj, kv.ModRevision, ws.n == 0)
+		sw.buf, err = l.s.listItem(enc, sw.buf, kv.Key, kv.Value, it.obj, kv.ModRevision, ws.n == 0)
 		if err != nil {
 			l.s.decodeErrs.Inc()
 			return &decodeError{key: string(kv.Key), err: err}

@@ -135,31 +135,43 @@ func (rc *renderCache) hash(key []byte, rev int64, full bool) uint64 {
 	return x
 }
 
+// renderOf returns the rendering cache for an object stored as stored:
+// nil when its rendering must not outlive the request (it is encrypted at
+// rest and the watch cache holds values encrypted: decrypt.go).
+func (s *Server) renderOf(stored []byte) *renderCache {
+	if s.render == nil || s.keepsNoPlaintext(stored) {
+		return nil
+	}
+	return s.render
+}
+
 // listItem is enc.listItem, with a JSON item's bytes from the rendering
-// cache when they are kept there. key is the item's etcd key.
-func (s *Server) listItem(enc encoder, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
-	if te, ok := enc.(*tableEncoder); ok && te.cc == nil && te.conv == nil && s.render != nil && obj.Format == codec.FormatProtobuf &&
+// cache when they are kept there. key is the item's etcd key, stored its
+// value as stored.
+func (s *Server) listItem(enc encoder, dst, key, stored []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
+	rc := s.renderOf(stored)
+	if te, ok := enc.(*tableEncoder); ok && te.cc == nil && te.conv == nil && rc != nil && obj.Format == codec.FormatProtobuf &&
 		!te.sc.TableRowFromProtobuf(te.pgroup, te.presource, te.inc) {
-		return s.tableRow(te, dst, key, obj, rv, first)
+		return tableRow(rc, te, dst, key, obj, rv, first)
 	}
 	je, ok := enc.(*jsonEncoder)
-	if !ok || s.render == nil || obj.Format != codec.FormatProtobuf {
+	if !ok || rc == nil || obj.Format != codec.FormatProtobuf {
 		return enc.listItem(dst, obj, rv, first)
 	}
 	if !first {
 		dst = codec.AppendJSONListSep(dst)
 	}
 	// Items of a built-in list carry no apiVersion and kind.
-	return s.render.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{OmitTypeMeta: !je.r.Custom})
+	return rc.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{OmitTypeMeta: !je.r.Custom})
 }
 
 // tableRow is a Table encoder's listItem whose printer reads the object's
 // JSON from the rendering cache (the row's cells read the clock: rows are
 // not cached, the object's JSON is).
-func (s *Server) tableRow(te *tableEncoder, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
+func tableRow(rc *renderCache, te *tableEncoder, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
 	bp := getBuf()
 	defer putBuf(bp)
-	js, err := s.render.appendJSON(te.sc, (*bp)[:0], key, obj, rv, codec.JSONOptions{})
+	js, err := rc.appendJSON(te.sc, (*bp)[:0], key, obj, rv, codec.JSONOptions{})
 	*bp = js
 	if err != nil {
 		return dst, err
@@ -176,13 +188,15 @@ func (s *Server) tableRow(te *tableEncoder, dst, key []byte, obj codec.Object, r
 }
 
 // object is enc.object, with a JSON object's bytes from the rendering
-// cache when they are kept there. key is the object's etcd key.
-func (s *Server) object(enc encoder, dst, key []byte, obj codec.Object, rv int64) ([]byte, error) {
+// cache when they are kept there. key is the object's etcd key, stored its
+// value as stored.
+func (s *Server) object(enc encoder, dst, key, stored []byte, obj codec.Object, rv int64) ([]byte, error) {
 	je, ok := enc.(*jsonEncoder)
-	if !ok || s.render == nil || obj.Format != codec.FormatProtobuf {
+	rc := s.renderOf(stored)
+	if !ok || rc == nil || obj.Format != codec.FormatProtobuf {
 		return enc.object(dst, obj, rv)
 	}
-	dst, err := s.render.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{})
+	dst, err := rc.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{})
 	if err != nil {
 		return dst, err
 	}
@@ -192,10 +206,12 @@ func (s *Server) object(enc encoder, dst, key []byte, obj codec.Object, rv int64
 // watchEvent is enc.watchEvent, with a JSON event's object from the
 // rendering cache when it is kept there: the initial events of many
 // WatchList watchers (an informer storm) then copy one rendering instead of
-// each transcoding every object. key is the object's etcd key.
-func (s *Server) watchEvent(enc encoder, dst, key []byte, t codec.EventType, obj codec.Object, rv int64) ([]byte, error) {
+// each transcoding every object. key is the object's etcd key, stored its
+// value as stored.
+func (s *Server) watchEvent(enc encoder, dst, key, stored []byte, t codec.EventType, obj codec.Object, rv int64) ([]byte, error) {
 	je, ok := enc.(*jsonEncoder)
-	if !ok || s.render == nil || obj.Format != codec.FormatProtobuf {
+	rc := s.renderOf(stored)
+	if !ok || rc == nil || obj.Format != codec.FormatProtobuf {
 		return enc.watchEvent(dst, t, obj, rv)
 	}
 	start := len(dst)
@@ -203,7 +219,7 @@ func (s *Server) watchEvent(enc encoder, dst, key []byte, t codec.EventType, obj
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, t...)
 	dst = append(dst, `","object":`...)
-	dst, err := s.render.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{})
+	dst, err := rc.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{})
 	if err != nil {
 		return dst[:start], err
 	}

@@ -391,7 +391,7 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 	}
 	buf := getBuf()
 	defer putBuf(buf)
-	b, err := s.object(st.enc, (*buf)[:0], kv.Key, obj, kv.ModRevision)
+	b, err := s.object(st.enc, (*buf)[:0], kv.Key, kv.Value, obj, kv.ModRevision)
 	*buf = b
 	if err != nil {
 		s.decodeErrs.Inc()

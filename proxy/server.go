@@ -232,13 +232,12 @@ func New(cfg Config) (*Server, error) {
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)
 	s.panics = s.ms.GetOrCreateCounter("lazyapi_handler_panics_total")
 	s.frames = newFrameCache(s.ms, frameCacheBytes)
-	if cfg.Encryption == nil || cfg.CacheDecrypted {
-		// Renderings of decrypted objects would keep plaintext beyond the
-		// request (decrypt.go); --watch-cache-decrypted accepts that.
-		s.render = newRenderCache(s.ms, cfg.Cache)
-		if cfg.Cache != nil {
-			cfg.Resources.OnChange(s.dropUnserved)
-		}
+	// Renderings of objects encrypted at rest would keep plaintext beyond
+	// the request: they are not kept unless --watch-cache-decrypted
+	// (renderOf).
+	s.render = newRenderCache(s.ms, cfg.Cache)
+	if cfg.Cache != nil {
+		cfg.Resources.OnChange(s.dropUnserved)
 	}
 	s.fillWaits = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="served"}`)
 	s.fillTimeouts = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="timeout"}`)

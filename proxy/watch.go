@@ -527,7 +527,7 @@ func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value, p
 	}
 	if err == nil {
 		start := len(dst)
-		if dst, err = e.s.watchEvent(e.enc, dst, bytesutil.ToUnsafeBytes(key), t, obj, rv); err != nil {
+		if dst, err = e.s.watchEvent(e.enc, dst, bytesutil.ToUnsafeBytes(key), value, t, obj, rv); err != nil {
 			dst = dst[:start]
 		}
 	}
