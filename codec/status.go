@@ -13,6 +13,10 @@ type Status struct {
 	Reason  string // metav1.StatusReason, e.g. "NotFound", "Expired"
 	Message string
 	Details *StatusDetails
+	// Continue is metadata.continue: the token kube-apiserver offers with
+	// the 410 of a compacted continue token (resume at the latest
+	// revision); "" omits it.
+	Continue string
 }
 
 // StatusDetails is metav1.StatusDetails.
@@ -38,7 +42,9 @@ func (st *Status) statusValue() string {
 // "message":...,"reason":...,"details":{...},"code":N}, empty fields omitted
 // as encoding/json omits them.
 func AppendJSONStatus(dst []byte, st *Status) []byte {
-	dst = append(dst, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":`...)
+	dst = append(dst, `{"kind":"Status","apiVersion":"v1","metadata":`...)
+	dst = appendListMetaJSON(dst, ListMeta{Continue: st.Continue})
+	dst = append(dst, `,"status":`...)
 	dst = appendJSONQuote(dst, st.statusValue())
 	if st.Message != "" {
 		dst = append(dst, `,"message":`...)
@@ -129,7 +135,7 @@ func AppendProtobufStatus(dst []byte, st *Status) []byte {
 
 // statusProtoSize is len(appendStatusProto(nil, st)).
 func statusProtoSize(st *Status) int {
-	n := pbSizeBytesField(listMetaProtoSize(ListMeta{})) +
+	n := pbSizeBytesField(listMetaProtoSize(ListMeta{Continue: st.Continue})) +
 		pbSizeBytesField(len(st.statusValue())) +
 		pbSizeBytesField(len(st.Message)) +
 		pbSizeBytesField(len(st.Reason))
@@ -155,8 +161,8 @@ func statusCauseProtoSize(c StatusCause) int {
 // appendStatusProto appends the metav1.Status message in the field order and
 // with the always-written fields of its gogo-generated Marshal.
 func appendStatusProto(dst []byte, st *Status) []byte {
-	dst = pbAppendBytesHeader(dst, 1, listMetaProtoSize(ListMeta{}))
-	dst = appendListMetaProto(dst, ListMeta{})
+	dst = pbAppendBytesHeader(dst, 1, listMetaProtoSize(ListMeta{Continue: st.Continue}))
+	dst = appendListMetaProto(dst, ListMeta{Continue: st.Continue})
 	dst = pbAppendString(dst, 2, st.statusValue())
 	dst = pbAppendString(dst, 3, st.Message)
 	dst = pbAppendString(dst, 4, st.Reason)

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -112,8 +113,19 @@ func TestCompactedExactList(t *testing.T) {
 		t.Errorf("Exact LIST at a compacted revision = %s", body)
 	}
 	code, body = get("limit=1&continue=" + url.QueryEscape(first.Continue))
-	if code != 410 || !contains(body, "The provided continue parameter is too old") {
-		t.Errorf("continue from before the compaction = %d %s, want 410 Expired", code, body)
+	// As kube-apiserver (etcd3 handleCompactedErrorForPaging): 410 with
+	// an "inconsistent continuation" token (rv -1, the same start key)
+	// in metadata.continue.
+	wantTok := base64.RawURLEncoding.EncodeToString([]byte(`{"v":"meta.k8s.io/v1","rv":-1,"start":"cm-0\u0000"}`))
+	if want := `{"kind":"Status","apiVersion":"v1","metadata":{"continue":"` + wantTok + `"},"status":"Failure","message":"The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.","reason":"Expired","code":410}` + "\n"; code != 410 || string(body) != want {
+		t.Errorf("continue from before the compaction = %d %s, want kube-apiserver's 410\n%s", code, body, want)
+	}
+	// Following it lists the rest at the latest revision.
+	code, body = get("continue=" + url.QueryEscape(wantTok))
+	var rest corev1.ConfigMapList
+	if err := json.Unmarshal(body, &rest); code != 200 || err != nil || len(rest.Items) != 2 || rest.Items[0].Name != "cm-1" ||
+		rest.Items[0].Data["v"] != "2" || rest.ResourceVersion == old {
+		t.Errorf("LIST with the inconsistent continuation = %d %s, want cm-1 and cm-2 at the latest revision", code, body)
 	}
 }
 

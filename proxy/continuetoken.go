@@ -32,9 +32,27 @@ func encodeContinue(lastKey []byte, keyPrefix string, rev int64) (string, error)
 	return base64.RawURLEncoding.EncodeToString(out), nil
 }
 
+// continueAt returns the token that resumes a list of keyPrefix at key
+// (already past the last key returned) at rev: kube-apiserver's
+// storage.EncodeContinue.
+func continueAt(key, keyPrefix string, rev int64) (string, error) {
+	rel, ok := strings.CutPrefix(key, keyPrefix)
+	if !ok || rel == "" {
+		return "", badf("BUG: key %q is not under the list prefix %q", key, keyPrefix)
+	}
+	out, err := json.Marshal(&continueToken{APIVersion: "meta.k8s.io/v1", ResourceVersion: rev, StartKey: rel})
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(out), nil
+}
+
 // decodeContinue validates a continue token as kube-apiserver does and
-// returns the full key to start at and the revision to read at. Every
-// failure is a badRequest with kube-apiserver's message.
+// returns the full key to start at and the revision to read at. A
+// negative revision (-1, the "inconsistent continuation" token of a 410,
+// continueAt) means the latest, as for kube-apiserver's
+// ValidateListOptions. Every failure is a badRequest with kube-apiserver's
+// message.
 func decodeContinue(token, keyPrefix string) (fromKey string, rev int64, err error) {
 	data, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
@@ -47,9 +65,6 @@ func decodeContinue(token, keyPrefix string) (fromKey string, rev int64, err err
 	switch c.APIVersion {
 	case "meta.k8s.io/v1":
 		if c.ResourceVersion == 0 {
-			return "", 0, badf("invalid continue token: continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
-		}
-		if c.ResourceVersion < 0 {
 			return "", 0, badf("invalid continue token: continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
 		}
 		if len(c.StartKey) == 0 {

@@ -254,6 +254,21 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	streaming = l.respond(ctx, cancel, rc, ef)
 }
 
+// readStatus is storeStatus for an error of the LIST's etcd read. A
+// continue token whose revision etcd compacted gets, as from
+// kube-apiserver (etcd3's handleCompactedErrorForPaging), 410 Expired with
+// a token in the Status's metadata.continue that resumes the list where
+// the client stopped, at the latest revision (resourceVersion -1).
+func (l *lister) readStatus(err error) *StatusError {
+	se := storeStatus(err, l.st.q.Continue != "", l.rev)
+	if l.st.q.Continue != "" && errors.Is(err, store.ErrCompacted) && se.Status.Code == 410 {
+		if tok, terr := continueAt(l.start, l.prefix, -1); terr == nil {
+			se.Status.Continue = tok
+		}
+	}
+	return se
+}
+
 // newLister parses a LIST's selectors, continue token and resourceVersion
 // into the range to read and its revision, from the watch cache's snapshot
 // or etcd.
@@ -270,6 +285,11 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 		l.start, l.rev, err = decodeContinue(q.Continue, l.prefix)
 		if err != nil {
 			return nil, badRequestErr(err.Error())
+		}
+		if l.rev < 0 {
+			// The token of a compacted continuation's 410: the rest
+			// of the list at the latest revision (inconsistent).
+			l.rev = 0
 		}
 		l.serial = q.ResourceVersion == "0"
 	}
@@ -350,7 +370,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 		s.stats.setHint(hintKey, avg)
 	}
 	if err != nil {
-		return storeStatus(err, l.st.q.Continue != "", l.rev)
+		return l.readStatus(err)
 	}
 	l.page = page
 	l.rev = l.pg.Rev()
@@ -442,7 +462,7 @@ func (l *lister) plan(ctx context.Context) *StatusError {
 				return n == l.limit, nil
 			})
 			if err != nil {
-				return storeStatus(err, l.st.q.Continue != "", l.rev)
+				return l.readStatus(err)
 			}
 			l.ws = walkState{n: n, lastKey: res.LastKey, hasMore: n == l.limit && res.More, remaining: res.Remaining}
 		} else {
