@@ -60,6 +60,8 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 			if l.IsBulk(resp) {
 				kind = ratelimit.Bulk
 			}
+		} else {
+			avg = s.getValueBytes(ctx, st, avg, cr)
 		}
 		if avg <= 0 {
 			avg = defaultAvgValueBytes
@@ -100,6 +102,24 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 			return err
 		}
 		releases = append(releases, func() { t.Release(0) })
+		st.drain = t.Drain
+		st.reserve = func(held int64) error {
+			// A body larger than the reservation reserves the excess
+			// before fasthttp holds it, or is refused at once: it must
+			// not wait in a queue while holding the body (a wave of
+			// underestimated GETs would hold all their bodies while
+			// waiting for each other's bytes).
+			need := held - t.Reserved()
+			if need <= 0 {
+				return nil
+			}
+			x, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Kind: ratelimit.Short, Bytes: need, NoWait: true})
+			if err != nil {
+				return err
+			}
+			t.Merge(&x)
+			return nil
+		}
 		if st.p.Name == "" {
 			st.yield = s.bulkYield(ctx, l, &t, st, kind == ratelimit.Bulk)
 		}
@@ -111,6 +131,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 			for _, r := range releases {
 				r()
 			}
+			st.drain, st.reserve = nil, nil
 			return err
 		}
 		if release != nil {
@@ -149,6 +170,45 @@ func (s *Server) bulkYield(ctx context.Context, l *ratelimit.Limiter, t *ratelim
 		}
 	}
 }
+
+// getValueBytes estimates the stored size of the object a GET reads: the
+// cached item's size when the resource's cache is ready (a lookup in
+// memory), else the largest of the resource's average (avg, the size
+// hint), and the largest value a GET of the resource read in the last
+// minute (observeGet); before any of these is known, unknownGetBytes. A
+// wave of GETs of large objects from etcd that arrives before any was read
+// is thus admitted as large, not as the 4 KiB of an unknown LIST item: each
+// admitted GET holds its value and its encoding until its body is written.
+func (s *Server) getValueBytes(ctx context.Context, st *reqState, avg int64, cr *cache.Resource) int64 {
+	if cr != nil && cr.Ready() {
+		key := s.listPrefix(st.r, st.p.Namespace) + st.p.Name
+		if it, _, ok, err := cr.Get(ctx, key, cache.ReadOptions{Mode: cache.ReadAny}); err == nil {
+			if ok {
+				return int64(len(it.Key) + len(it.Value))
+			}
+			return 0
+		}
+	}
+	seen := s.stats.observedResponse(getKey(s.listPrefix(st.r, "")), time.Now())
+	if avg <= 0 && seen == 0 {
+		return unknownGetBytes
+	}
+	return max(avg, seen)
+}
+
+// observeGet records the size of a value a GET read (getValueBytes).
+func (s *Server) observeGet(st *reqState, n int) {
+	if s.cfg.Limiter != nil {
+		s.stats.observeResponse(getKey(s.listPrefix(st.r, "")), int64(n), time.Now())
+	}
+}
+
+func getKey(prefix string) string { return "get " + prefix }
+
+// unknownGetBytes is the value size a GET from etcd assumes before any
+// object of its resource was read: etcd's default --max-request-bytes
+// (1.5 MiB), the largest value kube-apiserver can have stored with it.
+const unknownGetBytes = 3 << 19
 
 // listResponseBytes estimates the stored bytes a LIST reads (see
 // Admission) and returns it with the average value size it assumed (avg,

@@ -38,7 +38,7 @@ func getBuf() *[]byte {
 }
 
 func putBuf(b *[]byte) {
-	if cap(*b) > bufPoolCap {
+	if cap(*b) == 0 || cap(*b) > bufPoolCap { // 0: taken (setBodyOwned)
 		return
 	}
 	*b = (*b)[:0]

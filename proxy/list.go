@@ -497,7 +497,7 @@ func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fas
 	rc.SetContentType(l.enc.output().contentType(true))
 	switch {
 	case l.pre != nil && !l.ws.partial:
-		l.respondEncoded(rc)
+		l.respondEncoded(rc, ef)
 	case l.firstComplete && l.pageBytes <= inlineBytes:
 		l.respondInline(ctx, rc, ef)
 	default:
@@ -508,16 +508,18 @@ func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fas
 }
 
 // respondEncoded answers with the items encoded by the size pass.
-func (l *lister) respondEncoded(rc *fasthttp.RequestCtx) {
+func (l *lister) respondEncoded(rc *fasthttp.RequestCtx, ef format) {
 	buf := getBuf()
 	b := l.enc.listHead((*buf)[:0], l.lm, l.ws.size)
 	b = append(b, *l.pre...)
 	b = l.enc.listTail(b, l.lm)
-	l.st.setBody(rc, b)
+	ok := l.st.setBody(rc, ef, b)
 	*buf = b
 	putBuf(buf)
-	l.s.countServed(l.enc, codec.Object{Format: codec.FormatProtobuf}, int(l.ws.n))
-	l.st.finish(200, len(b))
+	if ok {
+		l.s.countServed(l.enc, codec.Object{Format: codec.FormatProtobuf}, int(l.ws.n))
+		l.st.finish(200, len(b))
+	}
 }
 
 // respondInline encodes the whole answer, all in the first page and small,
@@ -533,8 +535,9 @@ func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef 
 		l.st.fail(rc, ef, statusOf(err))
 		return
 	}
-	l.st.setBody(rc, sw.buf)
-	l.st.finish(200, len(sw.buf))
+	if l.st.setBody(rc, ef, sw.buf) {
+		l.st.finish(200, len(sw.buf))
+	}
 }
 
 // respondStream hands the list to fasthttp as a streamed body, written

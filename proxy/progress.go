@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -27,6 +28,16 @@ import (
 //   - a GET or LIST that overruns --request-timeout is aborted even while
 //     its write is blocked: the request's context ending moves the
 //     connection's write deadline into the past.
+//
+// A whole body (a GET's object, a small LIST sent with a Content-Length)
+// is written by fasthttp after the handler returned, under the same
+// --write-timeout for the whole response. Its request keeps its reserved
+// bytes until then (heldBody): a client that sends GETs of large objects on
+// many connections and never reads holds at most its share of the in-flight
+// bytes (--per-client-share), the other requests wait in its queue and get
+// 429, and nothing it holds is outside the budget. The seat is given back
+// when the handler returns (ratelimit.Ticket.Drain): the request needs no
+// CPU while its body waits for the client.
 //
 // An aborted stream ends the connection (the client sees an incomplete
 // response, never a short list), its seat and bytes are released, it is
@@ -123,4 +134,70 @@ func (g *writeGuard) done(err error) {
 	s.aborted.stalled.Inc()
 	s.rateLog.warn(g.client, "abort", "stream aborted: its client read nothing for --write-timeout",
 		zap.String("stream", g.what), zap.Duration("writeTimeout", g.timeout))
+}
+
+// heldBody is a whole response body handed to fasthttp with its request's
+// admission: Close, which fasthttp calls after the body's last byte is
+// written, when the write failed, or when the response is reset (a closed
+// connection, another body set), releases the admission and returns the
+// buffer to the pool. A write that failed for its deadline (the client read
+// nothing for --write-timeout) is counted and logged as a stalled stream.
+type heldBody struct {
+	s       *Server
+	client  string
+	buf     *[]byte // the body, a pooled buffer
+	off     int
+	release func()
+}
+
+var _ fasthttp.BodyWriterTo = (*heldBody)(nil)
+
+func (h *heldBody) Read(p []byte) (int, error) {
+	if h.buf == nil || h.off >= len(*h.buf) {
+		return 0, io.EOF
+	}
+	n := copy(p, (*h.buf)[h.off:])
+	h.off += n
+	return n, nil
+}
+
+// WriteTo writes the rest of the body in one write: no copy through a
+// buffer of fasthttp's.
+func (h *heldBody) WriteTo(w io.Writer) (int64, error) {
+	if h.buf == nil || h.off >= len(*h.buf) {
+		return 0, nil
+	}
+	n, err := w.Write((*h.buf)[h.off:])
+	h.off += n
+	return int64(n), err
+}
+
+// SupportsBodyWriteTo: fasthttp may use WriteTo.
+func (h *heldBody) SupportsBodyWriteTo() bool { return true }
+
+// Close releases the request's admission and the buffer; it is
+// idempotent.
+func (h *heldBody) Close() error {
+	if h.release != nil {
+		h.release()
+		h.release = nil
+	}
+	if h.buf != nil {
+		putBuf(h.buf)
+		h.buf = nil
+	}
+	return nil
+}
+
+// CloseWithError is fasthttp's close with the write's error (after
+// Close): a write that ran out of --write-timeout is a stalled client.
+func (h *heldBody) CloseWithError(err error) error {
+	_ = h.Close()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s := h.s
+		s.aborted.stalled.Inc()
+		s.rateLog.warn(h.client, "abort", "response aborted: its client read nothing for --write-timeout",
+			zap.String("stream", "body"), zap.Duration("writeTimeout", s.cfg.WriteTimeout))
+	}
+	return nil
 }

@@ -52,6 +52,13 @@ type reqState struct {
 	verb    string
 	start   time.Time
 	release func()
+	// drain, set by admit with release, gives back the request's seat
+	// while keeping its bytes (ratelimit.Ticket.Drain) once its body is
+	// handed to fasthttp (setBody); release then returns the bytes.
+	drain func()
+	// reserve, set by admit with release, reserves what a body of held
+	// bytes needs beyond the request's reservation (setBody).
+	reserve func(held int64) error
 	// yield, set by admit for a LIST, is called after each flush with the
 	// bytes written so far; for a bulk LIST it pauses the stream while short
 	// requests are in flight (bulkYield, ratelimit.Limiter.Yield).
@@ -371,6 +378,9 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 		st.fail(rc, ef, notFoundObject(r, st.p.Name))
 		return
 	}
+	if !cached {
+		s.observeGet(st, len(kv.Key)+len(kv.Value))
+	}
 	value, err := s.plaintext(ctx, r.GroupResource(), kv.Key, kv.Value, cached)
 	if err != nil {
 		se, _ := decryptStatus(err)
@@ -391,6 +401,12 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 	}
 	buf := getBuf()
 	defer putBuf(buf)
+	if need := len(obj.Raw)*4/3 + 4<<10; cap(*buf) < need {
+		// The encoding in one allocation (a large object's JSON grown by
+		// append would leave its smaller copies to the collector).
+		// 4/3: the base64 of a Secret's data.
+		*buf = make([]byte, 0, need)
+	}
 	b, err := s.object(st.enc, (*buf)[:0], kv.Key, kv.Value, obj, kv.ModRevision)
 	*buf = b
 	if err != nil {
@@ -402,8 +418,9 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 	s.countServed(st.enc, obj, 1)
 	rc.SetStatusCode(200)
 	rc.SetContentType(st.enc.output().contentType(false))
-	st.setBody(rc, b)
-	st.finish(200, len(b))
+	if st.setBodyOwned(rc, ef, b, buf) {
+		st.finish(200, len(b))
+	}
 }
 
 // countServed counts n objects (the last of them obj) as passthrough

@@ -44,7 +44,7 @@ import (
 // admitted meanwhile. A Ticket of another kind, or released, is unchanged.
 func (t *Ticket) BecomeBulk() {
 	l := t.l
-	if l == nil || t.kind != Short {
+	if l == nil || t.kind != Short || t.drained {
 		return
 	}
 	l.mu.Lock()
@@ -52,7 +52,7 @@ func (t *Ticket) BecomeBulk() {
 	l.shortNow.Add(-1)
 	l.inflight[Bulk]++
 	l.bulkRes += t.reserved
-	l.unholdLocked(t.client, Short, t.reserved)
+	l.unholdLocked(t.client, Short, t.reserved, false)
 	h := l.holdingLocked(t.client)
 	h.seats[Bulk]++
 	h.bytes[Bulk] += t.reserved

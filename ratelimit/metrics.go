@@ -37,6 +37,7 @@ func newLimiterMetrics(l *Limiter, s *metrics.Set) *limiterMetrics {
 	s.NewGauge(`lazyapi_ratelimit_seats{kind="watch"}`, func() float64 { return float64(l.cfg.MaxWatchesInflight) })
 	s.NewGauge(`lazyapi_ratelimit_seats{kind="bulk"}`, func() float64 { return float64(l.cfg.MaxBulkInflight) })
 	s.NewGauge(`lazyapi_ratelimit_bulk_reserved_bytes`, stat(func(st Stats) float64 { return float64(st.BulkReservedBytes) }))
+	s.NewGauge(`lazyapi_ratelimit_draining`, stat(func(st Stats) float64 { return float64(st.Draining) }))
 	s.NewGauge(`lazyapi_ratelimit_queued`, stat(func(st Stats) float64 { return float64(st.Queued) }))
 	s.NewGauge(`lazyapi_ratelimit_reserved_bytes`, stat(func(st Stats) float64 { return float64(st.ReservedBytes) }))
 	s.NewGauge(`lazyapi_ratelimit_budget_bytes`, stat(func(st Stats) float64 { return float64(st.BudgetBytes) }))

@@ -55,6 +55,11 @@ type Request struct {
 	// as 0.
 	// A request of 0 bytes is limited by count only.
 	Bytes int64
+	// NoWait: a request that does not fit now is rejected (ErrQueueFull)
+	// instead of queued, for a request that already holds memory (the
+	// excess of a response found larger than its estimate) and must not
+	// wait while holding it.
+	NoWait bool
 }
 
 // Correction of estimates: each Release with used > 0 moves the class's ratio
@@ -121,6 +126,7 @@ type Limiter struct {
 	bulkRes  int64                    // sum of bulk reservations; <= bulkBudget but after BecomeBulk
 	idle     chan struct{}            // closed when inflight[Short] drops to 0; nil when nobody waits
 	queued   int                      // waiters over all clients
+	draining int                      // drained tickets not yet released
 	queues   map[queueKey]*client     // queues with waiters
 	limiters map[string]*rate.Limiter // per-client rate limiters (PerClientQPS > 0)
 	ring     []*client                // queues with waiters, in round-robin order
@@ -139,8 +145,9 @@ type Limiter struct {
 
 // holding is what one client holds; guarded by Limiter.mu.
 type holding struct {
-	seats [numKinds]int
-	bytes [numKinds]int64
+	seats   [numKinds]int
+	drained [numKinds]int // drained tickets (Ticket.Drain): bytes held, no seat
+	bytes   [numKinds]int64
 }
 
 // queueKey names the queue of one client's requests of one kind: a client's
@@ -228,6 +235,7 @@ type Ticket struct {
 	reserved int64
 	used     int64
 	kind     Kind
+	drained  bool // Drain: the seat is free, the bytes are held until Release
 }
 
 // Reserved returns the bytes reserved for the request.
@@ -256,18 +264,15 @@ func (t *Ticket) Release(used int64) {
 	t.l = nil
 	used = max(used, t.used)
 	l.mu.Lock()
-	l.inflight[t.kind]--
 	l.reserved -= t.reserved
-	l.unholdLocked(t.client, t.kind, t.reserved)
-	switch t.kind {
-	case Bulk:
+	if t.drained {
+		l.draining--
+	} else {
+		l.freeSeatLocked(t.kind)
+	}
+	l.unholdLocked(t.client, t.kind, t.reserved, t.drained)
+	if t.kind == Bulk {
 		l.bulkRes -= t.reserved
-	case Short:
-		l.shortNow.Add(-1)
-		if l.inflight[Short] == 0 && l.idle != nil {
-			close(l.idle)
-			l.idle = nil
-		}
 	}
 	if l.inflight[t.kind] < 0 || l.reserved < 0 || l.bulkRes < 0 {
 		panic(fmt.Sprintf("BUG: negative in-flight state: %d %s, %d bytes, %d bulk bytes", l.inflight[t.kind], t.kind, l.reserved, l.bulkRes))
@@ -286,6 +291,86 @@ func (t *Ticket) Release(used int64) {
 	if ce := l.log.Check(zap.DebugLevel, "ratelimit: release"); ce != nil {
 		ce.Write(zap.Stringer("kind", t.kind), zap.String("class", t.class),
 			zap.Int64("estimate", t.raw), zap.Int64("reserved", t.reserved), zap.Int64("used", used))
+	}
+}
+
+// Drain marks an admitted request whose work is done and whose response
+// is only being written out (a GET's body that fasthttp writes after the
+// handler returned): its seat is free at once, so other requests of its
+// kind may take it and bulk streams no longer Yield to it, while its
+// reserved bytes stay held, in the limiter's budget and in its client's
+// share, until Release. A client's drained requests count toward its share
+// of the kind's bytes (not of its seats): a client whose responses are not
+// read cannot hold more than its share of the budget however many
+// connections it opens. Drain after Release, or twice, does nothing.
+func (t *Ticket) Drain() {
+	l := t.l
+	if l == nil || t.drained {
+		return
+	}
+	t.drained = true
+	l.mu.Lock()
+	l.freeSeatLocked(t.kind)
+	l.draining++
+	if h := l.holding[t.client]; h != nil {
+		h.seats[t.kind]--
+		h.drained[t.kind]++
+	}
+	if l.queued > 0 {
+		l.dispatchLocked()
+	}
+	l.mu.Unlock()
+}
+
+// Merge moves the reservation of o, another admitted Ticket of the same
+// client, into t and gives back o's seat: a request whose response turned
+// out larger than its reservation Admits the excess as o (queued like any
+// request of its client) and merges it, so that it holds one seat and one
+// reservation. o is released by the merge; t releases both. Tickets of
+// another Limiter or client, or released ones, are left unchanged.
+func (t *Ticket) Merge(o *Ticket) {
+	l := t.l
+	if l == nil || o.l != l || o == t || o.client != t.client {
+		return
+	}
+	o.l = nil
+	l.mu.Lock()
+	if o.drained {
+		l.draining--
+	} else {
+		l.freeSeatLocked(o.kind)
+	}
+	if h := l.holding[o.client]; h != nil {
+		if o.drained {
+			h.drained[o.kind]--
+		} else {
+			h.seats[o.kind]--
+		}
+		h.bytes[o.kind] -= o.reserved
+		h.bytes[t.kind] += o.reserved
+	}
+	if o.kind == Bulk {
+		l.bulkRes -= o.reserved
+	}
+	if t.kind == Bulk {
+		l.bulkRes += o.reserved
+	}
+	t.reserved += o.reserved
+	if l.queued > 0 {
+		l.dispatchLocked()
+	}
+	l.mu.Unlock()
+}
+
+// freeSeatLocked gives back one seat of kind.
+func (l *Limiter) freeSeatLocked(kind Kind) {
+	l.inflight[kind]--
+	if kind == Short {
+		l.shortNow.Add(-1)
+		if l.inflight[Short] == 0 && l.idle != nil {
+			close(l.idle)
+			l.idle = nil
+		}
 	}
 }
 
@@ -344,6 +429,11 @@ func (l *Limiter) Admit(ctx context.Context, req Request) (Ticket, error) {
 				zap.Int64("estimate", raw), zap.Int64("reserved", need))
 		}
 		return Ticket{l: l, client: req.Client, class: req.Class, cls: cls, raw: raw, reserved: need, kind: kind}, nil
+	}
+	if req.NoWait {
+		ra := l.retryAfterLocked()
+		l.mu.Unlock()
+		return Ticket{}, l.reject(ReasonQueueFull, req.Client, need, ra)
 	}
 	return l.waitLocked(ctx, req, qk, c, cls, kind, raw, need)
 }
@@ -412,6 +502,7 @@ type Stats struct {
 	InflightWatches   int   // admitted watches not yet released
 	InflightBulk      int   // admitted bulk requests not yet released
 	Queued            int   // requests waiting for admission
+	Draining          int   // drained requests (Ticket.Drain) holding bytes, not seats
 	ReservedBytes     int64 // sum of admitted reservations
 	BulkReservedBytes int64 // sum of admitted bulk reservations (part of ReservedBytes)
 	BudgetBytes       int64 // Config.MaxInflightBytes
@@ -426,6 +517,7 @@ func (l *Limiter) Stats() Stats {
 		InflightWatches:   l.inflight[Watch],
 		InflightBulk:      l.inflight[Bulk],
 		Queued:            l.queued,
+		Draining:          l.draining,
 		ReservedBytes:     l.reserved,
 		BulkReservedBytes: l.bulkRes,
 		BudgetBytes:       l.cfg.MaxInflightBytes,
@@ -477,7 +569,7 @@ func (l *Limiter) fitsLocked(client string, kind Kind, need int64) bool {
 	if kind == Bulk && l.bulkRes > l.bulkBudget-need {
 		return false
 	}
-	if h := l.holding[client]; h != nil && h.seats[kind] > 0 &&
+	if h := l.holding[client]; h != nil && (h.seats[kind] > 0 || h.drained[kind] > 0) &&
 		(h.seats[kind] >= l.shareSeats[kind] || h.bytes[kind] > l.shareBytes[kind]-need) {
 		return false
 	}
@@ -500,15 +592,20 @@ func (l *Limiter) holdingLocked(client string) *holding {
 	return h
 }
 
-// unholdLocked takes a released reservation off its client's holding.
-func (l *Limiter) unholdLocked(client string, kind Kind, bytes int64) {
+// unholdLocked takes a released reservation off its client's holding;
+// drained: the ticket had given back its seat (Ticket.Drain).
+func (l *Limiter) unholdLocked(client string, kind Kind, bytes int64, drained bool) {
 	h := l.holding[client]
 	if h == nil {
 		return
 	}
-	h.seats[kind]--
+	if drained {
+		h.drained[kind]--
+	} else {
+		h.seats[kind]--
+	}
 	h.bytes[kind] -= bytes
-	if h.seats == [numKinds]int{} {
+	if h.seats == [numKinds]int{} && h.drained == [numKinds]int{} {
 		delete(l.holding, client)
 		*h = holding{}
 		l.spare = append(l.spare, h)
