@@ -212,6 +212,13 @@ var (
 	_ RuleResolver = AlwaysDeny{}
 )
 
+// RulesUnsupported is a mode that cannot list the rules it grants (the
+// Webhook mode): a SelfSubjectRulesReview is then incomplete and carries
+// the returned error text, as kube-apiserver's mode returns it.
+type RulesUnsupported interface {
+	RulesUnsupported() string
+}
+
 // RulesFor grants everything, as kube-apiserver's AlwaysAllow resolver.
 func (AlwaysAllow) RulesFor(string, []string, string) ([]PolicyRule, []string) {
 	return []PolicyRule{
@@ -225,12 +232,15 @@ func (AlwaysDeny) RulesFor(string, []string, string) ([]PolicyRule, []string) { 
 
 // RulesFor is the union of the modes' rules (kube-apiserver's
 // union.NewRuleResolvers); incomplete is true when a mode cannot list its
-// rules (none of lazyapi's modes so far).
+// rules (Webhook), with that mode's error among errs.
 func (c *Chain) RulesFor(user string, groups []string, ns string) (rules []PolicyRule, incomplete bool, errs []string) {
 	for _, m := range c.modes {
 		rr, ok := m.Authorizer.(RuleResolver)
 		if !ok {
 			incomplete = true
+			if u, ok := m.Authorizer.(RulesUnsupported); ok {
+				errs = append(errs, u.RulesUnsupported())
+			}
 			continue
 		}
 		r, e := rr.RulesFor(user, groups, ns)

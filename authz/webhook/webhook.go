@@ -182,6 +182,15 @@ func (w *Authorizer) Authorize(a *authz.Attributes) (authz.Decision, string, err
 	return authz.NoOpinion, reason, err
 }
 
+// RulesUnsupported is the webhook authorizer's RulesFor error: a
+// SelfSubjectRulesReview is incomplete with it.
+func (w *Authorizer) RulesUnsupported() string {
+	_, _, _, err := w.w.RulesFor(context.Background(), &user.DefaultInfo{}, "")
+	return err.Error()
+}
+
+var _ authz.RulesUnsupported = (*Authorizer)(nil)
+
 // vmMetrics records k8s.io/apiserver's webhook authorizer metrics in
 // lazyapi's metrics set.
 type vmMetrics struct {
