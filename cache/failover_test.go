@@ -31,7 +31,7 @@ func TestFollowsFailover(t *testing.T) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Preferred: eps[0], Others: eps})
+	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Preferred: eps[0], Endpoints: eps})
 	if err != nil {
 		t.Fatal(err)
 	}

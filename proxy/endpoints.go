@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -73,6 +74,20 @@ func (s *Server) etcdHealthy() error {
 	return err
 }
 
+// etcdDegraded says which etcd members lazyapi leaves out.
+func etcdDegraded(st store.FailoverStatus) string {
+	msg := fmt.Sprintf("%d of %d etcd members do not answer linearizable reads", len(st.Down), st.Members)
+	switch {
+	case st.OnPreferred:
+		return msg + "; reading from the preferred member"
+	case st.Preferred != "" && slices.Contains(st.Down, st.Preferred):
+		return msg + fmt.Sprintf(", the preferred one among them; reading from the others for %s", time.Since(st.Since).Round(time.Second))
+	case len(st.Down) == st.Members:
+		return msg + "; trying every member"
+	}
+	return msg + fmt.Sprintf("; reading from the others for %s", time.Since(st.Since).Round(time.Second))
+}
+
 // etcdDownHold is how long after etcd failed to answer requests are
 // refused with 503 without asking etcd.
 const etcdDownHold = time.Second
@@ -114,12 +129,11 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
 		}
 		checks = append(checks, check{name: "resources", err: err})
 		if f := s.cfg.EtcdFailover; f != nil {
-			// lazyapi serves through the other members meanwhile: ready,
-			// but degraded (the details are logged, not shown).
-			c := check{name: "etcd-preferred-member"}
-			if st := f(); !st.OnPreferred {
-				c.degraded = fmt.Sprintf("the preferred member does not answer linearizable reads; reading from the other members for %s",
-					time.Since(st.Since).Round(time.Second))
+			// lazyapi serves through the members that answer: ready, but
+			// degraded (the members are logged, not shown).
+			c := check{name: "etcd-members"}
+			if st := f(); st.Degraded() {
+				c.degraded = etcdDegraded(st)
 			}
 			checks = append(checks, c)
 		}

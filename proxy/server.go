@@ -105,8 +105,8 @@ type Config struct {
 	// (cache.Config.HoldDecrypted, --watch-cache-decrypted).
 	CacheDecrypted bool
 	// EtcdFailover, when set, says where the etcd client reads
-	// (store.Failover, --etcd-preferred-server): /readyz?verbose names a
-	// preferred member left for the others.
+	// (store.Failover): /readyz?verbose says when etcd members are left
+	// out (etcd-members degraded).
 	EtcdFailover func() store.FailoverStatus
 }
 

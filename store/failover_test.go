@@ -27,7 +27,7 @@ func TestFailover(t *testing.T) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Preferred: eps[0], Others: eps})
+	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Preferred: eps[0], Endpoints: eps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,4 +110,55 @@ func TestFailover(t *testing.T) {
 	}
 	cl.Heal(0)
 	waitMove("partition healed", true, bound)
+}
+
+// TestFailoverRoundRobin: without a preferred member the client reads from
+// every member that answers linearizable reads: a partitioned member is
+// left out until it heals.
+func TestFailoverRoundRobin(t *testing.T) {
+	cl := etcdtest.StartCluster(t, 3)
+	eps := cl.Endpoints()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Endpoints: eps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rctx, stopRun := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(rctx) }()
+	defer func() { stopRun(); <-done }()
+	wait := func(what string, want []string) {
+		t.Helper()
+		t0 := time.Now()
+		for {
+			_, moved := f.Moved()
+			if got := cli.Endpoints(); slices.Equal(got, want) {
+				t.Logf("%s: endpoints %v after %s", what, got, time.Since(t0).Round(10*time.Millisecond))
+				return
+			}
+			select {
+			case <-moved:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: endpoints %v, want %v within 10s: %+v", what, cli.Endpoints(), want, f.Status())
+			}
+		}
+	}
+	wait("start", eps)
+	cl.Partition(1)
+	wait("m1 partitioned", []string{eps[0], eps[2]})
+	if st := f.Status(); !st.Degraded() || !slices.Equal(st.Down, eps[1:2]) || st.OnPreferred {
+		t.Errorf("status with m1 partitioned: %+v", st)
+	}
+	if _, err := cli.Get(ctx, "/x"); err != nil {
+		t.Errorf("linearizable read with m1 partitioned: %v", err)
+	}
+	cl.Heal(1)
+	wait("healed", eps)
 }

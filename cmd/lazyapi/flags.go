@@ -105,7 +105,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringSliceVar(&c.etcdServers, "etcd-servers", nil,
 		"List of etcd servers to connect with (scheme://ip:port), comma separated. Empty: start an embedded etcd in --data-dir.")
 	fs.StringVar(&c.etcdPreferred, "etcd-preferred-server", "",
-		"The --etcd-servers entry to read from while it answers linearizable reads (the local member); the others serve while it does not. Empty: spread reads over all --etcd-servers.")
+		"The --etcd-servers entry to read from alone while it answers linearizable reads (the local member); the other members that answer serve while it does not. Empty: spread reads over every member that answers.")
 	fs.StringVar(&c.etcdPrefix, "etcd-prefix", defaultEtcdPrefix,
 		"The prefix under which kube-apiserver stores Kubernetes resources in etcd.")
 	fs.StringVar(&c.etcdCAFile, "etcd-cafile", "", "SSL Certificate Authority file used to secure etcd communication.")

@@ -98,16 +98,17 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 		cli.Close()
 		lg.Debug("etcd client closed")
 	}()
-	if c.etcdPreferred != "" {
-		// Reads go to the local member while it answers linearizable
-		// reads, to the others while it does not (store.Failover).
+	if len(endpoints) > 1 || c.etcdPreferred != "" {
+		// Reads go to the members that answer linearizable reads: the
+		// local one alone while it does (--etcd-preferred-server), else
+		// the others that do (store.Failover).
 		f, err := store.NewFailover(ctx, cli, store.FailoverConfig{
-			Preferred: c.etcdPreferred, Others: endpoints,
+			Endpoints: endpoints, Preferred: c.etcdPreferred,
 			TLS: c.etcdTLS, DialTimeout: etcdProbeTimeout,
 			Logger: lg.Named("etcd-failover"), Metrics: pt.metrics,
 		})
 		if err != nil {
-			return fmt.Errorf("cannot start reading from --etcd-preferred-server: %w", err)
+			return fmt.Errorf("cannot probe the --etcd-servers: %w", err)
 		}
 		fctx, stopFailover := context.WithCancel(context.Background())
 		fdone := make(chan struct{})
@@ -118,8 +119,6 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 			f.Close()
 		}()
 		pt.failover = f
-		st := f.Status()
-		lg.Info("etcd: preferred member", zap.String("preferred", st.Preferred), zap.Bool("readingFromIt", st.OnPreferred), zap.Strings("others", st.Others))
 	}
 	pctx, cancel := context.WithTimeout(ctx, etcdProbeTimeout)
 	_, err = cli.Get(pctx, c.etcdPrefix+"/", clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
