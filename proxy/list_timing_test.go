@@ -35,6 +35,7 @@ func BenchmarkList(b *testing.B) {
 	get := func(b *testing.B, accept string) {
 		b.ReportAllocs()
 		var n int64
+		cpu := processCPU()
 		for b.Loop() {
 			req, _ := http.NewRequest("GET", path, nil)
 			req.Header.Set("Accept", accept)
@@ -48,6 +49,7 @@ func BenchmarkList(b *testing.B) {
 				b.Fatalf("%d %v", resp.StatusCode, err)
 			}
 		}
+		reportCPU(b, cpu)
 		b.SetBytes(n)
 	}
 	b.Run("lazyapi-json", func(b *testing.B) { get(b, "application/json") })
@@ -59,6 +61,7 @@ func BenchmarkList(b *testing.B) {
 		enc := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{})
 		st := e.store
 		cw := &countWriter{}
+		cpu := processCPU()
 		for b.Loop() {
 			list := &corev1.ConfigMapList{}
 			res, err := st.List(context.Background(), store.ListOptions{Prefix: "/registry/configmaps/ns/"}, func(kv store.KV) (bool, error) {
@@ -79,6 +82,7 @@ func BenchmarkList(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		reportCPU(b, cpu)
 		b.SetBytes(cw.n)
 	})
 }

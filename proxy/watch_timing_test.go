@@ -105,6 +105,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 			}()
 		}
 		shared0, _ := metricValue(e.ms, `lazyapi_watch_frames_total{result="shared"}`)
+		cpu := processCPU()
 		b.StartTimer()
 		for i := 0; i < b.N; i += 10 {
 			ops := make([]clientv3.Op, 0, 10)
@@ -117,6 +118,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 		}
 		wg.Wait()
 		b.StopTimer()
+		reportCPU(b, cpu)
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*watchers), "ns/delivered")
 		shared1, _ := metricValue(e.ms, `lazyapi_watch_frames_total{result="shared"}`)
 		b.ReportMetric(100*(shared1-shared0)/float64(b.N*watchers), "%shared")
