@@ -22,8 +22,12 @@ import (
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 )
 
-// lazyapiBin is the lazyapi binary built once for the package by TestMain.
-var lazyapiBin string
+// lazyapiBin is the lazyapi binary built once for the package by TestMain,
+// with -race when the tests run under the race detector. plainBin is the
+// same without -race (lazyapiBin when the tests do not run under it): the
+// hostile suite asserts the memory of the binary operators run, and the
+// race detector's shadow memory would count in its peak RSS.
+var lazyapiBin, plainBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "lazyapi-e2e-")
@@ -32,15 +36,23 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	lazyapiBin = filepath.Join(dir, "lazyapi")
+	plainBin = lazyapiBin
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	build := exec.Command(gobin, "build", "-o", lazyapiBin, "github.com/lazyapi/lazyapi/cmd/lazyapi")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "cannot build lazyapi: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	builds := [][]string{{"build", "-o", lazyapiBin}}
+	if raceEnabled {
+		plainBin = filepath.Join(dir, "lazyapi-plain")
+		builds = [][]string{{"build", "-race", "-o", lazyapiBin}, {"build", "-o", plainBin}}
+	}
+	for _, args := range builds {
+		build := exec.Command(gobin, append(args, "github.com/lazyapi/lazyapi/cmd/lazyapi")...)
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "cannot build lazyapi (go %s): %v\n%s", strings.Join(args, " "), err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -186,6 +198,19 @@ func run(t *testing.T, args ...string) *process {
 		t.Fatalf("cannot start lazyapi: %v", err)
 	}
 	p := &process{cmd: cmd, stdout: newLines(stdout), stderr: newLines(stderr), exited: make(chan struct{})}
+	if raceEnabled {
+		// Registered first, so it runs after the cleanup below has
+		// stopped the process: a race report is complete by its exit.
+		t.Cleanup(func() {
+			select {
+			case <-p.exited:
+			case <-time.After(time.Minute):
+			}
+			if s := p.stderr.String(); strings.Contains(s, "WARNING: DATA RACE") {
+				t.Errorf("the race detector found a data race in lazyapi %s:\n%s", strings.Join(args, " "), s)
+			}
+		})
+	}
 	go func() {
 		// Wait after the pipes are drained, as exec.Cmd requires.
 		p.stdout.wait(time.Now().Add(time.Hour), func(string) bool { return false })

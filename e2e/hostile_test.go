@@ -72,7 +72,7 @@ func newHostileEnvItems(t *testing.T, items int) *hostileEnv {
 	if testing.Short() {
 		t.Skip("hostile-client suite: writes 70 MiB and runs the attacks")
 	}
-	h := &hostileEnv{etcd: etcdtest.Start(t), bin: lazyapiBin}
+	h := &hostileEnv{etcd: etcdtest.Start(t), bin: plainBin}
 	if b := os.Getenv("LAZYAPI_HOSTILE_BIN"); b != "" {
 		h.bin, h.baseline = b, true
 	}

@@ -292,11 +292,16 @@ func TestKMSv2(t *testing.T) {
 	if err := plugin.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	if err := read(keys3, vals3); err != nil {
-		t.Fatalf("after the plugin restart: %v", err)
-	}
+	// The health check first: it polls until the gRPC client has
+	// reconnected. A read at once can meet the client's reconnect backoff,
+	// which grows while the plugin is down (under the race detector the
+	// plugin was down ~25 s, and the read's call timed out waiting for the
+	// next dial).
 	if err := waitCheck(tr, true); err != nil {
 		t.Fatal(err)
+	}
+	if err := read(keys3, vals3); err != nil {
+		t.Fatalf("after the plugin restart: %v", err)
 	}
 }
 
