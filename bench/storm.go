@@ -70,6 +70,10 @@ type StormConfig struct {
 	LazyAPIFlags []string
 	SkipKube     bool
 	SkipLazyAPI  bool
+	// Profile saves lazyapi's heap profile and metrics at the peak RSS of
+	// every run (profileAtPeak) to Out/profiles; it adds --profiling to
+	// lazyapi's flags.
+	Profile bool
 	// UpdateResults rewrites the ## informer storm section of
 	// bench/RESULTS.md.
 	UpdateResults bool
@@ -166,7 +170,11 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 			return nil, err
 		}
 		starters = append(starters, starter{"lazyapi", func() (*Proc, error) {
-			return StartLazyAPI(bin, etcd, cfg.Prefix, logDir, cfg.LazyAPIFlags...)
+			flags := cfg.LazyAPIFlags
+			if cfg.Profile {
+				flags = append(append([]string(nil), flags...), "--profiling")
+			}
+			return StartLazyAPI(bin, etcd, cfg.Prefix, logDir, flags...)
 		}})
 	}
 	script := filepath.Join(cfg.Repo, "bench", "kube-apiserver.sh")
@@ -192,8 +200,18 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 				p.Stop()
 				continue
 			}
+			pctx, pstop := context.WithCancel(ctx)
+			var pwg sync.WaitGroup
+			if cfg.Profile && st.name == "lazyapi" && p.Target.PID != 0 {
+				// The whole life of the server, between runs too (the
+				// cache's fill may end there).
+				dir := filepath.Join(cfg.Out, "profiles")
+				if err := os.MkdirAll(dir, 0o755); err == nil {
+					pwg.Go(func() { profileAtPeak(pctx, p.Target, dir, fmt.Sprintf("%s-%d-server", row.Mode, row.Clients)) })
+				}
+			}
 			for _, warm := range []bool{false, true} {
-				r := runStormRow(ctx, p.Target, cfg, row, ns, expected)
+				r := runStormRow(ctx, p.Target, cfg, row, warm, ns, expected)
 				r.Warm = warm
 				phase := "cold"
 				if warm {
@@ -203,6 +221,8 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 					r.Synced, row.Clients, r.AllTime.Round(time.Millisecond), mib(r.PeakRSS), mib(r.IdleRSS), mib(r.CacheBytes), r.Throttled, r.Errors, r.FirstError)
 				rep.Results = append(rep.Results, r)
 			}
+			pstop()
+			pwg.Wait()
 			p.Stop()
 		}
 	}
@@ -268,7 +288,7 @@ func (s *stormState) synced(items int64) {
 	s.mu.Unlock()
 }
 
-func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, ns string, expected int64) StormResult {
+func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, warm bool, ns string, expected int64) StormResult {
 	res := StormResult{Target: t.Name, Row: row, CacheBytes: -1}
 	if t.Name == "lazyapi" {
 		res.CacheBytes = scrapeMetric(ctx, t, "lazyapi_cache_used_bytes")
@@ -286,6 +306,16 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, n
 
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	if cfg.Profile && t.Name == "lazyapi" && t.PID != 0 {
+		dir := filepath.Join(cfg.Out, "profiles")
+		if err := os.MkdirAll(dir, 0o755); err == nil {
+			phase := "cold"
+			if warm {
+				phase = "warm"
+			}
+			swg.Go(func() { profileAtPeak(sctx, t, dir, fmt.Sprintf("%s-%d-%s", row.Mode, row.Clients, phase)) })
+		}
+	}
 	st := &stormState{start: time.Now(), expected: expected, target: t, path: cfg.Kind.Path(ns), deadline: time.Now().Add(cfg.Timeout)}
 	if row.Mode == StormInformers {
 		st.runInformers(rctx, cfg.Kind, ns, row.Clients)
@@ -521,4 +551,52 @@ func scrapeMetric(ctx context.Context, t Target, name string) int64 {
 		}
 	}
 	return -1
+}
+
+// profileAtPeak polls t's RSS every second until ctx ends and, each time it
+// passes its previous peak, saves the server's heap profile
+// (/debug/pprof/heap: lazyapi with --profiling) and its /metrics to
+// dir/name.heap and dir/name.metrics, so that the files describe the
+// process at (about) its peak RSS.
+func profileAtPeak(ctx context.Context, t Target, dir, name string) {
+	hc, err := t.httpClient(1)
+	if err != nil {
+		return
+	}
+	defer hc.CloseIdleConnections()
+	fetch := func(path, file string) {
+		req, err := t.newRequest(ctx, path, "")
+		if err != nil {
+			return
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err == nil {
+			_ = os.WriteFile(filepath.Join(dir, file), b, 0o644)
+		}
+	}
+	var peak int64
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rss, err := ProcRSS(t.PID)
+		if err != nil || rss <= peak+peak/20 {
+			continue
+		}
+		peak = rss
+		fetch("/debug/pprof/heap", name+".heap")
+		fetch("/metrics", name+".metrics")
+	}
 }

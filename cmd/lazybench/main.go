@@ -491,6 +491,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	skipKube := fs.Bool("skip-kube-apiserver", false, "measure lazyapi only")
 	skipLazy := fs.Bool("skip-lazyapi", false, "measure kube-apiserver only")
 	noUpdate := fs.Bool("no-update-results", false, "do not rewrite the ## informer storm section of bench/RESULTS.md")
+	profile := fs.Bool("profile", false, "run lazyapi with --profiling and save its heap profile and metrics at each run's peak RSS to OUT/profiles")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
@@ -512,7 +513,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rs = append(rs, bench.StormRow{Mode: mode, Clients: c})
 	}
 	cfg := bench.StormConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Kind: k, Objects: *objects, Size: sd,
-		Rows: rs, Timeout: *timeout, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: !*noUpdate,
+		Rows: rs, Timeout: *timeout, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: !*noUpdate, Profile: *profile,
 		Command: commandName() + " storm " + strings.Join(args, " "), Log: stderr}
 	rep, err := bench.RunStorm(ctx, cfg)
 	if rep != nil {
