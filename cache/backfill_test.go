@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 )
 
@@ -71,5 +74,94 @@ func TestBackfillWatchFromBeforeFill(t *testing.T) {
 	c.Drop(cmSpec.Prefix)
 	if used := c.UsedBytes(); used != 0 {
 		t.Fatalf("after Drop the budget holds %d bytes, want 0", used)
+	}
+}
+
+// TestBackfillSharesFilledValues: the history before a fill shares the
+// tree's entry for a change whose value the fill read (each key's last
+// change), rather than holding a second copy while the history arrives;
+// Config.Filled is called once, after the backfill, with the bytes held.
+func TestBackfillSharesFilledValues(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client
+	ka, va1 := configMap(t, "ns", "a", nil, 100, 1)
+	kb, vb := configMap(t, "ns", "b", nil, 100, 2)
+	_, va2 := configMap(t, "ns", "a", nil, 100, 3)
+	put(t, cli, ka, va1)
+	rb := put(t, cli, kb, vb)
+	ra := put(t, cli, ka, va2)
+	type call struct {
+		resource string
+		bytes    int64
+	}
+	calls := make(chan call, 4)
+	c := newTestCache(t, cli, func(cfg *Config) {
+		cfg.Filled = func(resource string, bytes int64) { calls <- call{resource, bytes} }
+		cfg.ProgressInterval = 100 * time.Millisecond
+	})
+	r := c.Resource(cmSpec)
+	waitState(t, r, StateReady)
+	var got call
+	select {
+	case got = <-calls:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Config.Filled not called after the fill")
+	}
+	if got.resource != cmSpec.Name || got.bytes != r.bytes.Load() {
+		t.Errorf("Filled(%q, %d), want (%q, %d)", got.resource, got.bytes, cmSpec.Name, r.bytes.Load())
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.backfilling {
+		t.Fatal("Filled called while the backfill runs")
+	}
+	shared := 0
+	for i := range r.ring.n {
+		ev := r.ring.buf[(r.ring.start+i)%len(r.ring.buf)]
+		if ev.cur == nil {
+			continue
+		}
+		te := get(r.t.root, ev.cur.key())
+		switch {
+		case ev.rev == ra || ev.rev == rb:
+			if ev.cur != te {
+				t.Errorf("history event at %d holds its own copy of the tree's value", ev.rev)
+			}
+			shared++
+		case ev.cur == te:
+			t.Errorf("history event at %d shares the tree's entry of a newer value", ev.rev)
+		}
+	}
+	if shared != 2 {
+		t.Errorf("%d history events are the fill's values, want 2 (history: %d events)", shared, r.ring.n)
+	}
+}
+
+// TestBackfillAddShares: backfill.add takes the fill's entry for a change
+// whose value the fill read (same key and revision) instead of copying the
+// value, and copies one the fill did not read (an older revision).
+func TestBackfillAddShares(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c := newTestCache(t, srv.Client, nil)
+	r := c.Resource(cmSpec)
+	d := r.deriver()
+	ka, va := configMap(t, "ns", "a", nil, 100, 1)
+	var tr tree
+	te := d.newEntry([]byte(ka), []byte(va), 7)
+	tr.put(te)
+	b := newBackfill(0, 10, 100)
+	b.add(d, &tr, &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(ka), Value: []byte(va), ModRevision: 5, CreateRevision: 5, Version: 1}})
+	b.add(d, &tr, &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(ka), Value: []byte(va), ModRevision: 7, CreateRevision: 5, Version: 2}})
+	if len(b.events) != 2 {
+		t.Fatalf("%d events, want 2", len(b.events))
+	}
+	if b.events[0].cur == te {
+		t.Error("the change at 5 (not the fill's value) shares the fill's entry")
+	}
+	if b.events[1].cur != te {
+		t.Error("the change at 7 (the fill's value) holds a copy, want the fill's entry")
+	}
+	if b.events[1].prev != b.events[0].cur {
+		t.Error("the change at 7 does not carry the change at 5 as its previous state")
 	}
 }

@@ -90,6 +90,12 @@ type Config struct {
 	// resourceVersion seen before a restart resumes instead of getting
 	// 410 (backfill.go). Negative: the history starts at the fill.
 	BackfillRevisions int64
+	// Filled, when set, is called on the resource's goroutine (no lock
+	// held) once a fill of resource (Spec.Name) holding bytes of values
+	// is complete, with the history before it (backfill) when there is
+	// one: the moment the fill's transient memory (etcd ranges, the
+	// backfill watch's responses) has become garbage.
+	Filled func(resource string, bytes int64)
 	// FillWait bounds how long WaitReady waits for a filling or re-listing
 	// resource before ErrFilling.
 	FillWait time.Duration

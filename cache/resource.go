@@ -314,6 +314,8 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 	if bf != nil {
 		from = bf.start + 1
 		defer r.endBackfill(nil)
+	} else {
+		r.filled()
 	}
 	var (
 		moved       <-chan struct{} // closed when the etcd client switches endpoints
@@ -389,6 +391,7 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 				} else {
 					r.endBackfill(nil)
 					bf, from = nil, rev+1
+					r.filled()
 				}
 				wch = watch()
 				continue
@@ -407,13 +410,18 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 		if bf != nil {
 			i := 0
 			for ; i < len(wr.Events) && wr.Events[i].Kv.ModRevision <= rev; i++ {
-				bf.add(d, wr.Events[i])
+				bf.add(d, t, wr.Events[i])
 			}
-			if i < len(wr.Events) || (wr.IsProgressNotify() && wr.Header.Revision >= rev) {
+			done := i < len(wr.Events) || (wr.IsProgressNotify() && wr.Header.Revision >= rev)
+			if done {
 				r.endBackfill(bf)
 				bf = nil
 			}
+			clear(wr.Events[:i]) // the history holds its copies: drop etcd's
 			wr.Events = wr.Events[i:]
+			if done {
+				r.filled()
+			}
 		}
 		if wr.IsProgressNotify() {
 			r.progress(wr.Header.Revision)
@@ -424,6 +432,13 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 				return true, err
 			}
 		}
+	}
+}
+
+// filled calls Config.Filled after a complete fill.
+func (r *Resource) filled() {
+	if f := r.c.cfg.Filled; f != nil {
+		f(r.name, r.bytes.Load())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,50 @@ const (
 
 var bufPool sync.Pool
 
+// Large buffers: a frame or item larger than a pooled flush buffer (a
+// 1 MiB Secret's watch event, a LIST's large item) is encoded into a
+// buffer of its size. Allocated per event, those buffers are garbage at
+// the rate the server writes large objects (16 watchers of 100 Secrets of
+// 1 MiB: 1.6 GB in 7 s), and the Go heap, collected concurrently on a
+// loaded machine, grew to 6 times its live size between collections
+// (bench/RESULTS.md, ## storm: large objects). They are reused instead,
+// from pools of power-of-two size classes (256 KiB to 32 MiB; larger ones
+// are allocated and dropped). A pooled buffer lives until its second
+// garbage collection unused, so the pools hold about what the streams
+// used at once, which admission counts (a watch's 3 frames, a LIST's
+// item).
+const (
+	bigBufMinShift = 18 // 256 KiB
+	bigBufMaxShift = 25 // 32 MiB
+)
+
+var bigBufPools [bigBufMaxShift - bigBufMinShift + 1]sync.Pool
+
+// getBigBuf returns an empty buffer whose capacity is at least n.
+func getBigBuf(n int) *[]byte {
+	c := max(bits.Len(uint(n-1)), bigBufMinShift) // 1<<c >= n
+	if c > bigBufMaxShift {
+		b := make([]byte, 0, n)
+		return &b
+	}
+	if v := bigBufPools[c-bigBufMinShift].Get(); v != nil {
+		return v.(*[]byte)
+	}
+	b := make([]byte, 0, 1<<c)
+	return &b
+}
+
+// putBigBuf pools b in the size class its capacity fills (buffers of
+// class c hold at least 1<<c bytes); smaller and larger ones are dropped.
+func putBigBuf(b *[]byte) {
+	c := bits.Len(uint(cap(*b))) - 1 // 1<<c <= cap
+	if c < bigBufMinShift || c > bigBufMaxShift {
+		return
+	}
+	*b = (*b)[:0]
+	bigBufPools[c-bigBufMinShift].Put(b)
+}
+
 func getBuf() *[]byte {
 	if v := bufPool.Get(); v != nil {
 		return v.(*[]byte)
@@ -39,7 +84,11 @@ func getBuf() *[]byte {
 }
 
 func putBuf(b *[]byte) {
-	if cap(*b) == 0 || cap(*b) > bufPoolCap { // 0: taken (setBodyOwned)
+	if cap(*b) == 0 { // taken (setBodyOwned)
+		return
+	}
+	if cap(*b) > bufPoolCap {
+		putBigBuf(b)
 		return
 	}
 	*b = (*b)[:0]

@@ -450,20 +450,50 @@ type watchWriter struct {
 	// LIST: a reconnect storm's initial events must not starve GETs).
 	yield  func()
 	pooled *[]byte // the pooled buffer buf is, or nil
+	big    *[]byte // the large pooled buffer buf is (getBigBuf), or nil
 }
 
-// batch is called before a frame is appended: when frames are pending
-// already, buf moves to a pooled buffer, so that a watch that fell behind
-// does not regrow its small buffer (garbage on every burst of every
-// watcher).
-func (sw *watchWriter) batch() {
-	if sw.pooled != nil || len(sw.buf) == 0 || cap(sw.buf)-len(sw.buf) >= watchIdleBuf {
+// batch is called before a frame of about n bytes is appended: when
+// frames are pending already, buf moves to a pooled buffer, so that a watch
+// that fell behind does not regrow its small buffer (garbage on every burst
+// of every watcher); a frame too large for it moves buf to a pooled large
+// buffer (getBigBuf), returned at the next flush, so that large objects'
+// frames reuse buffers rather than allocate one per event and watcher.
+func (sw *watchWriter) batch(n int) {
+	need := len(sw.buf) + n
+	switch {
+	case need <= cap(sw.buf):
+		return
+	case need <= bufPoolCap:
+		if sw.pooled == nil && sw.big == nil {
+			// The watch's own small buffer: a pooled one (grown by
+			// append up to what putBuf keeps) for the batch.
+			sw.pooled = getBuf()
+			sw.own = sw.buf[:0]
+			sw.buf = append((*sw.pooled)[:0], sw.buf...)
+		}
 		return
 	}
-	sw.pooled = getBuf()
-	sw.own = sw.buf[:0]
-	sw.buf = append((*sw.pooled)[:0], sw.buf...)
+	b := getBigBuf(need)
+	*b = append(*b, sw.buf...)
+	switch {
+	case sw.big != nil:
+		*sw.big = sw.buf
+		putBigBuf(sw.big)
+	case sw.pooled != nil:
+		*sw.pooled = sw.buf
+		putBuf(sw.pooled)
+		sw.pooled = nil
+	default:
+		sw.own = sw.buf[:0]
+	}
+	sw.big, sw.buf = b, *b
 }
+
+// frameBytes estimates the frame of an event whose stored value is n
+// bytes: JSON of a protobuf value is up to about 4/3 of it (base64 of
+// bytes fields) plus field names and the event's framing.
+func frameBytes(n int) int { return n + n/2 + 512 }
 
 // flush writes buf to the client under a write deadline.
 func (sw *watchWriter) flush() error {
@@ -473,6 +503,10 @@ func (sw *watchWriter) flush() error {
 	sw.guard.arm()
 	_, err := sw.w.Write(sw.buf)
 	switch {
+	case sw.big != nil:
+		*sw.big = sw.buf
+		putBigBuf(sw.big)
+		sw.big, sw.buf, sw.own = nil, sw.own, nil
 	case sw.pooled != nil:
 		*sw.pooled = sw.buf
 		putBuf(sw.pooled)
@@ -584,7 +618,7 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			}
 			sw.buf = e.enc.watchBookmark(sw.buf, ev.Rev, ev.InitialEventsEnd)
 		} else {
-			sw.batch()
+			sw.batch(frameBytes(len(ev.Value)))
 			backlog := ev.Backlog
 			if ev.Initial {
 				backlog = -1
@@ -698,6 +732,7 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 				if !ok {
 					continue
 				}
+				sw.batch(frameBytes(len(kv.Value)))
 				sw.buf = e.event(sw.buf, codec.EventAdded, string(kv.Key), kv.Value, plain, kv.ModRevision)
 				sw.m.events.Inc()
 				if e.failed {
@@ -814,7 +849,7 @@ func (ew *etcdWatch) appendEvent(sw *watchWriter, ev *clientv3.Event, backlog in
 	}
 	// Frames are shared with other watchers of the resource, from etcd or
 	// the cache: the bytes depend only on (key, revision, type, output).
-	sw.batch()
+	sw.batch(frameBytes(len(val)))
 	sw.buf = ew.enc.s.frames.appendEvent(sw.buf, ew.enc, t, bytesutil.ToUnsafeString(ev.Kv.Key), val, plain, ev.Kv.ModRevision, backlog)
 	sw.m.events.Inc()
 }

@@ -61,6 +61,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 			Decrypt:       cacheDecrypt(enc),
 			HoldDecrypted: c.encryption.cacheDecrypted,
 			EtcdMoved:     etcdMoved(pt.failover),
+			Filled:        returnFillMemory(lg.Named("cache"), fillMemoryMinBytes(c.cacheBytes)),
 		})
 		if err != nil {
 			return fmt.Errorf("cannot create the watch cache: %w", err)
