@@ -38,8 +38,13 @@ func (l gateListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	tc, isTLS := c.(*tls.Conn)
+	if _, counted := c.(*progressConn); !counted && !isTLS {
+		// Write guards measure progress on the socket (progress.go).
+		c = &progressConn{Conn: c}
+	}
 	g := headerGate{Conn: c}
-	if tc, ok := c.(*tls.Conn); ok {
+	if isTLS {
 		// fasthttp and authn find client certificates through the
 		// connection's ConnectionState.
 		return &tlsHeaderGate{headerGate: g, tc: tc}, nil

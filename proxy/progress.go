@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -20,11 +22,21 @@ import (
 // byte is written, so a client that stops reading would hold them forever.
 // Every write of a response therefore runs under a deadline:
 //
-//   - each flush of a streamed LIST or watch (at most flushSize bytes, or
-//     one large frame) must complete within Config.WriteTimeout
-//     (--write-timeout, 10 s) of its start; fasthttp applies the same bound
-//     to the response it writes itself (headers, a GET's body). A client
-//     must thus read at least one flush per --write-timeout;
+//   - a flush of a streamed LIST or watch (at most flushSize bytes, or
+//     one large frame) must make progress: it is aborted when the client
+//     took none of its bytes for Config.WriteTimeout (--write-timeout, 10
+//     s). Progress is counted under TLS, on the connection's socket
+//     (progressConn, in 16 KiB writes: about one TLS record), and checked
+//     every quarter of the timeout, so a stream is ended between 3/4 and
+//     1 × --write-timeout after its client last read 16 KiB. On a
+//     connection that is not counted (a listener not wrapped by
+//     CountWrites), the whole flush must complete within --write-timeout
+//     of its start. A client that reads slowly but steadily (an informer
+//     decoding a large collection on a loaded machine) keeps its stream;
+//     the earlier rule (the whole flush within 10 s) ended such streams
+//     and their reflectors re-listed (64 informers on 2,000 ConfigMaps of
+//     10 KiB: bench/RESULTS.md ## storm). fasthttp applies --write-timeout
+//     to the response it writes itself (headers, a GET's body);
 //   - a GET or LIST that overruns --request-timeout is aborted even while
 //     its write is blocked: the request's context ending moves the
 //     connection's write deadline into the past.
@@ -69,13 +81,69 @@ var pastDeadline = time.Unix(1, 0)
 type writeGuard struct {
 	s       *Server
 	conn    net.Conn // nil: no deadlines (tests without a connection)
+	pc      *progressConn
 	client  string
 	what    string
 	timeout time.Duration
 	stop    func() bool
 
-	mu      sync.Mutex
-	expired bool // the request's context ended: the deadline stays past
+	mu       sync.Mutex
+	expired  bool // the request's context ended: the deadline stays past
+	finished bool // done was called
+	timer    *time.Timer
+	mark     int64     // pc's bytes written at the last progress
+	deadline time.Time // the write deadline set last
+}
+
+// progressConn counts the bytes written to a connection (under TLS: to
+// its socket), in writes of at most progressChunk bytes so that the count
+// moves while a large write is blocked on a slow reader.
+type progressConn struct {
+	net.Conn
+	written atomic.Int64
+}
+
+// progressChunk is the most a progressConn writes at once: about one TLS
+// record.
+const progressChunk = 16 << 10
+
+func (c *progressConn) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		m, err := c.Conn.Write(p[:min(len(p), progressChunk)])
+		n += m
+		c.written.Add(int64(m))
+		if err != nil {
+			return n, err
+		}
+		p = p[m:]
+	}
+	return n, nil
+}
+
+// CountWrites wraps ln so that the write guards of streamed responses
+// measure their clients' progress (see "No progress, no seat"). Put it
+// under a TLS listener: Serve counts plain connections itself.
+func CountWrites(ln net.Listener) net.Listener { return countingListener{ln} }
+
+type countingListener struct{ net.Listener }
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &progressConn{Conn: c}, nil
+}
+
+// progressOf returns the progressConn under a served connection, or nil.
+func progressOf(c net.Conn) *progressConn {
+	c = unwrapConn(c)
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	pc, _ := c.(*progressConn)
+	return pc
 }
 
 // guardWrites returns the writeGuard of a response streamed on rc's
@@ -84,6 +152,7 @@ type writeGuard struct {
 func (s *Server) guardWrites(ctx context.Context, rc *fasthttp.RequestCtx, what string) *writeGuard {
 	g := &writeGuard{s: s, conn: rc.Conn(), client: clientKey(rc), what: what, timeout: s.cfg.WriteTimeout}
 	if g.conn != nil {
+		g.pc = progressOf(g.conn)
 		g.stop = context.AfterFunc(ctx, func() {
 			g.mu.Lock()
 			g.expired = true
@@ -94,16 +163,47 @@ func (s *Server) guardWrites(ctx context.Context, rc *fasthttp.RequestCtx, what 
 	return g
 }
 
-// arm sets the deadline of the next write: --write-timeout from now.
+// arm sets the deadline of the next write: --write-timeout from now, moved
+// on by check while the client takes bytes.
 func (g *writeGuard) arm() {
 	if g == nil || g.conn == nil {
 		return
 	}
 	g.mu.Lock()
-	if !g.expired {
-		_ = g.conn.SetWriteDeadline(time.Now().Add(g.timeout))
+	if !g.expired && !g.finished {
+		g.deadline = time.Now().Add(g.timeout)
+		_ = g.conn.SetWriteDeadline(g.deadline)
+		if g.pc != nil {
+			g.mark = g.pc.written.Load()
+			if g.timer == nil {
+				g.timer = time.AfterFunc(g.timeout/4, g.check)
+			} else {
+				g.timer.Reset(g.timeout / 4)
+			}
+		}
 	}
 	g.mu.Unlock()
+}
+
+// check runs every quarter of --write-timeout after arm until the
+// deadline passes: when the client took bytes since the last check, the
+// deadline moves to --write-timeout from now. A blocked write sees the
+// new deadline.
+func (g *writeGuard) check() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.expired || g.finished {
+		return
+	}
+	now := time.Now()
+	if w := g.pc.written.Load(); w != g.mark {
+		g.mark = w
+		g.deadline = now.Add(g.timeout)
+		_ = g.conn.SetWriteDeadline(g.deadline)
+	}
+	if now.Before(g.deadline) {
+		g.timer.Reset(min(g.timeout/4, g.deadline.Sub(now)))
+	}
 }
 
 // done ends the guard after the stream's last write; err is the stream's
@@ -115,12 +215,16 @@ func (g *writeGuard) done(err error) {
 	if g.stop != nil {
 		g.stop()
 	}
+	g.mu.Lock()
+	g.finished = true
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	expired := g.expired
+	g.mu.Unlock()
 	if err == nil {
 		return
 	}
-	g.mu.Lock()
-	expired := g.expired
-	g.mu.Unlock()
 	if !errors.Is(err, os.ErrDeadlineExceeded) && !(expired && errors.Is(err, context.DeadlineExceeded)) {
 		return
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/internal/demo"
 	"github.com/lazyapi/lazyapi/internal/embedetcd"
+	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -62,7 +63,8 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 			return fmt.Errorf("cannot listen on %s (--bind-address, --secure-port): %w", addr, err)
 		}
 		defer l.Close()
-		secureLn = tls.NewListener(l, c.serving.servingTLS)
+		// Counted under TLS: write guards measure their clients' progress.
+		secureLn = tls.NewListener(proxy.CountWrites(l), c.serving.servingTLS)
 	}
 
 	// 1. etcd.
