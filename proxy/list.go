@@ -15,6 +15,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/encryption"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -143,7 +144,17 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, sizing bool) (walkIt
 			}
 		}
 	}
-	obj, err := l.unwrap(kv, cached)
+	var (
+		obj codec.Object
+		err error
+	)
+	if sizing && cached && attrs.Valid() && !encryption.Encrypted(kv.Value) {
+		// Stored in plaintext, and the cache read it through the
+		// resource's transformer (identity): the write pass runs it.
+		obj, err = l.s.unwrap(l.st.r, kv)
+	} else {
+		obj, err = l.unwrap(kv, cached)
+	}
 	if err != nil {
 		return walkItem{}, false, err
 	}
