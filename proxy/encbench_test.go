@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -284,20 +283,10 @@ func BenchmarkEncryptedCachedList(b *testing.B) {
 				for b.Loop() {
 					nb = get(b, url, f.accept)
 				}
-				// CPU of the process (server and client) per LIST: steadier
-				// than the wall time on a shared machine.
-				b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+				reportCPU(b, cpu0)
 				b.SetBytes(nb)
 			})
 		}
 	}
 }
 
-// processCPU returns the process's user and system CPU time in ns.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
