@@ -289,4 +289,3 @@ func BenchmarkEncryptedCachedList(b *testing.B) {
 		}
 	}
 }
-
