@@ -269,8 +269,62 @@ func resourceList(groupVersion string, rs []*Resource) *metav1.APIResourceList {
 			Categories:         r.Categories,
 			StorageVersionHash: r.storageVersionHash(),
 		})
+		// Subresources follow their resource, sorted, as in
+		// kube-apiserver's list (sorted by name).
+		for _, sub := range r.servedSubresources() {
+			l.APIResources = append(l.APIResources, metav1.APIResource{
+				Name:       r.Resource + "/" + sub.name,
+				Namespaced: r.Namespaced,
+				Group:      sub.kind.Group,
+				Version:    sub.kind.Version,
+				Kind:       sub.kind.Kind,
+				Verbs:      subresourceVerbs,
+			})
+		}
 	}
 	return l
+}
+
+// subresourceVerbs are the verbs lazyapi serves on a subresource.
+var subresourceVerbs = []string{"get"}
+
+type subresourceDoc struct {
+	name string
+	// kind is the response kind: the resource's own kind (group and
+	// version empty, as kube-apiserver writes it), or autoscaling/v1
+	// Scale.
+	kind metav1.GroupVersionKind
+}
+
+// servedSubresources returns the subresources lazyapi serves from stored
+// data for r (status and the like, scale), sorted by name, as discovery
+// lists them: the connect subresources (log, exec, ...) and the
+// create-only ones, which lazyapi answers with a Status, are not listed.
+func (r *Resource) servedSubresources() []subresourceDoc {
+	var names []string
+	if r.Custom {
+		for _, sub := range []string{"scale", "status"} {
+			if r.Subresource(sub) != SubNone {
+				names = append(names, sub)
+			}
+		}
+	} else {
+		for sub, k := range builtinSubresources[r.GroupResource()] {
+			if k == SubObject || k == SubScale {
+				names = append(names, sub)
+			}
+		}
+		slices.Sort(names)
+	}
+	out := make([]subresourceDoc, 0, len(names))
+	for _, sub := range names {
+		d := subresourceDoc{name: sub, kind: metav1.GroupVersionKind{Kind: r.Kind}}
+		if r.Subresource(sub) == SubScale {
+			d.kind = metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 func groupDiscovery(g *group) apidiscoveryv2.APIGroupDiscovery {
@@ -282,15 +336,27 @@ func groupDiscovery(g *group) apidiscoveryv2.APIGroupDiscovery {
 			if r.Namespaced {
 				scope = apidiscoveryv2.ScopeNamespace
 			}
-			vd.Resources = append(vd.Resources, apidiscoveryv2.APIResourceDiscovery{
+			rk := &metav1.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
+			if !r.Custom {
+				// kube-apiserver leaves a built-in's group and version
+				// empty (those of the group version).
+				rk = &metav1.GroupVersionKind{Kind: r.Kind}
+			}
+			rd := apidiscoveryv2.APIResourceDiscovery{
 				Resource:         r.Resource,
-				ResponseKind:     &metav1.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind},
+				ResponseKind:     rk,
 				Scope:            scope,
 				SingularResource: r.SingularName,
 				Verbs:            verbs,
 				ShortNames:       r.ShortNames,
 				Categories:       r.Categories,
-			})
+			}
+			for _, sub := range r.servedSubresources() {
+				k := sub.kind
+				rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+					Subresource: sub.name, ResponseKind: &k, Verbs: subresourceVerbs})
+			}
+			vd.Resources = append(vd.Resources, rd)
 		}
 		d.Versions = append(d.Versions, vd)
 	}

@@ -118,12 +118,28 @@ func TestDiscoveryClientGo(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ServerGroupsAndResources: %v", err)
 			}
-			n := 0
+			n, subs := 0, map[string]bool{}
 			for _, l := range lists {
-				n += len(l.APIResources)
+				for _, r := range l.APIResources {
+					if strings.Contains(r.Name, "/") {
+						subs[l.GroupVersion+"/"+r.Name] = true
+						continue
+					}
+					n++
+				}
 			}
 			if want := len(tb.Resources()); n != want {
 				t.Errorf("ServerGroupsAndResources: %d resources, want %d", n, want)
+			}
+			// Subresources served from stored data are listed, with the
+			// response kind of each (client-go reads both forms).
+			for _, sub := range []string{"apps/v1/deployments/scale", "apps/v1/deployments/status", "v1/pods/status", "autoscaling/v1/horizontalpodautoscalers/status"} {
+				if !subs[sub] {
+					t.Errorf("ServerGroupsAndResources lacks %s", sub)
+				}
+			}
+			if subs["v1/pods/log"] || subs["v1/pods/exec"] || subs["v1/pods/binding"] {
+				t.Errorf("ServerGroupsAndResources lists a subresource lazyapi does not serve from stored data")
 			}
 			if len(groups) != len(tb.snap.Load().groups)+1 {
 				t.Errorf("ServerGroupsAndResources: %d groups, want %d", len(groups), len(tb.snap.Load().groups)+1)
@@ -250,9 +266,20 @@ func TestDiscoveryDocuments(t *testing.T) {
 	var aggCore apidiscoveryv2.APIGroupDiscoveryList
 	mustUnmarshal(t, tb.DiscoveryAggregated(true), &aggCore)
 	if len(aggCore.Items) != 1 || aggCore.Items[0].Name != "" || aggCore.Items[0].Versions[0].Version != "v1" ||
-		len(aggCore.Items[0].Versions[0].Resources) != len(core.APIResources) {
+		len(aggCore.Items[0].Versions[0].Resources) != countResources(core.APIResources) {
 		t.Errorf("aggregated /api = %+v", aggCore.Items)
 	}
+}
+
+// countResources counts the resources of a list, not their subresources.
+func countResources(rs []metav1.APIResource) int {
+	n := 0
+	for _, r := range rs {
+		if !strings.Contains(r.Name, "/") {
+			n++
+		}
+	}
+	return n
 }
 
 func mustUnmarshal(t *testing.T, b []byte, v any) {

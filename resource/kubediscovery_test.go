@@ -138,3 +138,145 @@ func TestDiscoveryAgainstKubeAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoverySubresourcesAgainstKubeAPIServer: the subresources lazyapi
+// serves from stored data (status and the like, scale) are listed in
+// legacy discovery as kube-apiserver lists them (name, scope, kind, group,
+// version; verbs: get only, lazyapi being read-only), and in aggregated
+// discovery with kube-apiserver's response kinds; the connect and
+// create-only subresources, which lazyapi answers with a Status, are not.
+func TestDiscoverySubresourcesAgainstKubeAPIServer(t *testing.T) {
+	tb := NewBuiltin()
+	var groups metav1.APIGroupList
+	readKube(t, "apis.json", &groups)
+	files := map[string]string{"v1": "api~v1.json"}
+	for _, g := range groups.Groups {
+		for _, v := range g.Versions {
+			files[v.GroupVersion] = "apis~" + strings.ReplaceAll(v.GroupVersion, "/", "~") + ".json"
+		}
+	}
+	for gv, f := range files {
+		var kl metav1.APIResourceList
+		readKube(t, f, &kl)
+		group, version, ok := strings.Cut(gv, "/")
+		if !ok {
+			group, version = "", gv
+		}
+		var ml metav1.APIResourceList
+		doc := tb.DiscoveryCore()
+		if group != "" {
+			if doc, ok = tb.DiscoveryGroupVersion(group, version); !ok {
+				continue
+			}
+		}
+		if err := json.Unmarshal(doc, &ml); err != nil {
+			t.Fatal(err)
+		}
+		mine := map[string]metav1.APIResource{}
+		for _, r := range ml.APIResources {
+			if strings.Contains(r.Name, "/") {
+				mine[r.Name] = r
+			}
+		}
+		for _, kr := range kl.APIResources {
+			res, sub, ok := strings.Cut(kr.Name, "/")
+			if !ok {
+				continue
+			}
+			r, served := tb.Lookup(group, version, res)
+			k := SubNone
+			if served {
+				k = r.Subresource(sub)
+			}
+			m, listed := mine[kr.Name]
+			delete(mine, kr.Name)
+			if k != SubObject && k != SubScale {
+				if listed {
+					t.Errorf("%s/%s is listed, but lazyapi does not serve it from stored data", gv, kr.Name)
+				}
+				continue
+			}
+			if !listed {
+				t.Errorf("%s/%s is listed by kube-apiserver and served by lazyapi, not listed", gv, kr.Name)
+				continue
+			}
+			if m.Namespaced != kr.Namespaced || m.Kind != kr.Kind || m.Group != kr.Group || m.Version != kr.Version ||
+				!slices.Equal(m.Verbs, []string{"get"}) {
+				t.Errorf("%s/%s = %+v, kube-apiserver %+v", gv, kr.Name, m, kr)
+			}
+		}
+		for name := range mine {
+			t.Errorf("%s/%s is listed by lazyapi, not by kube-apiserver", gv, name)
+		}
+	}
+
+	// Aggregated: the resources' and subresources' response kinds.
+	type aggList struct {
+		Items []struct {
+			Metadata struct{ Name string } `json:"metadata"`
+			Versions []struct {
+				Version   string `json:"version"`
+				Resources []struct {
+					Resource     string          `json:"resource"`
+					ResponseKind json.RawMessage `json:"responseKind"`
+					Subresources []struct {
+						Subresource  string          `json:"subresource"`
+						ResponseKind json.RawMessage `json:"responseKind"`
+					} `json:"subresources"`
+				} `json:"resources"`
+			} `json:"versions"`
+		} `json:"items"`
+	}
+	for _, core := range []bool{true, false} {
+		var kube, mine aggList
+		name := "aggregated-apis.json"
+		if core {
+			name = "aggregated-api.json"
+		}
+		readKube(t, name, &kube)
+		if err := json.Unmarshal(tb.DiscoveryAggregated(core), &mine); err != nil {
+			t.Fatal(err)
+		}
+		type key struct{ g, v, r string }
+		type entry struct {
+			kind string
+			subs map[string]string
+		}
+		index := func(l aggList) map[key]entry {
+			m := map[key]entry{}
+			for _, it := range l.Items {
+				for _, v := range it.Versions {
+					for _, r := range v.Resources {
+						e := entry{kind: string(r.ResponseKind), subs: map[string]string{}}
+						for _, s := range r.Subresources {
+							e.subs[s.Subresource] = string(s.ResponseKind)
+						}
+						m[key{it.Metadata.Name, v.Version, r.Resource}] = e
+					}
+				}
+			}
+			return m
+		}
+		km, mm := index(kube), index(mine)
+		for k, me := range mm {
+			ke, ok := km[k]
+			if !ok {
+				continue // TestDiscoveryAgainstKubeAPIServer reports it
+			}
+			if me.kind != ke.kind {
+				t.Errorf("aggregated %v responseKind %s, kube-apiserver %s", k, me.kind, ke.kind)
+			}
+			for s, rk := range me.subs {
+				if ke.subs[s] != rk {
+					t.Errorf("aggregated %v/%s responseKind %s, kube-apiserver %q", k, s, rk, ke.subs[s])
+				}
+			}
+			r, _ := tb.Lookup(k.g, k.v, k.r)
+			for s := range ke.subs {
+				if sk := r.Subresource(s); (sk == SubObject || sk == SubScale) && me.subs[s] == "" {
+					t.Errorf("aggregated %v lacks subresource %s", k, s)
+				}
+			}
+		}
+	}
+}
