@@ -320,7 +320,8 @@ func TestEtcdPreferredMember(t *testing.T) {
 		d := waitMetric(t, url, "lazyapi_etcd_preferred_member_active", want, t0)
 		// The first checked read after the move.
 		progress(1)
-		line := fmt.Sprintf("%-16s reads moved in %.2fs; next checked read after %.2fs; client errors so far: %d", what, d.Seconds(), time.Since(t0).Seconds(), errs.total())
+		line := fmt.Sprintf("%-16s reads moved in %.2fs; next checked read after %.2fs; client errors so far: %d (round robin lazyapi: %d)",
+			what, d.Seconds(), time.Since(t0).Seconds(), errs.total(), rrErrs.total())
 		t.Log(line)
 		report = append(report, line)
 		return d

@@ -49,7 +49,11 @@ func (s *Server) followCompaction(ctx context.Context) error {
 	for _, kv := range resp.Kvs {
 		s.noteCompaction(kv)
 	}
-	wctx, cancel := context.WithCancel(ctx)
+	// WithRequireLeader: etcd ends the watch when its member loses its
+	// leader (cut off from the quorum), so that it is opened again on a
+	// member that follows the cluster (store.Failover leaves the other
+	// one out) instead of waiting there for events that do not come.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for wr := range s.cfg.Client.Watch(wctx, compactRevKey, clientv3.WithRev(resp.Header.Revision+1)) {
 		if err := wr.Err(); err != nil {
