@@ -286,7 +286,7 @@ func (s *Server) serveDiscovery(rc *fasthttp.RequestCtx, path string) {
 		ok = false
 	}
 	if !ok {
-		s.writeStatus(rc, errorFormat(accept), notFoundPath())
+		s.writeNotFound(rc, errorFormat(accept), path)
 		return
 	}
 	rc.SetContentType(mediaJSON)

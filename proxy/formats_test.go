@@ -199,7 +199,7 @@ func TestErrors(t *testing.T) {
 		{"GET", "/api/v1/namespaces/ns1/configmaps?fieldSelector=data.k%3Dv", "", 400, metav1.StatusReasonBadRequest, "data.k"},
 		{"GET", "/api/v1/namespaces/ns1/pods?fieldSelector=spec.bogus%3Dv", "", 400, metav1.StatusReasonBadRequest, "field label not supported: spec.bogus"},
 		{"GET", "/api/v1/namespaces/ns1/widgets", "", 404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
-		{"GET", "/apis/nope.io/v1/things", "", 404, metav1.StatusReasonNotFound, ""},
+		{"GET", "/apis/apps/v9/things", "", 404, metav1.StatusReasonNotFound, ""}, // unknown groups: TestNotFoundAgainstKubeAPIServer
 		{"GET", "/api/v1/namespaces/ns1/nodes", "", 404, metav1.StatusReasonNotFound, ""},
 		{"GET", "/api/v1/pods/p1", "", 404, metav1.StatusReasonNotFound, ""},
 		{"GET", "/api/v1/namespaces/ns1/pods/p1/log", "", 405, metav1.StatusReasonMethodNotAllowed, "pods/log is not served by lazyapi, which serves only the objects stored in etcd, read-only: send log, exec, attach, portforward and proxy requests to kube-apiserver"},

@@ -118,6 +118,14 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		st.fail(rc, ef, methodNotAllowed(string(rc.Method())))
 		return
 	}
+	if !ok && p.Group != "" && !resource.BuiltinGroup(p.Group) {
+		// A group with no routes in kube-apiserver (unknown, or a
+		// custom resource group, which apiextensions-apiserver
+		// delegates): its NotFound handler's plain text.
+		s.writeNotFound(rc, ef, "/apis/"+p.Group)
+		st.finish(404, len(rc.Response.Body()))
+		return
+	}
 	if !ok || !routed(r, &p) {
 		st.fail(rc, ef, notFoundPath())
 		return

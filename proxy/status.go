@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -144,4 +145,35 @@ var statusEncoders = [...]encoder{
 	formatJSON:     newEncoder(nil, nil, output{format: formatJSON}, nil, 0, time.Time{}),
 	formatProtobuf: newEncoder(nil, nil, output{format: formatProtobuf}, nil, 0, time.Time{}),
 	formatYAML:     newEncoder(nil, nil, output{format: formatYAML}, nil, 0, time.Time{}),
+}
+
+// restfulPath reports whether kube-apiserver answers an unknown path with
+// go-restful's NotFound Status (the routes of /api, /version and the
+// built-in groups) rather than its NotFound handler's plain-text 404
+// (non-API paths, unknown groups and custom resource groups, which
+// apiextensions-apiserver delegates), as recorded from it
+// (TestNotFoundAgainstKubeAPIServer).
+func restfulPath(path string) bool {
+	if path == "/api" || strings.HasPrefix(path, "/api/") || path == "/version" || strings.HasPrefix(path, "/version/") {
+		return true
+	}
+	if rest, ok := strings.CutPrefix(path, "/apis/"); ok {
+		g, _, _ := strings.Cut(rest, "/")
+		return resource.BuiltinGroup(g)
+	}
+	return path == "/apis"
+}
+
+// writeNotFound answers a path nothing is served at, as kube-apiserver:
+// a NotFound Status (restfulPath) or http.NotFound's plain text.
+func (s *Server) writeNotFound(rc *fasthttp.RequestCtx, f format, path string) {
+	if restfulPath(path) {
+		s.writeStatus(rc, f, notFoundPath())
+		return
+	}
+	rc.Response.Reset()
+	rc.SetStatusCode(404)
+	rc.SetContentType("text/plain; charset=utf-8")
+	rc.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	rc.SetBodyString("404 page not found\n")
 }

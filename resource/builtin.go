@@ -235,6 +235,17 @@ var groupPriority = map[string]int{
 
 const crdGroupPriority = 1000
 
+// BuiltinGroup reports whether kube-apiserver v1.37 registers routes for
+// group by default (its built-in groups, served or not by lazyapi:
+// authentication.k8s.io, authorization.k8s.io), so that an unknown path
+// under /apis/<group> gets a NotFound Status from them rather than its
+// plain-text NotFound handler. internal.apiserver.k8s.io is alpha, off by
+// default.
+func BuiltinGroup(group string) bool {
+	_, ok := groupPriority[group]
+	return ok && group != "" && group != "internal.apiserver.k8s.io"
+}
+
 // excludedKinds are kinds of client-go's scheme in GA group versions (and in
 // the group versions lazyapi serves) that are deliberately not in the table,
 // with the reason. Tests check that every such kind is either served or here.
