@@ -142,3 +142,45 @@ func TestConvertCost(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkConvert: the slow path's cost per object (decode, convert,
+// encode) against the JSON transcoding every protobuf-stored object gets,
+// for the fixture's largest HPA and an Event:
+//
+//	go test ./codec -run XXX -bench 'Convert' -benchtime 2000x -count 5
+func BenchmarkConvert(b *testing.B) {
+	f := readConvertFixture(b)
+	sc := DefaultSchema()
+	for _, c := range f.Cases {
+		if c.Name != "hpa-all" && c.Name != "ev-series" {
+			continue
+		}
+		stored, err := Unwrap(c.Stored)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.Name+"/transcode", func(b *testing.B) {
+			b.ReportAllocs()
+			var dst []byte
+			for b.Loop() {
+				dst, err = sc.AppendJSON(dst[:0], stored, f.RV, JSONOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.Name+"/convert+transcode", func(b *testing.B) {
+			b.ReportAllocs()
+			var dst []byte
+			for b.Loop() {
+				obj, err := Convert(stored, stored.APIVersion, c.Served, stored.Kind, f.RV)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if dst, err = sc.AppendJSON(dst[:0], obj, 0, JSONOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

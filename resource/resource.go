@@ -17,7 +17,8 @@
 //   - Only get, list and watch are advertised. Subresources are served as
 //     kube-apiserver registers them (subresource.go: status and scale from
 //     the stored object; log, exec, attach, portforward, proxy answered
-//     with a Status naming kube-apiserver) but not listed in discovery.
+//     with a Status naming kube-apiserver); discovery lists those served
+//     from stored data, with the verb get.
 //   - CustomResourceDefinitions and APIServices, which kube-apiserver stores
 //     as JSON, are served at the version kube-apiserver serves:
 //     APIServices at apiregistration.k8s.io/v1 as stored, CRDs at
