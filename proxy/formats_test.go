@@ -154,7 +154,7 @@ func TestYAML(t *testing.T) {
 	same(t, "yaml pod", &p, fx["pods/ns1/p1"])
 	// Errors are negotiated like objects: a YAML client gets a YAML Status
 	// (sigs.k8s.io/yaml of the JSON Status, as kube-apiserver writes it).
-	for _, path := range []string{"/api/v1/namespaces/ns1/pods/missing", "/api/v1/namespaces/ns1/configmaps?limit=x", "/apis/nope.io/v1/things"} {
+	for _, path := range []string{"/api/v1/namespaces/ns1/pods/missing", "/api/v1/namespaces/ns1/configmaps?limit=x", "/apis/apps/v9/things"} {
 		code, hdr, body = e.raw(t, http.MethodGet, path, "application/yaml")
 		_, _, jbody := e.raw(t, http.MethodGet, path, "application/json")
 		want, err := yaml.JSONToYAML(jbody)
