@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lazyapi/lazyapi/bench"
+	"github.com/lazyapi/lazyapi/internal/etcdtest"
+)
+
+// TestConvertedVersionsAgainstKubeAPIServer: Events and
+// HorizontalPodAutoscalers written through kube-apiserver v1.37.2 (its
+// defaulting, its storage, HPA status written through /status) are read
+// at events.k8s.io/v1 and autoscaling/v1, the versions lazyapi serves by
+// conversion, from kube-apiserver and from lazyapi on the same etcd: GET
+// and LIST, JSON and protobuf, byte for byte (LAZYAPI_KUBEAPISERVER=1).
+func TestConvertedVersionsAgainstKubeAPIServer(t *testing.T) {
+	if os.Getenv("LAZYAPI_KUBEAPISERVER") != "1" {
+		t.Skip("set LAZYAPI_KUBEAPISERVER=1 to compare with kube-apiserver (needs bash bench/kube-apiserver.sh build)")
+	}
+	script, err := filepath.Abs("../bench/kube-apiserver.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bench.KubeAPIServerBinary(context.Background(), script); err != nil {
+		t.Skipf("kube-apiserver not built: %v", err)
+	}
+	etcd := etcdtest.Start(t)
+	kp, err := bench.StartKubeAPIServer(script, etcd.Endpoint, "/registry", t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kp.Stop()
+	if err := kp.WaitReady(context.Background(), "/readyz", 4*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	kube := func(method, path, accept string, body []byte) (int, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(method, kp.Target.URL+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+bench.KubeAPIServerToken)
+		req.Header.Set("Accept", accept)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	create := func(path, body string) {
+		t.Helper()
+		if code, b := kube("POST", path, "application/json", []byte(body)); code != 201 {
+			t.Fatalf("POST %s: %d %s", path, code, b)
+		}
+	}
+	create("/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"conv"}}`)
+	create("/api/v1/namespaces/conv/events", `{"apiVersion":"v1","kind":"Event","metadata":{"name":"core-1"},
+		"involvedObject":{"kind":"Pod","namespace":"conv","name":"web-0","uid":"u1","apiVersion":"v1","fieldPath":"spec.containers{web}"},
+		"reason":"Pulled","message":"pulled <image> & started","source":{"component":"kubelet","host":"node-1"},
+		"firstTimestamp":"2026-12-01T10:00:00Z","lastTimestamp":"2026-12-01T10:05:00Z","count":3,"type":"Normal"}`)
+	create("/apis/events.k8s.io/v1/namespaces/conv/events", `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"new-1"},
+		"eventTime":"2026-12-01T10:00:00.123456Z","series":{"count":4,"lastObservedTime":"2026-12-01T10:09:00.654321Z"},
+		"reportingController":"example.com/ctrl","reportingInstance":"ctrl-0","action":"Reconcile","reason":"Synced",
+		"regarding":{"kind":"Deployment","namespace":"conv","name":"web","apiVersion":"apps/v1"},
+		"related":{"kind":"Node","name":"node-1","apiVersion":"v1"},"note":"synced","type":"Warning"}`)
+	create("/apis/autoscaling/v2/namespaces/conv/horizontalpodautoscalers", `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler",
+		"metadata":{"name":"all","annotations":{"owner":"a <b>"}},"spec":{"scaleTargetRef":{"kind":"Deployment","name":"web","apiVersion":"apps/v1"},
+		"minReplicas":2,"maxReplicas":20,"metrics":[
+		{"type":"Resource","resource":{"name":"memory","target":{"type":"AverageValue","averageValue":"512Mi"}}},
+		{"type":"Resource","resource":{"name":"cpu","target":{"type":"Utilization","averageUtilization":70}}},
+		{"type":"ContainerResource","containerResource":{"name":"cpu","container":"app","target":{"type":"Utilization","averageUtilization":80}}},
+		{"type":"Pods","pods":{"metric":{"name":"pps","selector":{"matchLabels":{"a":"b"}}},"target":{"type":"AverageValue","averageValue":"1k"}}},
+		{"type":"Object","object":{"describedObject":{"kind":"Ingress","name":"main","apiVersion":"networking.k8s.io/v1"},"metric":{"name":"rps"},"target":{"type":"Value","value":"10k"}}},
+		{"type":"External","external":{"metric":{"name":"queue"},"target":{"type":"AverageValue","averageValue":"30"}}}],
+		"behavior":{"scaleDown":{"stabilizationWindowSeconds":120,"policies":[{"type":"Percent","value":10,"periodSeconds":60}]}}}}`)
+	create("/apis/autoscaling/v1/namespaces/conv/horizontalpodautoscalers", `{"apiVersion":"autoscaling/v1","kind":"HorizontalPodAutoscaler",
+		"metadata":{"name":"v1"},"spec":{"scaleTargetRef":{"kind":"Deployment","name":"api","apiVersion":"apps/v1"},"maxReplicas":5,"targetCPUUtilizationPercentage":55}}`)
+	// Status through /status (what the HPA controller writes).
+	code, cur := kube("GET", "/apis/autoscaling/v2/namespaces/conv/horizontalpodautoscalers/all", "application/json", nil)
+	if code != 200 {
+		t.Fatalf("GET hpa: %d %s", code, cur)
+	}
+	status := `"status":{"observedGeneration":1,"lastScaleTime":"2026-12-01T10:05:00Z","currentReplicas":4,"desiredReplicas":5,
+		"currentMetrics":[{"type":"Resource","resource":{"name":"cpu","current":{"averageUtilization":75,"averageValue":"300m"}}},
+		{"type":"External","external":{"metric":{"name":"queue"},"current":{"value":"42","averageValue":"7"}}}],
+		"conditions":[{"type":"AbleToScale","status":"True","lastTransitionTime":"2026-12-01T10:05:00Z","reason":"SucceededRescale","message":"ok"}]}`
+	body := append(bytes.TrimSuffix(bytes.TrimSpace(cur), []byte("}")), []byte(","+status+"}")...)
+	body = bytes.Replace(body, []byte(`"status":{}`), []byte(`"x-dropped":{}`), 1)
+	if code, b := kube("PUT", "/apis/autoscaling/v2/namespaces/conv/horizontalpodautoscalers/all/status", "application/json", body); code != 200 {
+		t.Fatalf("PUT hpa status: %d %s", code, b)
+	}
+
+	p := start(t, "--etcd-servers="+etcd.Endpoint)
+	lazy := func(path, accept string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", p.URL+path, nil)
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	paths := []string{
+		"/apis/events.k8s.io/v1/namespaces/conv/events", "/apis/events.k8s.io/v1/namespaces/conv/events/core-1",
+		"/apis/events.k8s.io/v1/namespaces/conv/events/new-1",
+		"/apis/autoscaling/v1/namespaces/conv/horizontalpodautoscalers", "/apis/autoscaling/v1/namespaces/conv/horizontalpodautoscalers/all",
+		"/apis/autoscaling/v1/namespaces/conv/horizontalpodautoscalers/v1",
+		"/apis/autoscaling/v1/namespaces/conv/horizontalpodautoscalers/all/status",
+	}
+	for _, path := range paths {
+		for _, accept := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
+			kc, kb := kube("GET", path, accept, nil)
+			lc, lb := lazy(path, accept)
+			if kc != 200 || lc != 200 || !bytes.Equal(kb, lb) {
+				i := 0
+				for i < len(kb) && i < len(lb) && kb[i] == lb[i] {
+					i++
+				}
+				t.Errorf("GET %s (%s): kube-apiserver %d, lazyapi %d, first difference at byte %d of %d/%d:\nkube   %q\nlazyapi %q", path, accept, kc, lc, i,
+					len(kb), len(lb), kb[max(0, i-40):min(len(kb), i+80)], lb[max(0, i-40):min(len(lb), i+80)])
+			}
+		}
+	}
+	// The stored versions of the same objects, as written through the
+	// other version: JSON (lazyapi's protobuf of a stored object is its
+	// stored bytes with the resourceVersion merged in, equal when decoded).
+	for _, path := range []string{"/api/v1/namespaces/conv/events/new-1", "/apis/autoscaling/v2/namespaces/conv/horizontalpodautoscalers/v1"} {
+		kc, kb := kube("GET", path, "application/json", nil)
+		if lc, lb := lazy(path, "application/json"); kc != 200 || lc != 200 || !bytes.Equal(kb, lb) {
+			t.Errorf("GET %s: kube-apiserver %d %s\nlazyapi %d %s", path, kc, kb, lc, lb)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "compared %d converted paths in JSON and protobuf\n", len(paths))
+}
