@@ -679,3 +679,13 @@ func AppendJSONAPIVersion(dst, raw []byte, apiVersion string) ([]byte, error) {
 	}
 	return dst, corrupt(raw, len(raw), "truncated JSON object")
 }
+
+// HasJSONAPIVersion reports whether the JSON object raw starts with
+// {"apiVersion":"<apiVersion>" (as the unstructured encoder writes a
+// custom resource): then AppendJSONAPIVersion would change nothing. false
+// means it may differ.
+func HasJSONAPIVersion(raw []byte, apiVersion string) bool {
+	const head = `{"apiVersion":"`
+	return len(raw) > len(head)+len(apiVersion) && string(raw[:len(head)]) == head &&
+		string(raw[len(head):len(head)+len(apiVersion)]) == apiVersion && raw[len(head)+len(apiVersion)] == '"'
+}

@@ -381,3 +381,26 @@ func TestJSONPassthroughErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendJSONAPIVersion(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`{"apiVersion":"example.com/v1","kind":"W","metadata":{}}`, `{"apiVersion":"example.com/v2","kind":"W","metadata":{}}`},
+		{`{"kind":"W","apiVersion":"example.com/v1"}`, `{"kind":"W","apiVersion":"example.com/v2"}`},
+		{`{"kind":"W","metadata":{}}`, `{"apiVersion":"example.com/v2","kind":"W","metadata":{}}`},
+		{`{"a":1}`, `{"a":1,"apiVersion":"example.com/v2"}`},
+		{`{}`, `{"apiVersion":"example.com/v2"}`},
+	} {
+		got, err := AppendJSONAPIVersion([]byte("x"), []byte(tt.in), "example.com/v2")
+		if err != nil || string(got) != "x"+tt.want {
+			t.Errorf("AppendJSONAPIVersion(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+	if _, err := AppendJSONAPIVersion(nil, []byte(`{"apiVersion":`), "v"); err == nil {
+		t.Error("truncated JSON: no error")
+	}
+	if !HasJSONAPIVersion([]byte(`{"apiVersion":"example.com/v2","kind":"W"}`), "example.com/v2") ||
+		HasJSONAPIVersion([]byte(`{"apiVersion":"example.com/v2beta1","kind":"W"}`), "example.com/v2") ||
+		HasJSONAPIVersion([]byte(`{"kind":"W","apiVersion":"example.com/v2"}`), "example.com/v2") {
+		t.Error("HasJSONAPIVersion")
+	}
+}

@@ -469,6 +469,14 @@ func TestCustomResources(t *testing.T) {
 		string(body) != string(asV1beta1("w2"))+"\n" {
 		t.Errorf("GET v1beta1 widget = %d %s, want %s", code, body, asV1beta1("w2"))
 	}
+	// An object stored at another version (an older storage version) is
+	// served with the version asked for, as by the nopConverter.
+	old := []byte(`{"apiVersion":"example.com/v1beta1","kind":"Widget","metadata":{"name":"w0","namespace":"old"},"spec":{"color":"red"}}`)
+	oldRV := e.putRaw(t, "/registry/example.com/widgets/old/w0", old)
+	if code, _, body := e.raw(t, "GET", "/apis/example.com/v1/namespaces/old/widgets/w0", "application/json"); code != 200 ||
+		string(body) != `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w0","namespace":"old","resourceVersion":"`+strconv.FormatInt(oldRV, 10)+`"},"spec":{"color":"red"}}`+"\n" {
+		t.Errorf("GET v1 of a widget stored at v1beta1 = %d %s", code, body)
+	}
 	lb, err := dc.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1beta1", Resource: "widgets"}).Namespace("ns").List(ctx, metav1.ListOptions{})
 	if err != nil || len(lb.Items) != 3 || lb.GetAPIVersion() != "example.com/v1beta1" {
 		t.Fatalf("v1beta1 List = %v, %v", lb, err)

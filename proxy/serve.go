@@ -325,12 +325,17 @@ func typeMeta(r *resource.Resource, obj codec.Object) codec.Object {
 		if obj.Kind == "" {
 			obj.APIVersion, obj.Kind = r.StorageAPIVersion(), r.Kind
 		}
-	case r.RewritesTypeMeta() && r.Custom:
-		// Conversion strategy None: apiVersion set in place.
-		if raw, err := codec.AppendJSONAPIVersion(nil, obj.Raw, r.APIVersion()); err == nil {
-			obj.Raw = raw
+	case r.SetsAPIVersion():
+		// Conversion strategy None: apiVersion set in place when the
+		// object was stored at another version (the unstructured
+		// encoder writes it first: one prefix check otherwise).
+		want := r.APIVersion()
+		if !codec.HasJSONAPIVersion(obj.Raw, want) {
+			if raw, err := codec.AppendJSONAPIVersion(nil, obj.Raw, want); err == nil {
+				obj.Raw = raw
+			}
 		}
-		obj.APIVersion, obj.Kind = r.APIVersion(), r.Kind
+		obj.APIVersion, obj.Kind = want, r.Kind
 	case r.RewritesTypeMeta() && obj.Format == codec.FormatJSON:
 		obj.Raw = codec.AppendJSONTypeMeta(nil, obj.Raw, r.APIVersion(), r.Kind)
 		obj.APIVersion, obj.Kind = r.APIVersion(), r.Kind

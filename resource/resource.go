@@ -139,6 +139,13 @@ func (r *Resource) CacheFields() []string {
 	return r.FieldSelectors
 }
 
+// SetsAPIVersion reports whether each object's apiVersion is set to
+// APIVersion() on the way out when it differs: a custom resource whose
+// CRD's conversion strategy is None, served at every version from objects
+// stored at any of them (apiextensions-apiserver's nopConverter sets it,
+// also for objects stored at an older storage version).
+func (r *Resource) SetsAPIVersion() bool { return r.Custom && r.noConversion }
+
 // StorageAPIVersion returns the apiVersion objects are stored at.
 func (r *Resource) StorageAPIVersion() string {
 	if r.Conversion != nil {
