@@ -244,12 +244,14 @@ func (c *Cluster) Leader(ctx context.Context) int {
 // fail, serializable ones answer its last state. Heal ends it. Stopping or
 // starting a member in between is not supported.
 //
-// Why not a TCP proxy in front of the member's peer port (etcd's
-// pkg/proxy blackhole): rafthttp streams are opened by the receiving
-// member, and a member sends over a stream the other side dialled or over
-// a POST to the other side's peer URL, so a blackhole in front of one
-// member's peer port still lets it exchange raft messages through the
-// connections it opens to the others' ports.
+// Why not a TCP proxy blackholing the member's peer port (etcd's
+// pkg/proxy, as its functional tests do): raft streams are dialled by the
+// receiving member, so such a blackhole cuts only part of the traffic.
+// Tried on this cluster (a loopback proxy in front of each peer port, one
+// follower's blackholed for 5 s): the follower kept receiving and
+// applying the leader's entries through the stream it had dialled itself,
+// while its own messages were lost (linearizable reads on it failed) — an
+// asymmetric partition. CutPeer drops every message both ways.
 func (c *Cluster) Partition(i int) { c.cut(i, true) }
 
 // Heal ends Partition(i).
