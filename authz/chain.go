@@ -62,7 +62,7 @@ type Chain struct {
 
 type chainMode struct {
 	Mode
-	reasonName string // kube-apiserver's authorizer name in reasons: the lower-case mode
+	reasonName string // kube-apiserver's authorizer name in reasons: the lower-case mode, "default" for Webhook
 	// counters by Decision.
 	decisions [3]*metrics.Counter
 	errors    *metrics.Counter // answers with an error (any decision)
@@ -90,6 +90,12 @@ func NewChain(modes []Mode, ms *metrics.Set) (*Chain, error) {
 			return nil, fmt.Errorf("authz: mode %q has no authorizer", m.Name)
 		}
 		cm := chainMode{Mode: m, reasonName: strings.ToLower(m.Name)}
+		if m.Name == ModeWebhook {
+			// kube-apiserver names the webhook of
+			// --authorization-webhook-config-file "default" in its union
+			// (defaultWebhookName), so its reasons read "default: ...".
+			cm.reasonName = "default"
+		}
 		for d := NoOpinion; d <= Deny; d++ {
 			cm.decisions[d] = ms.GetOrCreateCounter(fmt.Sprintf(`lazyapi_authorization_decisions_total{mode=%q,decision=%q}`, m.Name, d))
 		}

@@ -90,7 +90,7 @@ func TestWebhookE2E(t *testing.T) {
 	// The webhook's no opinion: 403 with its reason, as kube-apiserver
 	// appends the union's reasons.
 	_, err := alice.CoreV1().Secrets("authn").List(ctx, metav1.ListOptions{})
-	const wantAlice = `secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "authn": webhook: no rule for alice`
+	const wantAlice = `secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "authn": default: no rule for alice`
 	if !apierrors.IsForbidden(err) || err.Error() != wantAlice {
 		t.Errorf("alice lists secrets: %v; want Forbidden %q", err, wantAlice)
 	}
@@ -255,7 +255,7 @@ func TestWebhookUncachedE2E(t *testing.T) {
 		t.Errorf("uncached: %d TokenReviews, %d SubjectAccessReviews for %d requests; want one each per request", tr, sar, n)
 	}
 	_, err := alice.CoreV1().Secrets("authn").Get(ctx, "x", metav1.GetOptions{})
-	const want = `secrets "x" is forbidden: User "alice" cannot get resource "secrets" in API group "" in the namespace "authn": webhook: no rule for alice`
+	const want = `secrets "x" is forbidden: User "alice" cannot get resource "secrets" in API group "" in the namespace "authn": default: no rule for alice`
 	if !apierrors.IsForbidden(err) || err.Error() != want {
 		t.Errorf("alice gets a secret: %v; want %q", err, want)
 	}

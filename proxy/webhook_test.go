@@ -67,7 +67,7 @@ func TestWebhookModeErrors(t *testing.T) {
 		t.Fatalf("webhook up: %d %s", code, body)
 	}
 	if code, _, body := do("GET", "/api/v1/namespaces/ns1/secrets", nil); code != 403 ||
-		!strings.Contains(body, `secrets is forbidden: User \"alice\" cannot list resource \"secrets\" in API group \"\" in the namespace \"ns1\": webhook: not configmaps`) {
+		!strings.Contains(body, `secrets is forbidden: User \"alice\" cannot list resource \"secrets\" in API group \"\" in the namespace \"ns1\": default: not configmaps`) {
 		t.Errorf("webhook up, not allowed: %d %s", code, body)
 	}
 	ssar := func(name string) authorizationv1.SubjectAccessReviewStatus {

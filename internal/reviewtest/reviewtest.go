@@ -52,7 +52,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	srv      *http.Server
-	lastSARs []authorizationv1.SubjectAccessReviewSpec // the last few, newest last
+	lastSARs []authorizationv1.SubjectAccessReviewSpec // the last 64, newest last
+	sarSeq   int64                                     // reviews recorded so far
 }
 
 // Start starts a server on a free loopback port; it is stopped when the
@@ -115,6 +116,22 @@ func (s *Server) LastSubjectAccessReview() (authorizationv1.SubjectAccessReviewS
 	return s.lastSARs[len(s.lastSARs)-1], true
 }
 
+// SubjectAccessReviewsSince returns the specs of the reviews answered
+// after the first seq ones (of the last 64), and the count so far: call
+// it with 0 to get the count, then with that count after a request.
+func (s *Server) SubjectAccessReviewsSince(seq int64) ([]authorizationv1.SubjectAccessReviewSpec, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.sarSeq - seq
+	if n <= 0 {
+		return nil, s.sarSeq
+	}
+	if n > int64(len(s.lastSARs)) {
+		n = int64(len(s.lastSARs))
+	}
+	return append([]authorizationv1.SubjectAccessReviewSpec(nil), s.lastSARs[int64(len(s.lastSARs))-n:]...), s.sarSeq
+}
+
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "Bearer "+ClientToken {
 		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Unauthorized","code":401}`, http.StatusUnauthorized)
@@ -149,10 +166,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		}
 		s.SubjectAccessReviews.Add(1)
 		s.mu.Lock()
-		if len(s.lastSARs) >= 16 {
+		if len(s.lastSARs) >= 64 {
 			s.lastSARs = s.lastSARs[1:]
 		}
 		s.lastSARs = append(s.lastSARs, sar.Spec)
+		s.sarSeq++
 		s.mu.Unlock()
 		sar.Status = s.Authorize(sar.Spec)
 		_ = json.NewEncoder(w).Encode(&sar)
