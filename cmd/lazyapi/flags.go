@@ -135,7 +135,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringSliceVar(&c.cachePreload, "watch-cache-preload", []string{"*"},
 		"Resources whose watch cache fills at start, before clients ask, comma separated resource[.group] (e.g. configmaps,deployments.apps); * = every resource (those that do not fit --watch-cache-memory are served from etcd); empty = fill on first use.")
 	fs.DurationVar(&c.writeTimeout, "write-timeout", proxy.DefaultWriteTimeout,
-		"Longest a response may make no write progress (one flush of at most 64 KiB not taken by the client) before it is aborted and its admission released.")
+		"Longest a streamed response (LIST, watch) may make no write progress (its client takes none of its bytes) before it is aborted and its admission released.")
 	fs.Var((*byteSize)(&c.cacheBytes), "watch-cache-memory",
 		"Byte budget of the watch cache: values, index and history of all cached resources (quantity). 0 = a quarter of --memory-limit (of 1Gi when unset).")
 	fs.BoolVar(&c.profiling, "profiling", false,
