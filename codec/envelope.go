@@ -79,7 +79,10 @@ func Unwrap(stored []byte) (Object, error) {
 			if isCRDv1beta1(stored[i:]) {
 				return unwrapCRD(stored)
 			}
-			return Object{Format: FormatJSON, Raw: stored}, nil
+			// Without the newline kube-apiserver's JSON encoders end
+			// a value with (json.Encoder): an object's bytes end at
+			// its closing brace, in a list or a watch frame.
+			return Object{Format: FormatJSON, Raw: trimRightSpace(stored)}, nil
 		}
 		return Object{}, corrupt(stored, i, "value is neither protobuf (k8s\\x00), JSON nor encrypted (k8s:enc:)")
 	}
@@ -176,4 +179,12 @@ func encryptedError(stored []byte) error {
 		e.Key = next()
 	}
 	return e
+}
+
+// trimRightSpace returns b without its trailing JSON whitespace.
+func trimRightSpace(b []byte) []byte {
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
 }

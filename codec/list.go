@@ -60,6 +60,39 @@ func AppendJSONListHead(dst []byte, apiVersion, listKind string, m ListMeta) []b
 	return append(dst, `,"items":[`...)
 }
 
+// AppendJSONUnstructuredListHead appends the start of a custom resource
+// list as kube-apiserver writes it (apiextensions-apiserver encodes an
+// UnstructuredList: json.Marshal of a map, sorted keys) up to its first
+// item: {"apiVersion":"...","items":[
+// The list's kind and metadata come after the items
+// (AppendJSONUnstructuredListTail).
+func AppendJSONUnstructuredListHead(dst []byte, apiVersion string) []byte {
+	dst = append(dst, `{"apiVersion":`...)
+	dst = appendJSONQuote(dst, apiVersion)
+	return append(dst, `,"items":[`...)
+}
+
+// AppendJSONUnstructuredListTail appends the end of a custom resource
+// list: ],"kind":"...","metadata":{"continue":"...",
+// "remainingItemCount":N,"resourceVersion":"N"}} with continue always
+// written (the handler sets it, "" on the last page) and the keys sorted.
+func AppendJSONUnstructuredListTail(dst []byte, listKind string, m ListMeta) []byte {
+	dst = append(dst, `],"kind":`...)
+	dst = appendJSONQuote(dst, listKind)
+	dst = append(dst, `,"metadata":{"continue":`...)
+	dst = appendJSONQuote(dst, m.Continue)
+	if m.RemainingItemCount != nil {
+		dst = append(dst, `,"remainingItemCount":`...)
+		dst = strconv.AppendInt(dst, *m.RemainingItemCount, 10)
+	}
+	if m.ResourceVersion != 0 {
+		dst = append(dst, `,"resourceVersion":"`...)
+		dst = strconv.AppendInt(dst, m.ResourceVersion, 10)
+		dst = append(dst, '"')
+	}
+	return append(dst, "}}"...)
+}
+
 // AppendJSONListSep appends the separator written between two items.
 func AppendJSONListSep(dst []byte) []byte { return append(dst, ',') }
 

@@ -404,3 +404,14 @@ func TestAppendJSONAPIVersion(t *testing.T) {
 		t.Error("HasJSONAPIVersion")
 	}
 }
+
+// TestUnwrapJSONTrailingNewline: a JSON value ends with the newline
+// kube-apiserver's encoders write (json.Encoder); the object's bytes end
+// at its closing brace, so that a list or a watch frame carries no
+// newline inside.
+func TestUnwrapJSONTrailingNewline(t *testing.T) {
+	obj, err := Unwrap([]byte("{\"apiVersion\":\"example.com/v1\",\"kind\":\"W\"}\n"))
+	if err != nil || string(obj.Raw) != `{"apiVersion":"example.com/v1","kind":"W"}` {
+		t.Errorf("Unwrap = %q, %v", obj.Raw, err)
+	}
+}

@@ -105,6 +105,26 @@ func TestConvertedVersionsAgainstKubeAPIServer(t *testing.T) {
 		t.Fatalf("PUT hpa status: %d %s", code, b)
 	}
 
+	// A CRD with two versions and conversion strategy None, its object
+	// created at the storage version v1.
+	create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+		"metadata":{"name":"gizmos.example.com"},"spec":{"group":"example.com","scope":"Namespaced",
+		"names":{"plural":"gizmos","singular":"gizmo","kind":"Gizmo","listKind":"GizmoList"},
+		"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}},
+		{"name":"v2","served":true,"storage":false,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, b := kube("POST", "/apis/example.com/v1/namespaces/conv/gizmos", "application/json",
+			[]byte(`{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g1","labels":{"a":"b"}},"spec":{"size":3,"color":"<red>"}}`))
+		if code == 201 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create gizmo: %d %s", code, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
 	p := start(t, "--etcd-servers="+etcd.Endpoint)
 	lazy := func(path, accept string) (int, []byte) {
 		t.Helper()
@@ -146,6 +166,20 @@ func TestConvertedVersionsAgainstKubeAPIServer(t *testing.T) {
 		kc, kb := kube("GET", path, "application/json", nil)
 		if lc, lb := lazy(path, "application/json"); kc != 200 || lc != 200 || !bytes.Equal(kb, lb) {
 			t.Errorf("GET %s: kube-apiserver %d %s\nlazyapi %d %s", path, kc, kb, lc, lb)
+		}
+	}
+	// The CRD's versions (JSON only, as custom resources): v2 is served
+	// from the v1 object with apiVersion set.
+	for _, path := range []string{"/apis/example.com/v2/namespaces/conv/gizmos/g1", "/apis/example.com/v2/namespaces/conv/gizmos",
+		"/apis/example.com/v1/namespaces/conv/gizmos/g1", "/apis/example.com/v1/namespaces/conv/gizmos"} {
+		kc, kb := kube("GET", path, "application/json", nil)
+		if lc, lb := lazy(path, "application/json"); kc != 200 || lc != 200 || !bytes.Equal(kb, lb) {
+			i := 0
+			for i < len(kb) && i < len(lb) && kb[i] == lb[i] {
+				i++
+			}
+			t.Errorf("GET %s: kube-apiserver %d, lazyapi %d, first difference at byte %d of %d/%d:\nkube    %q\nlazyapi %q", path, kc, lc, i,
+				len(kb), len(lb), kb[max(0, i-40):min(len(kb), i+80)], lb[max(0, i-40):min(len(lb), i+80)])
 		}
 	}
 	fmt.Fprintf(os.Stderr, "compared %d converted paths in JSON and protobuf\n", len(paths))

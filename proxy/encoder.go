@@ -117,7 +117,11 @@ func newEncoder(sc *codec.Schema, r *resource.Resource, out output, cc *codec.Cu
 	case formatYAML:
 		enc = &yamlEncoder{jsonEncoder{encoding: e}}
 	default:
-		enc = &jsonEncoder{encoding: e}
+		if r != nil && r.Custom {
+			enc = &unstructuredJSONEncoder{jsonEncoder{encoding: e}}
+		} else {
+			enc = &jsonEncoder{encoding: e}
+		}
 	}
 	if conv != nil {
 		return &convertEncoder{encoder: enc, conv: conv}
@@ -201,6 +205,21 @@ func tableColumns(r *resource.Resource, out output) (*codec.CustomColumns, error
 			Priority: c.Priority, JSONPath: c.JSONPath}
 	}
 	return codec.NewCustomColumns(cols)
+}
+
+// unstructuredJSONEncoder: application/json of a custom resource, whose
+// lists kube-apiserver writes as an UnstructuredList (sorted keys: kind
+// and metadata after the items).
+type unstructuredJSONEncoder struct{ jsonEncoder }
+
+func (e *unstructuredJSONEncoder) metaAtEnd() bool { return true }
+
+func (e *unstructuredJSONEncoder) listHead(dst []byte, _ codec.ListMeta, _ int) []byte {
+	return codec.AppendJSONUnstructuredListHead(dst, e.r.APIVersion())
+}
+
+func (e *unstructuredJSONEncoder) listTail(dst []byte, lm codec.ListMeta) []byte {
+	return append(codec.AppendJSONUnstructuredListTail(dst, e.r.ListKind, lm), '\n')
 }
 
 // jsonEncoder: application/json, the objects themselves.

@@ -477,6 +477,24 @@ func TestCustomResources(t *testing.T) {
 		string(body) != `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w0","namespace":"old","resourceVersion":"`+strconv.FormatInt(oldRV, 10)+`"},"spec":{"color":"red"}}`+"\n" {
 		t.Errorf("GET v1 of a widget stored at v1beta1 = %d %s", code, body)
 	}
+	// A LIST as kube-apiserver writes an UnstructuredList: sorted keys,
+	// kind and metadata (continue always) after the items.
+	code, _, lbody := e.raw(t, "GET", "/apis/example.com/v1beta1/namespaces/ns/widgets", "application/json")
+	var lm struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(lbody, &lm)
+	var items []json.RawMessage
+	for _, n := range []string{"w1", "w2", "w3"} {
+		items = append(items, asV1beta1(n))
+	}
+	wantList, _ := json.Marshal(map[string]any{"apiVersion": "example.com/v1beta1", "kind": "WidgetList", "items": items,
+		"metadata": map[string]any{"continue": "", "resourceVersion": lm.Metadata.ResourceVersion}})
+	if code != 200 || string(lbody) != string(wantList)+"\n" {
+		t.Errorf("LIST v1beta1 widgets = %d %s\nwant kube-apiserver's %s", code, lbody, wantList)
+	}
 	lb, err := dc.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1beta1", Resource: "widgets"}).Namespace("ns").List(ctx, metav1.ListOptions{})
 	if err != nil || len(lb.Items) != 3 || lb.GetAPIVersion() != "example.com/v1beta1" {
 		t.Fatalf("v1beta1 List = %v, %v", lb, err)
