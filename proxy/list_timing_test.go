@@ -174,6 +174,7 @@ func BenchmarkCachedList(b *testing.B) {
 	inMemory := func(b *testing.B, e *env, accept string) {
 		b.ReportAllocs()
 		cw := &countWriter{}
+		cpu := processCPU()
 		for b.Loop() {
 			cw.n = 0
 			code, err := e.srv.ServeInMemory(path, accept, cw)
@@ -181,6 +182,7 @@ func BenchmarkCachedList(b *testing.B) {
 				b.Fatalf("%d %v", code, err)
 			}
 		}
+		reportCPU(b, cpu)
 		b.SetBytes(cw.n)
 	}
 	// kube-apiserver's path for the same LIST without its watch cache: the
