@@ -148,6 +148,16 @@ func (s *Server) noteEtcd(err error) {
 	}
 }
 
+// etcdMovedSince reports whether the etcd client's endpoints changed after
+// t (store.Failover): a request begun before then failed on members since
+// left out, which says nothing about the ones read from now, so it does
+// not start the hold (else every move would be followed by a second of
+// 503s while the members read from answer).
+func (s *Server) etcdMovedSince(t time.Time) bool {
+	f := s.cfg.EtcdFailover
+	return f != nil && f().Since.After(t)
+}
+
 // etcdDown reports whether etcd failed to answer within etcdDownHold.
 func (s *Server) etcdDown() bool {
 	at := s.etcdDownAt.Load()

@@ -91,7 +91,7 @@ func (st *reqState) finish(code int, bytes int) {
 
 // fail writes a Status error and records the request.
 func (st *reqState) fail(rc *fasthttp.RequestCtx, ef format, e *StatusError) {
-	if e.Status.Code == 503 {
+	if e.Status.Code == 503 && !st.s.etcdMovedSince(st.start) {
 		st.s.etcdDownAt.Store(time.Now().UnixNano())
 	}
 	st.s.writeStatus(rc, ef, e)
