@@ -13,5 +13,7 @@
 // It starts an embedded etcd and kube-apiserver (through
 // bench/kube-apiserver.sh) on loopback, reads the documents, creates the
 // CRDs of crds.go and reads again, then writes the files (gzip where large)
-// into the repository.
+// into the repository. TestCaptureNotFound (same switch) records its
+// answers to paths nothing is served at
+// (proxy/testdata/kube-apiserver-notfound.json).
 package kubecapture
