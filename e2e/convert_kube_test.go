@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -180,6 +181,51 @@ func TestConvertedVersionsAgainstKubeAPIServer(t *testing.T) {
 			}
 			t.Errorf("GET %s: kube-apiserver %d, lazyapi %d, first difference at byte %d of %d/%d:\nkube    %q\nlazyapi %q", path, kc, lc, i,
 				len(kb), len(lb), kb[max(0, i-40):min(len(kb), i+80)], lb[max(0, i-40):min(len(lb), i+80)])
+		}
+	}
+	// Tables (kubectl get): kube-apiserver prints the internal object;
+	// the columns, the cells (but those of times relative to now) and the
+	// row objects (includeObject=Object: the converted object) are equal.
+	type table struct {
+		Columns []struct {
+			Name        string `json:"name"`
+			Type        string `json:"type"`
+			Format      string `json:"format"`
+			Description string `json:"description"`
+			Priority    int    `json:"priority"`
+		} `json:"columnDefinitions"`
+		Rows []struct {
+			Cells  []json.RawMessage `json:"cells"`
+			Object json.RawMessage   `json:"object"`
+		} `json:"rows"`
+	}
+	const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io"
+	for _, path := range []string{"/apis/events.k8s.io/v1/namespaces/conv/events?includeObject=Object",
+		"/apis/autoscaling/v1/namespaces/conv/horizontalpodautoscalers?includeObject=Object"} {
+		kc, kb := kube("GET", path, tableAccept, nil)
+		lc, lb := lazy(path, tableAccept)
+		var kt, lt table
+		if kc != 200 || lc != 200 || json.Unmarshal(kb, &kt) != nil || json.Unmarshal(lb, &lt) != nil || len(kt.Rows) != len(lt.Rows) ||
+			len(kt.Columns) != len(lt.Columns) {
+			t.Fatalf("GET %s as Table: kube-apiserver %d %s\nlazyapi %d %s", path, kc, kb, lc, lb)
+		}
+		kcols, _ := json.Marshal(kt.Columns)
+		lcols, _ := json.Marshal(lt.Columns)
+		if !bytes.Equal(kcols, lcols) {
+			t.Errorf("%s columns: kube-apiserver %s, lazyapi %s", path, kcols, lcols)
+		}
+		for i := range kt.Rows {
+			if !bytes.Equal(kt.Rows[i].Object, lt.Rows[i].Object) {
+				t.Errorf("%s row %d object: kube-apiserver %s\nlazyapi %s", path, i, kt.Rows[i].Object, lt.Rows[i].Object)
+			}
+			for j, c := range kt.Columns {
+				if c.Name == "Last Seen" || c.Name == "First Seen" || c.Name == "Age" {
+					continue
+				}
+				if !bytes.Equal(kt.Rows[i].Cells[j], lt.Rows[i].Cells[j]) {
+					t.Errorf("%s row %d %s: kube-apiserver %s, lazyapi %s", path, i, c.Name, kt.Rows[i].Cells[j], lt.Rows[i].Cells[j])
+				}
+			}
 		}
 	}
 	fmt.Fprintf(os.Stderr, "compared %d converted paths in JSON and protobuf\n", len(paths))
