@@ -114,11 +114,12 @@ func breakdown(a, b metricSnap, pid int) string {
 	srvL, nL := histQuantile(a, b, "lazyapi_apiserver_request_duration_seconds", 0.99, `resource="configmaps"`, `verb="list"`)
 	wait, nw := histQuantile(a, b, "lazyapi_ratelimit_queue_wait_seconds", 0.99)
 	sched, _ := histQuantile(a, b, "go_sched_latencies_seconds", 0.99)
+	etcd, ne := histQuantile(a, b, "lazyapi_etcd_request_duration_seconds", 0.99)
 	sched50, _ := histQuantile(a, b, "go_sched_latencies_seconds", 0.5)
 	cpu := (b.vals["process_cpu_seconds_total"] - a.vals["process_cpu_seconds_total"]) / wall
 	self := (b.selfT - a.selfT).Seconds() / wall
 	load, _ := os.ReadFile("/proc/loadavg")
 	_ = pid
-	return fmt.Sprintf("server-side p99 of GETs <= %gs (%v), of LISTs <= %gs (%v); queued admissions %v (p99 wait <= %gs); Go scheduler latency p50 <= %gs, p99 <= %gs; lazyapi %.2f cores, test process (etcd, clients) %.2f cores; loadavg %s",
-		srv, n, srvL, nL, nw, wait, sched50, sched, cpu, self, strings.Fields(string(load))[0])
+	return fmt.Sprintf("server-side p99 of GETs <= %gs (%v), of LISTs <= %gs (%v); queued admissions %v (p99 wait <= %gs); etcd calls %v (p99 <= %gs); Go scheduler latency p50 <= %gs, p99 <= %gs; lazyapi %.2f cores, test process (etcd, clients) %.2f cores; loadavg %s",
+		srv, n, srvL, nL, nw, wait, ne, etcd, sched50, sched, cpu, self, strings.Fields(string(load))[0])
 }

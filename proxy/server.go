@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,6 +166,10 @@ type Server struct {
 	stats *collStats
 	// frames shares encoded watch frames among watchers (watchframes.go).
 	frames *frameCache
+	// initialRun bounds the watches encoding initial events at once
+	// (watchWriter.run): a reconnect storm's encoders leave the other
+	// cores' run queues to short requests.
+	initialRun chan struct{}
 	// render keeps JSON renderings of hot objects (rendercache.go); nil
 	// without a watch cache budget.
 	render *renderCache
@@ -232,6 +237,7 @@ func New(cfg Config) (*Server, error) {
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)
 	s.panics = s.ms.GetOrCreateCounter("lazyapi_handler_panics_total")
 	s.frames = newFrameCache(s.ms, frameCacheBytes)
+	s.initialRun = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	// Renderings of objects encrypted at rest would keep plaintext beyond
 	// the request: they are not kept unless --watch-cache-decrypted
 	// (renderOf).

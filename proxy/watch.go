@@ -598,9 +598,21 @@ var doneCtx = func() context.Context {
 func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.Watcher) error {
 	defer w.Close()
 	e.cached = true
+	// Initial events are encoded holding a slot of Server.initialRun
+	// (never while writing: a client that does not read must not hold
+	// it).
+	gate, held := e.s.initialRun, false
+	release := func() {
+		if held {
+			<-gate
+			held = false
+		}
+	}
+	defer release()
 	for {
 		ev, err := w.Next(doneCtx)
 		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			release()
 			if err := sw.flush(); err != nil {
 				return err
 			}
@@ -611,6 +623,14 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 				sw.m.lagging.Inc()
 			}
 			return err
+		}
+		if ev.Initial && !held && gate != nil && sw.yield != nil {
+			select {
+			case gate <- struct{}{}:
+				held = true
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		if ev.Type == cache.Bookmark {
 			if !ev.InitialEventsEnd && !e.enc.bookmarks() {
@@ -629,7 +649,11 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			}
 		}
 		sw.m.events.Inc()
+		if !ev.Initial {
+			release()
+		}
 		if len(sw.buf) >= flushSize {
+			release()
 			if err := sw.flush(); err != nil {
 				return err
 			}
