@@ -29,7 +29,7 @@ import (
 
 // Informer storms: many clients start reading one collection at once, as
 // the informers of a rollout's restarted pods do. A row is one kind of
-// client at one count: client-go informers (JSON), or raw streams that
+// client at one count: client-go informers (protobuf, client-go's default), or raw streams that
 // check and discard what they read (1,024 real informers would need the
 // collection in the harness's memory 1,024 times): WatchList (watch with
 // sendInitialEvents=true until the initial-events-end bookmark, counting
@@ -155,7 +155,7 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 	}
 	defer Clean(context.WithoutCancel(ctx), cli, CleanConfig{Prefix: cfg.Prefix}) //nolint:errcheck // best effort
 	ns := NamespaceName(DefaultNamespacePrefix, 0)
-	rep.Data = fmt.Sprintf("%d %s (%s) in namespace %s, %s stored (protobuf), read as JSON", sr.Objects, cfg.Kind.Resource, cfg.Size, ns, HumanBytes(sr.Bytes))
+	rep.Data = fmt.Sprintf("%d %s (%s) in namespace %s, %s stored (protobuf); informers read protobuf (client-go's default), WatchList and LIST+WATCH streams JSON", sr.Objects, cfg.Kind.Resource, cfg.Size, ns, HumanBytes(sr.Bytes))
 	if out, err := exec.CommandContext(ctx, "git", "-C", cfg.Repo, "describe", "--always", "--dirty").Output(); err == nil {
 		rep.Notes = append(rep.Notes, "lazyapi built from commit "+strings.TrimSpace(string(out)))
 	}
@@ -478,7 +478,7 @@ func (s *stormState) listWatch(ctx context.Context) (int64, error) {
 	return items, nil
 }
 
-// runInformers starts n client-go informers (JSON, own connections) and
+// runInformers starts n client-go informers (protobuf, own connections) and
 // waits until all synced, counting 429s seen by their transports.
 func (s *stormState) runInformers(ctx context.Context, k Kind, ns string, n int) {
 	base, err := s.target.RESTConfig()
