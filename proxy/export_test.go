@@ -18,11 +18,30 @@ func (s *Server) ServeInMemory(uri, accept string, w io.Writer) (int, error) {
 	req.SetRequestURI(uri)
 	req.Header.Set("Accept", accept)
 	var rc fasthttp.RequestCtx
-	rc.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
+	// Not rc.Init: its connection panics on SetWriteDeadline, which every
+	// flush of a streamed LIST calls (progress.go).
+	rc.Init2(memConn{}, nopLogger{}, true)
+	req.CopyTo(&rc.Request)
 	s.handle(&rc)
 	err := rc.Response.BodyWriteTo(w)
 	return rc.Response.StatusCode(), err
 }
+
+// memConn is ServeInMemory's connection: an address and deadlines that
+// change nothing; nothing reads or writes it.
+type memConn struct{ net.Conn }
+
+func (memConn) RemoteAddr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
+}
+func (memConn) LocalAddr() net.Addr              { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 6443} }
+func (memConn) SetDeadline(time.Time) error      { return nil }
+func (memConn) SetReadDeadline(time.Time) error  { return nil }
+func (memConn) SetWriteDeadline(time.Time) error { return nil }
+
+type nopLogger struct{}
+
+func (nopLogger) Printf(string, ...any) {}
 
 // SetEtcdDown records an etcd failure at t, as a request that found etcd
 // unavailable would, and returns a func reporting the recorded time.
