@@ -559,6 +559,13 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 	pg, page, lm, planned := l.pg, l.page, l.lm, l.ws
 	guard := s.guardWrites(ctx, rc, "list")
 	body := &listBody{done: func(n int) {
+		// The guard ends before the request's context: a body never
+		// written (HEAD, a connection closed first) never reached
+		// guard.done in write, and the context's end would otherwise
+		// move the connection's write deadline into the past while
+		// fasthttp still has this response's headers to flush (the
+		// client then saw a closed connection and retried the HEAD).
+		guard.done(nil)
 		cancel()
 		st.finish(200, n)
 	}}
