@@ -26,6 +26,7 @@ import (
 	"github.com/lazyapi/lazyapi/authz/rbacetcd"
 	authzwebhook "github.com/lazyapi/lazyapi/authz/webhook"
 	"github.com/lazyapi/lazyapi/internal/reviewtest"
+	"github.com/lazyapi/lazyapi/internal/webhookclient"
 	"github.com/lazyapi/lazyapi/proxy"
 )
 
@@ -272,12 +273,12 @@ func BenchmarkAuthorizeWebhook(b *testing.B) {
 		ttl  time.Duration
 		cfg  authzwebhook.Config
 	}{
-		{"webhook-cached", authzwebhook.DefaultAuthorizedTTL, authzwebhook.Config{Kubeconfig: kc}},
+		{"webhook-cached", authzwebhook.DefaultAuthorizedTTL, authzwebhook.Config{Webhook: webhookclient.Config{Kubeconfig: kc}}},
 		// --authorization-webhook-config-file: no client-side limit.
-		{"webhook-uncached", 0, authzwebhook.Config{ConfigFile: wc, Version: "v1"}},
+		{"webhook-uncached", 0, authzwebhook.Config{Webhook: webhookclient.Config{ConfigFile: wc, Version: "v1"}}},
 		// --authorization-kubeconfig: client-go's 200 QPS (burst 400)
 		// of aggregated servers' delegation client caps the rate.
-		{"webhook-uncached-kubeconfig", 0, authzwebhook.Config{Kubeconfig: kc}},
+		{"webhook-uncached-kubeconfig", 0, authzwebhook.Config{Webhook: webhookclient.Config{Kubeconfig: kc}}},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			cfg := tt.cfg
@@ -317,9 +318,9 @@ func BenchmarkAuthenticateTokenReview(b *testing.B) {
 		ttl  time.Duration
 		cfg  tokenreview.Config
 	}{
-		{"cached", tokenreview.DefaultCacheTTL, tokenreview.Config{Kubeconfig: kc}},
-		{"uncached", 0, tokenreview.Config{ConfigFile: wc, Version: "v1"}},
-		{"uncached-kubeconfig", 0, tokenreview.Config{Kubeconfig: kc}},
+		{"cached", tokenreview.DefaultCacheTTL, tokenreview.Config{Webhook: webhookclient.Config{Kubeconfig: kc}}},
+		{"uncached", 0, tokenreview.Config{Webhook: webhookclient.Config{ConfigFile: wc, Version: "v1"}}},
+		{"uncached-kubeconfig", 0, tokenreview.Config{Webhook: webhookclient.Config{Kubeconfig: kc}}},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			cfg := tt.cfg

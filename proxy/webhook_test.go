@@ -16,6 +16,7 @@ import (
 	"github.com/lazyapi/lazyapi/authz"
 	authzwebhook "github.com/lazyapi/lazyapi/authz/webhook"
 	"github.com/lazyapi/lazyapi/internal/reviewtest"
+	"github.com/lazyapi/lazyapi/internal/webhookclient"
 	"github.com/lazyapi/lazyapi/proxy"
 )
 
@@ -33,7 +34,7 @@ func TestWebhookModeErrors(t *testing.T) {
 		}
 		return authorizationv1.SubjectAccessReviewStatus{Reason: "not configmaps"}
 	}
-	w, err := authzwebhook.New(authzwebhook.Config{Kubeconfig: rs.Kubeconfig(t, t.TempDir(), "kubeconfig", ""),
+	w, err := authzwebhook.New(authzwebhook.Config{Webhook: webhookclient.Config{Kubeconfig: rs.Kubeconfig(t, t.TempDir(), "kubeconfig", "")},
 		AuthorizedTTL: authzwebhook.DefaultAuthorizedTTL, UnauthorizedTTL: authzwebhook.DefaultUnauthorizedTTL})
 	if err != nil {
 		t.Fatal(err)

@@ -13,58 +13,39 @@ package tokenreview
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/token/cache"
-	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 	tokenwebhook "k8s.io/apiserver/plugin/pkg/authenticator/token/webhook"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/internal/webhookclient"
 )
 
-// Defaults: the answer cache TTL of k8s.io/apiserver's delegating
+// DefaultCacheTTL is the answer cache TTL of k8s.io/apiserver's delegating
 // authentication (--authentication-token-webhook-cache-ttl; kube-apiserver's
-// own flag defaults to 2m), and the timeouts of its TokenReview client
-// (aggregated servers: 10 s) and of kube-apiserver's webhook (30 s).
-const (
-	DefaultCacheTTL          = 10 * time.Second
-	DefaultKubeconfigTimeout = 10 * time.Second
-	DefaultConfigFileTimeout = 30 * time.Second
-)
+// own flag defaults to 2m).
+const DefaultCacheTTL = 10 * time.Second
 
-// Config configures the TokenReview authenticator. Exactly one of
-// Kubeconfig and ConfigFile is set.
+// Config configures the TokenReview authenticator.
 type Config struct {
-	// Kubeconfig (--authentication-kubeconfig) reaches a kube-apiserver:
-	// TokenReviews (authentication.k8s.io/v1) are created at its
-	// /apis/authentication.k8s.io/v1/tokenreviews.
-	Kubeconfig string
-	// ConfigFile (--authentication-token-webhook-config-file) is
-	// kube-apiserver's token webhook configuration: a kubeconfig whose
-	// cluster's server URL is the exact URL the TokenReview is POSTed to,
-	// in Version.
-	ConfigFile string
-	// Version: v1 or v1beta1 (--authentication-token-webhook-version) for
-	// ConfigFile.
-	Version string
+	// Webhook reaches the service: its Kubeconfig
+	// (--authentication-kubeconfig) a kube-apiserver, where TokenReviews
+	// (authentication.k8s.io/v1) are created at
+	// /apis/authentication.k8s.io/v1/tokenreviews; or its ConfigFile
+	// (--authentication-token-webhook-config-file, Version:
+	// --authentication-token-webhook-version) kube-apiserver's token
+	// webhook configuration.
+	Webhook webhookclient.Config
 	// CacheTTL is how long an answer, positive or negative, is reused
 	// (0: not cached). Failures to ask are not cached.
 	CacheTTL time.Duration
 	// Audiences are the API's audiences (--api-audiences): sent in the
 	// review, and the answer's must share one; none: no audience check.
 	Audiences []string
-	// Timeout bounds one review; 0: the defaults above.
-	Timeout time.Duration
-	// Backoff retries transient failures; nil: k8s.io/apiserver's default.
-	Backoff *wait.Backoff
 	// Metrics receives lazyapi_authentication_webhook_requests_total{code}
 	// (one per HTTP request, retries included) and
 	// lazyapi_authentication_webhook_request_duration_seconds.
@@ -82,52 +63,26 @@ var _ authn.TokenAuthenticator = (*Authenticator)(nil)
 // New returns the authenticator for cfg. Nothing is sent before the first
 // token.
 func New(cfg Config) (*Authenticator, error) {
-	if (cfg.Kubeconfig == "") == (cfg.ConfigFile == "") {
-		return nil, errors.New("authn/tokenreview: exactly one of Kubeconfig and ConfigFile is needed")
+	wc, err := cfg.Webhook.Load()
+	if err != nil {
+		return nil, err
 	}
-	backoff := cfg.Backoff
-	if backoff == nil {
-		backoff = tokenwebhook.DefaultRetryBackoff()
-	}
-	ms := cfg.Metrics
-	if ms == nil {
-		ms = metrics.NewSet()
-	}
-	latency := ms.GetOrCreateHistogram(`lazyapi_authentication_webhook_request_duration_seconds`)
-	am := tokenwebhook.AuthenticatorMetrics{
-		RecordRequestTotal: func(_ context.Context, code string) {
-			ms.GetOrCreateCounter(`lazyapi_authentication_webhook_requests_total{code=` + strconv.Quote(code) + `}`).Inc()
-		},
-		RecordRequestLatency: func(_ context.Context, _ string, s float64) { latency.Update(s) },
-	}
+	m := webhookclient.NewMetrics(cfg.Metrics, "lazyapi_authentication_webhook")
+	am := tokenwebhook.AuthenticatorMetrics{RecordRequestTotal: m.RecordRequestTotal, RecordRequestLatency: m.RecordRequestLatency}
 	auds := authenticator.Audiences(cfg.Audiences)
 	var w authenticator.Token
-	if cfg.Kubeconfig != "" {
-		rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-			&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.Kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("cannot load the kubeconfig: %w", err)
-		}
-		// As DelegatingAuthenticationOptions' client.
-		rc.QPS, rc.Burst = 200, 400
-		client, err := authenticationv1client.NewForConfig(rc)
+	if wc.Delegated {
+		// As DelegatingAuthenticatorConfig: the timeout bounds the
+		// review (all its tries), the client has none of its own.
+		client, err := authenticationv1client.NewForConfig(wc.REST)
 		if err != nil {
 			return nil, err
 		}
-		if w, err = tokenwebhook.NewFromInterface(client, auds, *backoff, orDefault(cfg.Timeout, DefaultKubeconfigTimeout), am); err != nil {
+		if w, err = tokenwebhook.NewFromInterface(client, auds, wc.Backoff, wc.Timeout, am); err != nil {
 			return nil, err
 		}
 	} else {
-		rc, err := webhookutil.LoadKubeconfig(cfg.ConfigFile, nil)
-		if err != nil {
-			return nil, fmt.Errorf("cannot load the webhook configuration: %w", err)
-		}
-		rc.Timeout = orDefault(cfg.Timeout, DefaultConfigFileTimeout)
-		version := cfg.Version
-		if version == "" {
-			version = "v1beta1"
-		}
-		wa, err := tokenwebhook.New(rc, version, auds, *backoff)
+		wa, err := tokenwebhook.New(wc.REST, wc.Version, auds, wc.Backoff)
 		if err != nil {
 			return nil, err
 		}
@@ -137,13 +92,6 @@ func New(cfg Config) (*Authenticator, error) {
 	// kube-apiserver and authenticatorfactory: errors are not cached,
 	// answers are for the TTL either way.
 	return &Authenticator{tok: cache.New(w, false, cfg.CacheTTL, cfg.CacheTTL), audiences: auds}, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 // AuthenticateToken returns the user the webhook says token belongs to;

@@ -14,6 +14,7 @@ import (
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authn/tokenreview"
 	"github.com/lazyapi/lazyapi/internal/reviewtest"
+	"github.com/lazyapi/lazyapi/internal/webhookclient"
 )
 
 // review knows one valid token; "expired-token" is refused with a reason.
@@ -33,9 +34,9 @@ func TestTokenReview(t *testing.T) {
 	s.Authenticate = review
 	dir := t.TempDir()
 	for name, cfg := range map[string]tokenreview.Config{
-		"kubeconfig":  {Kubeconfig: s.Kubeconfig(t, dir, "kubeconfig", "")},
-		"config-file": {ConfigFile: s.Kubeconfig(t, dir, "webhook", reviewtest.TokenReviewPath), Version: "v1"},
-		"audiences":   {Kubeconfig: s.Kubeconfig(t, dir, "kubeconfig", ""), Audiences: []string{"https://kubernetes.default.svc"}},
+		"kubeconfig":  {Webhook: webhookclient.Config{Kubeconfig: s.Kubeconfig(t, dir, "kubeconfig", "")}},
+		"config-file": {Webhook: webhookclient.Config{ConfigFile: s.Kubeconfig(t, dir, "webhook", reviewtest.TokenReviewPath), Version: "v1"}},
+		"audiences":   {Webhook: webhookclient.Config{Kubeconfig: s.Kubeconfig(t, dir, "kubeconfig", "")}, Audiences: []string{"https://kubernetes.default.svc"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg.CacheTTL = tokenreview.DefaultCacheTTL
@@ -73,12 +74,12 @@ func TestTokenReviewCache(t *testing.T) {
 		wantPer1000 int64
 	}{{true, 1}, {false, 1000}} {
 		ms := metrics.NewSet()
-		cfg := tokenreview.Config{Kubeconfig: kc, Metrics: ms}
+		cfg := tokenreview.Config{Webhook: webhookclient.Config{Kubeconfig: kc}, Metrics: ms}
 		if tt.ttl {
 			cfg.CacheTTL = tokenreview.DefaultCacheTTL
 		} else {
 			// The webhook file: no client-side rate limit.
-			cfg = tokenreview.Config{ConfigFile: wc, Version: "v1", Metrics: ms}
+			cfg = tokenreview.Config{Webhook: webhookclient.Config{ConfigFile: wc, Version: "v1"}, Metrics: ms}
 		}
 		tr, err := tokenreview.New(cfg)
 		if err != nil {
@@ -110,7 +111,7 @@ func TestTokenReviewCache(t *testing.T) {
 
 	// Down: a new token cannot be reviewed (an error, 401 for the
 	// request), a cached answer still counts; the error is not cached.
-	tr, err := tokenreview.New(tokenreview.Config{Kubeconfig: kc, CacheTTL: tokenreview.DefaultCacheTTL, Backoff: &wait.Backoff{Steps: 1}})
+	tr, err := tokenreview.New(tokenreview.Config{Webhook: webhookclient.Config{Kubeconfig: kc, Backoff: &wait.Backoff{Steps: 1}}, CacheTTL: tokenreview.DefaultCacheTTL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,63 +9,43 @@ package webhook
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	authorizationcel "k8s.io/apiserver/pkg/authorization/cel"
-	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 	sarwebhook "k8s.io/apiserver/plugin/pkg/authorizer/webhook"
 	webhookmetrics "k8s.io/apiserver/plugin/pkg/authorizer/webhook/metrics"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lazyapi/lazyapi/authz"
+	"github.com/lazyapi/lazyapi/internal/webhookclient"
 )
 
 // Defaults: kube-apiserver's --authorization-webhook-cache-authorized-ttl
-// and --authorization-webhook-cache-unauthorized-ttl, and the client
-// timeouts of the two ways to reach the webhook (aggregated servers'
-// --authorization-kubeconfig client: 10 s; kube-apiserver's webhook
-// configuration: 30 s).
+// and --authorization-webhook-cache-unauthorized-ttl.
 const (
-	DefaultAuthorizedTTL     = 5 * time.Minute
-	DefaultUnauthorizedTTL   = 30 * time.Second
-	DefaultKubeconfigTimeout = 10 * time.Second
-	DefaultConfigFileTimeout = 30 * time.Second
+	DefaultAuthorizedTTL   = 5 * time.Minute
+	DefaultUnauthorizedTTL = 30 * time.Second
 )
 
-// Config configures the Webhook mode. Exactly one of Kubeconfig and
-// ConfigFile is set.
+// Config configures the Webhook mode.
 type Config struct {
-	// Kubeconfig (--authorization-kubeconfig) reaches a kube-apiserver:
-	// SubjectAccessReviews (authorization.k8s.io/v1) are created at its
+	// Webhook reaches the service: its Kubeconfig
+	// (--authorization-kubeconfig) a kube-apiserver, where
+	// SubjectAccessReviews (authorization.k8s.io/v1) are created at
 	// /apis/authorization.k8s.io/v1/subjectaccessreviews, as aggregated
-	// API servers delegate.
-	Kubeconfig string
-	// ConfigFile (--authorization-webhook-config-file) is kube-apiserver's
-	// webhook configuration: a kubeconfig whose cluster's server URL is
-	// the exact URL the SubjectAccessReview is POSTed to, in Version.
-	ConfigFile string
-	// Version is the SubjectAccessReview version sent to ConfigFile's
-	// webhook: v1 or v1beta1 (--authorization-webhook-version).
-	Version string
+	// API servers delegate; or its ConfigFile
+	// (--authorization-webhook-config-file, Version:
+	// --authorization-webhook-version) kube-apiserver's webhook
+	// configuration.
+	Webhook webhookclient.Config
 	// AuthorizedTTL and UnauthorizedTTL are how long an allowed and a
 	// not allowed answer are reused (0: not cached).
 	AuthorizedTTL, UnauthorizedTTL time.Duration
-	// Timeout bounds one request to the webhook; 0: the defaults above.
-	Timeout time.Duration
-	// Backoff is the retry of transient failures (connection reset,
-	// 429, 5xx, timeouts); nil: k8s.io/apiserver's default (5 tries
-	// from 500 ms, factor 1.5).
-	Backoff *wait.Backoff
 	// Metrics receives lazyapi_authorization_webhook_requests_total{code}
 	// (one per HTTP request to the webhook, retries included) and
 	// lazyapi_authorization_webhook_request_duration_seconds.
@@ -82,62 +62,34 @@ var _ authz.Authorizer = (*Authorizer)(nil)
 // New returns the Webhook mode for cfg. Nothing is sent before the first
 // request.
 func New(cfg Config) (*Authorizer, error) {
-	if (cfg.Kubeconfig == "") == (cfg.ConfigFile == "") {
-		return nil, errors.New("authz/webhook: exactly one of Kubeconfig and ConfigFile is needed")
+	wc, err := cfg.Webhook.Load()
+	if err != nil {
+		return nil, err
 	}
-	backoff := cfg.Backoff
-	if backoff == nil {
-		backoff = sarwebhook.DefaultRetryBackoff()
-	}
-	ms := cfg.Metrics
-	if ms == nil {
-		ms = metrics.NewSet()
-	}
-	am := &vmMetrics{ms: ms, latency: ms.GetOrCreateHistogram(`lazyapi_authorization_webhook_request_duration_seconds`)}
+	am := &vmMetrics{Metrics: webhookclient.NewMetrics(cfg.Metrics, "lazyapi_authorization_webhook")}
 	compiler := authorizationcel.NewDefaultCompiler()
 	var w *sarwebhook.WebhookAuthorizer
-	if cfg.Kubeconfig != "" {
-		rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-			&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.Kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("cannot load the kubeconfig: %w", err)
-		}
-		// As DelegatingAuthorizationOptions: high client-side limits
-		// (the admission of lazyapi's own requests is the limit).
-		rc.QPS, rc.Burst, rc.Timeout = 200, 400, orDefault(cfg.Timeout, DefaultKubeconfigTimeout)
-		client, err := authorizationv1client.NewForConfig(rc)
+	if wc.Delegated {
+		// As DelegatingAuthorizationOptions: the timeout is the
+		// client's.
+		wc.REST.Timeout = wc.Timeout
+		client, err := authorizationv1client.NewForConfig(wc.REST)
 		if err != nil {
 			return nil, err
 		}
-		if w, err = sarwebhook.NewFromInterface(client, cfg.AuthorizedTTL, cfg.UnauthorizedTTL, *backoff,
+		if w, err = sarwebhook.NewFromInterface(client, cfg.AuthorizedTTL, cfg.UnauthorizedTTL, wc.Backoff,
 			authorizer.DecisionNoOpinion, am, compiler); err != nil {
 			return nil, err
 		}
 	} else {
-		rc, err := webhookutil.LoadKubeconfig(cfg.ConfigFile, nil)
-		if err != nil {
-			return nil, fmt.Errorf("cannot load the webhook configuration: %w", err)
-		}
-		rc.Timeout = orDefault(cfg.Timeout, DefaultConfigFileTimeout)
-		version := cfg.Version
-		if version == "" {
-			version = "v1beta1"
-		}
 		// kube-apiserver's failure policy for the flag-configured
 		// webhook: NoOpinion (the next mode decides; never allow).
-		if w, err = sarwebhook.New(rc, version, cfg.AuthorizedTTL, cfg.UnauthorizedTTL, *backoff,
+		if w, err = sarwebhook.New(wc.REST, wc.Version, cfg.AuthorizedTTL, cfg.UnauthorizedTTL, wc.Backoff,
 			authorizer.DecisionNoOpinion, nil, "webhook", am, compiler); err != nil {
 			return nil, err
 		}
 	}
 	return &Authorizer{w: w}, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 // Authorize asks the webhook (or its cache) about a, with the attributes
@@ -192,18 +144,9 @@ func (w *Authorizer) RulesUnsupported() string {
 var _ authz.RulesUnsupported = (*Authorizer)(nil)
 
 // vmMetrics records k8s.io/apiserver's webhook authorizer metrics in
-// lazyapi's metrics set.
+// lazyapi's metrics set (the request ones; the others are not kept).
 type vmMetrics struct {
 	webhookmetrics.NoopWebhookMetrics
 	authorizationcel.NoopMatcherMetrics
-	ms      *metrics.Set
-	latency *metrics.Histogram
-}
-
-func (m *vmMetrics) RecordRequestTotal(_ context.Context, code string) {
-	m.ms.GetOrCreateCounter(`lazyapi_authorization_webhook_requests_total{code=` + strconv.Quote(code) + `}`).Inc()
-}
-
-func (m *vmMetrics) RecordRequestLatency(_ context.Context, _ string, latency float64) {
-	m.latency.Update(latency)
+	*webhookclient.Metrics
 }

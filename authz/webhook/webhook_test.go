@@ -12,6 +12,7 @@ import (
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/authz/webhook"
 	"github.com/lazyapi/lazyapi/internal/reviewtest"
+	"github.com/lazyapi/lazyapi/internal/webhookclient"
 )
 
 // answer allows alice's configmaps, denies mallory outright, and has no
@@ -42,9 +43,9 @@ func TestWebhookDecisions(t *testing.T) {
 	dir := t.TempDir()
 	for name, cfg := range map[string]webhook.Config{
 		// As aggregated servers: a kubeconfig of kube-apiserver, v1 at its path.
-		"kubeconfig": {Kubeconfig: s.Kubeconfig(t, dir, "kubeconfig", "")},
+		"kubeconfig": {Webhook: webhookclient.Config{Kubeconfig: s.Kubeconfig(t, dir, "kubeconfig", "")}},
 		// As kube-apiserver: the webhook's exact URL, version v1.
-		"config-file": {ConfigFile: s.Kubeconfig(t, dir, "webhook", reviewtest.SubjectAccessReviewPath), Version: "v1"},
+		"config-file": {Webhook: webhookclient.Config{ConfigFile: s.Kubeconfig(t, dir, "webhook", reviewtest.SubjectAccessReviewPath), Version: "v1"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg.AuthorizedTTL, cfg.UnauthorizedTTL = webhook.DefaultAuthorizedTTL, webhook.DefaultUnauthorizedTTL
@@ -77,7 +78,7 @@ func TestWebhookDecisions(t *testing.T) {
 // a non-resource path and verb.
 func TestWebhookAttributes(t *testing.T) {
 	s := newServer(t)
-	w, err := webhook.New(webhook.Config{Kubeconfig: s.Kubeconfig(t, t.TempDir(), "kubeconfig", "")})
+	w, err := webhook.New(webhook.Config{Webhook: webhookclient.Config{Kubeconfig: s.Kubeconfig(t, t.TempDir(), "kubeconfig", "")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +136,11 @@ func TestWebhookCache(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ms := metrics.NewSet()
-			cfg := webhook.Config{Kubeconfig: kc, Metrics: ms}
+			cfg := webhook.Config{Webhook: webhookclient.Config{Kubeconfig: kc}, Metrics: ms}
 			if !tt.authorized {
 				// The webhook file: no client-side rate limit (the
 				// kubeconfig's client allows 200 reviews per second).
-				cfg = webhook.Config{ConfigFile: wc, Version: "v1", Metrics: ms}
+				cfg = webhook.Config{Webhook: webhookclient.Config{ConfigFile: wc, Version: "v1"}, Metrics: ms}
 			}
 			if tt.authorized {
 				cfg.AuthorizedTTL, cfg.UnauthorizedTTL = webhook.DefaultAuthorizedTTL, webhook.DefaultUnauthorizedTTL
@@ -176,7 +177,7 @@ func TestWebhookCache(t *testing.T) {
 // reports the error so that the request is not allowed.
 func TestWebhookDown(t *testing.T) {
 	s := newServer(t)
-	w, err := webhook.New(webhook.Config{Kubeconfig: s.Kubeconfig(t, t.TempDir(), "kubeconfig", ""), Backoff: noRetry,
+	w, err := webhook.New(webhook.Config{Webhook: webhookclient.Config{Kubeconfig: s.Kubeconfig(t, t.TempDir(), "kubeconfig", ""), Backoff: noRetry},
 		AuthorizedTTL: webhook.DefaultAuthorizedTTL, UnauthorizedTTL: webhook.DefaultUnauthorizedTTL})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/lazyapi/lazyapi/authz/rbacetcd"
 	authzwebhook "github.com/lazyapi/lazyapi/authz/webhook"
 	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/internal/webhookclient"
 )
 
 // rbacLoadTimeout bounds the first read of the RBAC objects at start.
@@ -53,7 +54,8 @@ func startAuthz(ctx context.Context, c *config, pt parts, cli *clientv3.Client, 
 		case authz.ModeWebhook:
 			useKlog(lg)
 			w, err := authzwebhook.New(authzwebhook.Config{
-				Kubeconfig: c.serving.authzKubeconfig, ConfigFile: c.serving.authzWebhookConfig, Version: c.serving.authzWebhookVersion,
+				Webhook: webhookclient.Config{Kubeconfig: c.serving.authzKubeconfig, ConfigFile: c.serving.authzWebhookConfig,
+					Version: c.serving.authzWebhookVersion},
 				AuthorizedTTL: c.serving.authzAuthorizedTTL, UnauthorizedTTL: c.serving.authzUnauthorizedTTL, Metrics: pt.metrics,
 			})
 			if err != nil {
@@ -126,8 +128,9 @@ func authnConfig(c *config, cli *clientv3.Client, enc *encryption.Transformers, 
 		if len(auds) == 0 && len(s.saIssuers) > 0 {
 			auds = s.saIssuers[:1] // kube-apiserver's default --api-audiences
 		}
-		tr, err := tokenreview.New(tokenreview.Config{Kubeconfig: s.authnKubeconfig, ConfigFile: s.authnWebhookConfig,
-			Version: s.authnWebhookVersion, CacheTTL: s.authnWebhookCacheTTL, Audiences: auds, Metrics: ms})
+		tr, err := tokenreview.New(tokenreview.Config{
+			Webhook:  webhookclient.Config{Kubeconfig: s.authnKubeconfig, ConfigFile: s.authnWebhookConfig, Version: s.authnWebhookVersion},
+			CacheTTL: s.authnWebhookCacheTTL, Audiences: auds, Metrics: ms})
 		if err != nil {
 			flag := "--authentication-kubeconfig"
 			if s.authnWebhookConfig != "" {
