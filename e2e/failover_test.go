@@ -225,7 +225,10 @@ func TestEtcdPreferredMember(t *testing.T) {
 	}
 	// The preferred member first, as in the static Pod.
 	order := append([]string{servers[p]}, append(append([]string(nil), servers[:p]...), servers[p+1:]...)...)
-	proc := start(t, "--etcd-servers="+strings.Join(order, ","), "--etcd-preferred-server="+servers[p])
+	// The latency choice is off: the traffic shares checked below must
+	// not depend on how busy the machine is (it is tested on its own,
+	// store's TestFailoverSlowMember).
+	proc := start(t, "--etcd-servers="+strings.Join(order, ","), "--etcd-preferred-server="+servers[p], "--etcd-slow-member-margin=0")
 	url := proc.URL
 
 	// A second lazyapi reads from every member (round robin, as the

@@ -125,11 +125,20 @@ func (s *Server) etcdHealthy() error {
 
 // etcdDegraded says which etcd members lazyapi leaves out.
 func etcdDegraded(st store.FailoverStatus) string {
-	msg := fmt.Sprintf("%d of %d etcd members do not answer linearizable reads", len(st.Down), st.Members)
+	var msg string
+	if len(st.Down) > 0 {
+		msg = fmt.Sprintf("%d of %d etcd members do not answer linearizable reads", len(st.Down), st.Members)
+	}
+	if len(st.Slow) > 0 {
+		if msg != "" {
+			msg += ", "
+		}
+		msg += fmt.Sprintf("%d of %d etcd members answer slowly", len(st.Slow), st.Members)
+	}
 	switch {
 	case st.OnPreferred:
 		return msg + "; reading from the preferred member"
-	case st.Preferred != "" && slices.Contains(st.Down, st.Preferred):
+	case st.Preferred != "" && (slices.Contains(st.Down, st.Preferred) || slices.Contains(st.Slow, st.Preferred)):
 		return msg + fmt.Sprintf(", the preferred one among them; reading from the others for %s", time.Since(st.Since).Round(time.Second))
 	case len(st.Down) == st.Members:
 		return msg + "; trying every member"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,6 +21,15 @@ const (
 	DefaultProbeTimeout  = time.Second
 	DefaultFailAfter     = 2
 	DefaultRecoverAfter  = 3
+	// DefaultSlowMargin is FailoverConfig.SlowMargin's default: etcd
+	// itself warns of a request that took over 100 ms ("apply request
+	// took too long").
+	DefaultSlowMargin = 100 * time.Millisecond
+	// slowWindow probes per member are kept; a member is judged on
+	// their median once it has slowMinSamples of them, so one late
+	// probe (a GC pause, a busy machine) moves nothing.
+	slowWindow     = 5
+	slowMinSamples = 3
 )
 
 // FailoverConfig configures a Failover.
@@ -38,9 +48,22 @@ type FailoverConfig struct {
 	// FailAfter consecutive failed probes mark a member down;
 	// RecoverAfter consecutive good ones mark it up. 0 means the defaults.
 	FailAfter, RecoverAfter int
-	Logger                  *zap.Logger
+	// SlowMargin: a member that answers is left out as slow while the
+	// median of its last 5 probes exceeds both the fastest member's
+	// median plus SlowMargin and twice the fastest member's median; it
+	// is back once its median is within half of both bounds
+	// (SlowMargin/2, 1.5 times). The fastest member is never slow, so
+	// some member is always read from. 0 means DefaultSlowMargin;
+	// negative turns the latency choice off.
+	SlowMargin time.Duration
+	// Retry, when set, re-sends the client's reads in flight when the
+	// client leaves an endpoint (see ReadRetry).
+	Retry  *ReadRetry
+	Logger *zap.Logger
 	// Metrics receives lazyapi_etcd_members_excluded,
-	// lazyapi_etcd_endpoint_changes_total and, with Preferred,
+	// lazyapi_etcd_members_slow, lazyapi_etcd_endpoint_changes_total,
+	// lazyapi_etcd_member_active{endpoint},
+	// lazyapi_etcd_member_probe_seconds{endpoint} and, with Preferred,
 	// lazyapi_etcd_preferred_member_active. Nil disables them.
 	Metrics *metrics.Set
 }
@@ -61,8 +84,20 @@ type FailoverConfig struct {
 // but cut off from the quorum (a linearizable read needs the leader's read
 // index): a connection check would keep reading from a partitioned member,
 // where every consistent read fails or waits out its bound. A member is
-// down after FailAfter failed probes in a row, up again after
-// RecoverAfter good ones.
+// down after FailAfter failed probes in a row (a failed probe of a member
+// that answers is confirmed by the next round at once, not after
+// ProbeInterval), up again after RecoverAfter good ones.
+//
+// Among the members that answer, a slow one is left out too (SlowMargin):
+// the probes time each member's linearizable read through the same kind
+// of connection the client reads through, and a member whose median is
+// far above the fastest one's is not read from while the others answer
+// quickly. The choice is bounded: judged on the median of 5 probes (at
+// least 3 slow probes to leave a member out, 3 quick ones to read from it
+// again), with a gap between the bounds, and never on the fastest member.
+// etcd's client has no such balancer (round_robin only); kube-apiserver
+// checks its etcd's health with a timeout (--etcd-healthcheck-timeout)
+// but does not choose members by latency.
 //
 // A change of endpoints does not end the streams already open on the
 // endpoints left (gRPC drains a removed connection gracefully): users of
@@ -73,7 +108,9 @@ type Failover struct {
 	probes []*clientv3.Client // per cfg.Endpoints
 
 	mu      sync.Mutex
-	up      []bool // per endpoint: answers linearizable reads
+	up      []bool            // per endpoint: answers linearizable reads
+	slow    []bool            // per endpoint: up, but far slower than the fastest
+	lat     [][]time.Duration // per endpoint: the last slowWindow good probes' latencies
 	fails   []int
 	goods   []int
 	errs    []error
@@ -83,8 +120,11 @@ type Failover struct {
 	moved   chan struct{} // closed at the next change
 
 	excluded *metrics.Gauge
+	slowG    *metrics.Gauge
 	active   *metrics.Gauge
 	changes  *metrics.Counter
+	used     []*metrics.Gauge // per endpoint: 1 while read from
+	probeLat []*metrics.Gauge // per endpoint: median probe latency
 }
 
 // NewFailover probes every member once and points cli at the ones that
@@ -108,6 +148,9 @@ func NewFailover(ctx context.Context, cli *clientv3.Client, cfg FailoverConfig) 
 	if cfg.RecoverAfter <= 0 {
 		cfg.RecoverAfter = DefaultRecoverAfter
 	}
+	if cfg.SlowMargin == 0 {
+		cfg.SlowMargin = DefaultSlowMargin
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -117,7 +160,8 @@ func NewFailover(ctx context.Context, cli *clientv3.Client, cfg FailoverConfig) 
 	cfg.Endpoints = slices.Clone(cfg.Endpoints)
 	n := len(cfg.Endpoints)
 	f := &Failover{cli: cli, cfg: cfg, moved: make(chan struct{}),
-		up: make([]bool, n), fails: make([]int, n), goods: make([]int, n), errs: make([]error, n)}
+		up: make([]bool, n), slow: make([]bool, n), lat: make([][]time.Duration, n),
+		fails: make([]int, n), goods: make([]int, n), errs: make([]error, n)}
 	for _, ep := range cfg.Endpoints {
 		p, err := clientv3.New(clientv3.Config{
 			Endpoints:   []string{ep},
@@ -134,15 +178,25 @@ func NewFailover(ctx context.Context, cli *clientv3.Client, cfg FailoverConfig) 
 	if m := cfg.Metrics; m != nil {
 		f.excluded = m.GetOrCreateGauge("lazyapi_etcd_members_excluded", nil)
 		f.changes = m.GetOrCreateCounter("lazyapi_etcd_endpoint_changes_total")
+		f.slowG = m.GetOrCreateGauge("lazyapi_etcd_members_slow", nil)
 		if cfg.Preferred != "" {
 			f.active = m.GetOrCreateGauge("lazyapi_etcd_preferred_member_active", nil)
 		}
+		for _, ep := range cfg.Endpoints {
+			l := `{endpoint=` + strconv.Quote(ep) + `}`
+			f.used = append(f.used, m.GetOrCreateGauge("lazyapi_etcd_member_active"+l, nil))
+			f.probeLat = append(f.probeLat, m.GetOrCreateGauge("lazyapi_etcd_member_probe_seconds"+l, nil))
+		}
 	}
-	// The first round decides at once: one probe marks a member.
-	errs := f.round(ctx)
+	// The first round decides at once: one probe marks a member (its
+	// speed is judged once it has slowMinSamples probes).
+	errs, lats := f.round(ctx)
 	f.mu.Lock()
 	for i, err := range errs {
 		f.up[i], f.errs[i] = err == nil, err
+		if err == nil {
+			f.lat[i] = append(f.lat[i], lats[i])
+		}
 	}
 	f.current = f.chooseLocked()
 	f.since = time.Now()
@@ -156,9 +210,10 @@ func NewFailover(ctx context.Context, cli *clientv3.Client, cfg FailoverConfig) 
 }
 
 // round probes every member at once: a linearizable read of a key no one
-// writes.
-func (f *Failover) round(ctx context.Context) []error {
+// writes. It returns each probe's error and latency.
+func (f *Failover) round(ctx context.Context) ([]error, []time.Duration) {
 	errs := make([]error, len(f.probes))
+	lats := make([]time.Duration, len(f.probes))
 	var wg sync.WaitGroup
 	for i, p := range f.probes {
 		wg.Add(1)
@@ -166,21 +221,60 @@ func (f *Failover) round(ctx context.Context) []error {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, f.cfg.ProbeTimeout)
 			defer cancel()
+			start := time.Now()
 			_, errs[i] = p.Get(pctx, "\x00lazyapi-probe", clientv3.WithCountOnly())
+			lats[i] = time.Since(start)
 		}()
 	}
 	wg.Wait()
-	return errs
+	return errs, lats
+}
+
+// median returns the median of d (0 when empty).
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// judgeSlowLocked marks the members that answer far more slowly than the
+// fastest one (FailoverConfig.SlowMargin).
+func (f *Failover) judgeSlowLocked() {
+	best := time.Duration(-1)
+	for i, up := range f.up {
+		if up && len(f.lat[i]) >= slowMinSamples {
+			if m := median(f.lat[i]); best < 0 || m < best {
+				best = m
+			}
+		}
+	}
+	for i, up := range f.up {
+		if !up || f.cfg.SlowMargin < 0 || best < 0 || len(f.lat[i]) < slowMinSamples {
+			f.slow[i] = false
+			continue
+		}
+		m := median(f.lat[i])
+		if f.slow[i] {
+			f.slow[i] = m > best+f.cfg.SlowMargin/2 && m > best*3/2
+		} else {
+			f.slow[i] = m > best+f.cfg.SlowMargin && m > 2*best
+		}
+	}
 }
 
 // chooseLocked returns the endpoints to read from.
 func (f *Failover) chooseLocked() []string {
-	if p := f.cfg.Preferred; p != "" && f.up[slices.Index(f.cfg.Endpoints, p)] {
-		return []string{p}
+	if p := f.cfg.Preferred; p != "" {
+		if i := slices.Index(f.cfg.Endpoints, p); f.up[i] && !f.slow[i] {
+			return []string{p}
+		}
 	}
 	var up []string
 	for i, ep := range f.cfg.Endpoints {
-		if f.up[i] && ep != f.cfg.Preferred {
+		if f.up[i] && !f.slow[i] && ep != f.cfg.Preferred {
 			up = append(up, ep)
 		}
 	}
@@ -201,29 +295,43 @@ func (f *Failover) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		errs := f.round(ctx)
+		errs, lats := f.round(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		f.mu.Lock()
+		suspect := false // a member that answers failed a probe: confirm at once
 		for i, err := range errs {
 			f.errs[i] = err
 			if err != nil {
 				f.fails[i], f.goods[i] = f.fails[i]+1, 0
 				if f.up[i] && f.fails[i] >= f.cfg.FailAfter {
 					f.up[i] = false
+					f.lat[i] = f.lat[i][:0] // judged afresh when back
 				}
+				suspect = suspect || f.up[i]
 			} else {
 				f.fails[i], f.goods[i] = 0, f.goods[i]+1
 				if !f.up[i] && f.goods[i] >= f.cfg.RecoverAfter {
 					f.up[i] = true
 				}
+				if len(f.lat[i]) == slowWindow {
+					f.lat[i] = append(f.lat[i][:0], f.lat[i][1:]...)
+				}
+				f.lat[i] = append(f.lat[i], lats[i])
 			}
 		}
+		f.judgeSlowLocked()
 		changed := false
 		if next := f.chooseLocked(); !slices.Equal(next, f.current) {
+			left := slices.ContainsFunc(f.current, func(ep string) bool { return !slices.Contains(next, ep) })
 			f.current, f.since = next, time.Now()
 			f.cli.SetEndpoints(next...)
+			if left && f.cfg.Retry != nil {
+				// The balancer picks from next now: re-send the reads
+				// still waiting on the endpoints left.
+				f.cfg.Retry.moved()
+			}
 			f.gen++
 			close(f.moved)
 			f.moved = make(chan struct{})
@@ -237,7 +345,11 @@ func (f *Failover) Run(ctx context.Context) {
 		if changed {
 			f.logChoice()
 		}
-		t.Reset(f.cfg.ProbeInterval)
+		if suspect {
+			t.Reset(0)
+		} else {
+			t.Reset(f.cfg.ProbeInterval)
+		}
 	}
 }
 
@@ -245,13 +357,23 @@ func (f *Failover) setMetricsLocked() {
 	if f.excluded == nil {
 		return
 	}
-	down := 0
-	for _, up := range f.up {
+	down, slow := 0, 0
+	for i, up := range f.up {
 		if !up {
 			down++
 		}
+		if f.slow[i] {
+			slow++
+		}
+		used := 0.0
+		if slices.Contains(f.current, f.cfg.Endpoints[i]) {
+			used = 1
+		}
+		f.used[i].Set(used)
+		f.probeLat[i].Set(median(f.lat[i]).Seconds())
 	}
 	f.excluded.Set(float64(down))
+	f.slowG.Set(float64(slow))
 	if f.active != nil {
 		v := 0.0
 		if len(f.current) == 1 && f.current[0] == f.cfg.Preferred {
@@ -263,7 +385,7 @@ func (f *Failover) setMetricsLocked() {
 
 func (f *Failover) logChoice() {
 	st := f.Status()
-	fields := []zap.Field{zap.Strings("reading from", st.Current), zap.Strings("not answering", st.Down)}
+	fields := []zap.Field{zap.Strings("reading from", st.Current), zap.Strings("not answering", st.Down), zap.Strings("slow", st.Slow)}
 	for i, ep := range f.cfg.Endpoints {
 		if err := st.errs[i]; err != nil {
 			fields = append(fields, zap.NamedError(ep, err))
@@ -274,6 +396,8 @@ func (f *Failover) logChoice() {
 		f.cfg.Logger.Info("etcd: reading from the preferred member", append(fields, zap.String("preferred", st.Preferred))...)
 	case len(st.Down) > 0:
 		f.cfg.Logger.Warn("etcd: members do not answer linearizable reads; reading from the others", fields...)
+	case len(st.Slow) > 0:
+		f.cfg.Logger.Warn("etcd: members answer slowly; reading from the others", fields...)
 	default:
 		f.cfg.Logger.Info("etcd: every member answers again", fields...)
 	}
@@ -286,9 +410,13 @@ type FailoverStatus struct {
 	Preferred   string
 	OnPreferred bool
 	// Current are the client's endpoints; Down the members whose probes
-	// fail; Members how many there are.
-	Current, Down []string
-	Members       int
+	// fail; Slow those that answer but far more slowly than the fastest
+	// (FailoverConfig.SlowMargin); Members how many there are.
+	Current, Down, Slow []string
+	Members             int
+	// Latency is each member's median probe latency (per
+	// FailoverConfig.Endpoints; 0 while it has no good probe).
+	Latency []time.Duration
 	// Since is when the client's endpoints last changed (or the Failover
 	// started).
 	Since time.Time
@@ -296,7 +424,7 @@ type FailoverStatus struct {
 }
 
 // Degraded says whether a member is left out.
-func (s FailoverStatus) Degraded() bool { return len(s.Down) > 0 }
+func (s FailoverStatus) Degraded() bool { return len(s.Down) > 0 || len(s.Slow) > 0 }
 
 // Status returns where the client reads.
 func (f *Failover) Status() FailoverStatus {
@@ -309,6 +437,10 @@ func (f *Failover) Status() FailoverStatus {
 		if !f.up[i] {
 			st.Down = append(st.Down, ep)
 		}
+		if f.slow[i] {
+			st.Slow = append(st.Slow, ep)
+		}
+		st.Latency = append(st.Latency, median(f.lat[i]))
 	}
 	return st
 }

@@ -16,7 +16,9 @@ import (
 // TestFailover: on a real 3-member etcd, a client whose preferred member
 // is m0 reads from m0 alone, moves to m1 and m2 when m0 stops and when m0
 // is partitioned from the others (up, but without a leader), reads
-// linearizably meanwhile, and moves back once m0 answers again.
+// linearizably meanwhile, and moves back once m0 answers again. The
+// latency choice (TestFailoverSlowMember) is off: the test checks the
+// client's exact endpoints.
 func TestFailover(t *testing.T) {
 	cl := etcdtest.StartCluster(t, 3)
 	eps := cl.Endpoints()
@@ -27,7 +29,7 @@ func TestFailover(t *testing.T) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Preferred: eps[0], Endpoints: eps})
+	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Preferred: eps[0], Endpoints: eps, SlowMargin: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestFailover(t *testing.T) {
 
 // TestFailoverRoundRobin: without a preferred member the client reads from
 // every member that answers linearizable reads: a partitioned member is
-// left out until it heals.
+// left out until it heals (the latency choice off, as in TestFailover).
 func TestFailoverRoundRobin(t *testing.T) {
 	cl := etcdtest.StartCluster(t, 3)
 	eps := cl.Endpoints()
@@ -125,7 +127,7 @@ func TestFailoverRoundRobin(t *testing.T) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Endpoints: eps})
+	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Endpoints: eps, SlowMargin: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,10 @@ import (
 
 // config is the validated command line.
 type config struct {
-	etcdServers   []string // empty: start an embedded etcd in dataDir
-	etcdPreferred string   // --etcd-preferred-server: one of etcdServers, or ""
-	etcdPrefix    string   // normalized like kube-apiserver: leading "/", no trailing "/"
+	etcdServers   []string      // empty: start an embedded etcd in dataDir
+	etcdPreferred string        // --etcd-preferred-server: one of etcdServers, or ""
+	etcdSlow      time.Duration // --etcd-slow-member-margin; 0: off
+	etcdPrefix    string        // normalized like kube-apiserver: leading "/", no trailing "/"
 	etcdCAFile    string
 	etcdCertFile  string
 	etcdKeyFile   string
@@ -106,6 +107,8 @@ func parseFlags(args []string) (*config, error) {
 		"List of etcd servers to connect with (scheme://ip:port), comma separated. Empty: start an embedded etcd in --data-dir.")
 	fs.StringVar(&c.etcdPreferred, "etcd-preferred-server", "",
 		"The --etcd-servers entry to read from alone while it answers linearizable reads (the local member); the other members that answer serve while it does not. Empty: spread reads over every member that answers.")
+	fs.DurationVar(&c.etcdSlow, "etcd-slow-member-margin", store.DefaultSlowMargin,
+		"With several --etcd-servers: leave out a member whose linearizable reads (median of 5 probes) take this much longer than, and twice as long as, the fastest member's; 0 turns this off.")
 	fs.StringVar(&c.etcdPrefix, "etcd-prefix", defaultEtcdPrefix,
 		"The prefix under which kube-apiserver stores Kubernetes resources in etcd.")
 	fs.StringVar(&c.etcdCAFile, "etcd-cafile", "", "SSL Certificate Authority file used to secure etcd communication.")
@@ -168,6 +171,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.etcdPreferred = strings.TrimSpace(c.etcdPreferred); c.etcdPreferred != "" && !slices.Contains(c.etcdServers, c.etcdPreferred) {
 		return nil, usageErrorf("invalid --etcd-preferred-server %q: must be one of --etcd-servers (%s)", c.etcdPreferred, strings.Join(c.etcdServers, ","))
+	}
+	if c.etcdSlow < 0 {
+		return nil, usageErrorf("invalid --etcd-slow-member-margin %s: must not be negative (0 turns it off)", c.etcdSlow)
 	}
 	if strings.TrimSpace(c.etcdPrefix) == "" {
 		return nil, usageErrorf("invalid --etcd-prefix: must not be empty")

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
 
 	"github.com/lazyapi/lazyapi/internal/demo"
 	"github.com/lazyapi/lazyapi/internal/embedetcd"
@@ -25,6 +26,15 @@ import (
 
 // etcdProbeTimeout bounds the first request to etcd at start.
 const etcdProbeTimeout = 5 * time.Second
+
+// slowMargin is FailoverConfig.SlowMargin for --etcd-slow-member-margin
+// (0 turns the latency choice off).
+func slowMargin(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
 
 // etcdBenign are warnings the embedded etcd always logs; they say nothing
 // about this process.
@@ -87,11 +97,19 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 	}
 
 	// 2. etcd client, probed once so that a wrong address fails now.
+	failover := len(endpoints) > 1 || c.etcdPreferred != ""
+	var retry *store.ReadRetry // reads in flight follow the failover's moves
+	var dialOpts []grpc.DialOption
+	if failover {
+		retry = store.NewReadRetry(pt.metrics)
+		dialOpts = append(dialOpts, retry.DialOption())
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: etcdProbeTimeout,
 		TLS:         c.etcdTLS,
 		Logger:      etcdClientLog,
+		DialOptions: dialOpts,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create etcd client for --etcd-servers %s: %w", strings.Join(endpoints, ","), err)
@@ -100,13 +118,14 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 		cli.Close()
 		lg.Debug("etcd client closed")
 	}()
-	if len(endpoints) > 1 || c.etcdPreferred != "" {
+	if failover {
 		// Reads go to the members that answer linearizable reads: the
 		// local one alone while it does (--etcd-preferred-server), else
 		// the others that do (store.Failover).
 		f, err := store.NewFailover(ctx, cli, store.FailoverConfig{
 			Endpoints: endpoints, Preferred: c.etcdPreferred,
 			TLS: c.etcdTLS, DialTimeout: etcdProbeTimeout,
+			SlowMargin: slowMargin(c.etcdSlow), Retry: retry,
 			Logger: lg.Named("etcd-failover"), Metrics: pt.metrics,
 		})
 		if err != nil {
