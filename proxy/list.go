@@ -72,10 +72,11 @@ type lister struct {
 	opts          store.ListOptions // the range read, at rev
 	pg            pager             // the pager the items are streamed from
 	page          []*mvccpb.KeyValue
-	ws            walkState // after plan: the metadata known before the first byte
-	pageBytes     int       // the first page's value bytes
-	pre           *[]byte   // a sized encoder's items encoded by the size pass, or nil
-	firstComplete bool      // the first page is the whole answer
+	ws            walkState    // after plan: the metadata known before the first byte
+	pageBytes     int          // the first page's value bytes
+	pre           *[]byte      // the items encoded by the size pass (sizeEmit), or nil
+	preFormat     codec.Format // of the objects in pre (metrics)
+	firstComplete bool         // the first page is the whole answer
 	lm            codec.ListMeta
 	// ctx is the request's (for KMS calls); gr the resource's
 	// "resource[.group]" (for decryption).
@@ -405,6 +406,13 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 			l.pre = getBuf()
 		}
 	}
+	if l.pre == nil && l.sizePassDecrypts(page) {
+		// The size pass decrypts every value it examines (to evaluate
+		// the selector): its encoding of the matches, kept up to
+		// protoBufferBytes, is the answer, so that no value is
+		// decrypted again by a write pass.
+		l.pre = getBuf()
+	}
 	if err := l.walk(ctx, l.pg, page, &l.ws, true, true, l.sizeEmit); err != nil {
 		s.logListError(l.uri, err)
 		return statusOf(err)
@@ -413,26 +421,51 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 	return nil
 }
 
-// sizeEmit is the walk of the size pass: it counts the values' bytes, and
-// for a sized encoder the items' sizes and their encoding into pre while
+// sizePassDecrypts reports whether the size pass of this LIST decrypts
+// each value it examines, page being the first page: values encrypted at
+// rest (or of a resource a rule names), not from a cache holding them
+// decrypted, and a selector the watch cache's attributes do not cover,
+// evaluated to find the limit-th match (a list with limit) or the sizes
+// of the matches (protobuf). Other size passes decrypt nothing
+// (lister.item).
+func (l *lister) sizePassDecrypts(page []*mvccpb.KeyValue) bool {
+	enc := l.s.cfg.Encryption
+	if enc == nil || l.f.empty() || (l.snap != nil && (l.attrs || l.s.cfg.CacheDecrypted)) ||
+		(!l.enc.sized() && l.limit == 0) {
+		return false
+	}
+	if enc.Transforms(l.gr, nil) {
+		return true
+	}
+	for _, kv := range page {
+		if encryption.Encrypted(kv.Value) {
+			return true
+		}
+	}
+	return false
+}
+
+// sizeEmit is the walk of the size pass: it counts the values' bytes, for
+// a sized encoder the items' sizes, and the items' encoding into pre while
 // it fits.
 func (l *lister) sizeEmit(it *walkItem, kv *mvccpb.KeyValue) error {
 	l.pageBytes += len(kv.Value)
-	if !l.enc.sized() {
-		return nil
-	}
-	l.ws.size += it.size
-	if l.pre != nil && l.ws.size > protoBufferBytes {
-		l.dropPre() // too large: stream in a second pass
+	if l.enc.sized() {
+		l.ws.size += it.size
+		if l.pre != nil && l.ws.size > protoBufferBytes {
+			l.dropPre() // too large: stream in a second pass
+		}
 	}
 	if l.pre != nil {
 		if !it.decoded {
 			panic("BUG: a size pass that encodes skipped the decoding")
 		}
 		var err error
-		if *l.pre, err = l.enc.listItem(*l.pre, it.obj, kv.ModRevision, l.ws.n == 0); err != nil {
+		if *l.pre, err = l.s.listItem(l.enc, *l.pre, kv.Key, kv.Value, it.obj, kv.ModRevision, l.ws.n == 0); err != nil {
+			l.s.decodeErrs.Inc()
 			return &decodeError{key: string(kv.Key), err: err}
 		}
+		l.preFormat = it.obj.Format
 		if len(*l.pre) > protoBufferBytes {
 			l.dropPre() // too large: stream in a second pass
 		}
@@ -520,15 +553,22 @@ func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fas
 
 // respondEncoded answers with the items encoded by the size pass.
 func (l *lister) respondEncoded(rc *fasthttp.RequestCtx, ef format) {
+	lm := l.lm
+	if l.enc.metaAtEnd() {
+		if err := l.setContinue(&lm, &l.ws); err != nil {
+			l.st.fail(rc, ef, internalErr(err.Error()))
+			return
+		}
+	}
 	buf := getBuf()
-	b := l.enc.listHead((*buf)[:0], l.lm, l.ws.size)
+	b := l.enc.listHead((*buf)[:0], lm, l.ws.size)
 	b = append(b, *l.pre...)
-	b = l.enc.listTail(b, l.lm)
+	b = l.enc.listTail(b, lm)
 	ok := l.st.setBody(rc, ef, b)
 	*buf = b
 	putBuf(buf)
 	if ok {
-		l.s.countServed(l.enc, codec.Object{Format: codec.FormatProtobuf}, int(l.ws.n))
+		l.s.countServed(l.enc, codec.Object{Format: l.preFormat}, int(l.ws.n))
 		l.st.finish(200, len(b))
 	}
 }
@@ -539,7 +579,7 @@ func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef 
 	buf := getBuf()
 	defer putBuf(buf)
 	sw := streamWriter{buf: (*buf)[:0]}
-	err := l.write(ctx, &sw, l.pg, l.page, l.lm, l.ws, true)
+	err := l.write(ctx, &sw, l.pg, l.page, nil, l.lm, l.ws, true)
 	*buf = sw.buf
 	if err != nil {
 		l.s.logListError(l.uri, err)
@@ -557,6 +597,14 @@ func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef 
 func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef format) {
 	s, st := l.s, l.st
 	pg, page, lm, planned := l.pg, l.page, l.lm, l.ws
+	// A YAML list whose first page the size pass encoded (lister.pre,
+	// the first page not the whole answer) starts from that encoding:
+	// pg reads on after the first page. The stream owns the buffer.
+	var pre *[]byte
+	if l.pre != nil && l.enc.metaAtEnd() && planned.partial {
+		pre, page = l.pre, nil
+		l.pre = nil
+	}
 	guard := s.guardWrites(ctx, rc, "list")
 	body := &listBody{done: func(n int) {
 		// The guard ends before the request's context: a body never
@@ -580,7 +628,12 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 		buf := getBuf()
 		sw := streamWriter{w: w, buf: (*buf)[:0], yield: st.yield, guard: guard}
 		defer func() { n = sw.n }()
-		err = l.write(ctx, &sw, pg, page, lm, planned, false)
+		var encoded []byte
+		if pre != nil {
+			defer putBuf(pre)
+			encoded = *pre
+		}
+		err = l.write(ctx, &sw, pg, page, encoded, lm, planned, false)
 		if err == nil {
 			err = sw.flush()
 		}
@@ -726,8 +779,10 @@ func (s *Server) logListError(uri string, err error) {
 // write writes the list: head, the items of page and of the following
 // pages of pg, tail. page is the already-read first page (nil: read from
 // pg). planned holds the metadata known before the first byte (for YAML it
-// is completed by this walk).
-func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*mvccpb.KeyValue,
+// is completed by this walk). encoded, when not nil, is the first page's
+// items as the size pass encoded them (YAML, page nil): written as they
+// are, the walk goes on from the next page with planned's count.
+func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*mvccpb.KeyValue, encoded []byte,
 	lm codec.ListMeta, planned walkState, inline bool) error {
 	defer pg.Close()
 	if !inline {
@@ -743,6 +798,12 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 		err     error
 	)
 	written := 0 // items' bytes, checked against the size pass's
+	if encoded != nil {
+		sw.buf = append(sw.buf, encoded...)
+		written = len(encoded)
+		ws = walkState{n: planned.n}
+		lastObj.Format = l.preFormat
+	}
 	emit := func(it *walkItem, kv *mvccpb.KeyValue) error {
 		start := len(sw.buf)
 		sw.buf, err = l.s.listItem(enc, sw.buf, kv.Key, kv.Value, it.obj, kv.ModRevision, ws.n == 0)
