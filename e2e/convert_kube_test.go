@@ -2,18 +2,12 @@ package e2e
 
 import (
 	"bytes"
-	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/lazyapi/lazyapi/bench"
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 )
 
@@ -24,51 +18,10 @@ import (
 // conversion, from kube-apiserver and from lazyapi on the same etcd: GET
 // and LIST, JSON and protobuf, byte for byte (LAZYAPI_KUBEAPISERVER=1).
 func TestConvertedVersionsAgainstKubeAPIServer(t *testing.T) {
-	if os.Getenv("LAZYAPI_KUBEAPISERVER") != "1" {
-		t.Skip("set LAZYAPI_KUBEAPISERVER=1 to compare with kube-apiserver (needs bash bench/kube-apiserver.sh build)")
-	}
-	script, err := filepath.Abs("../bench/kube-apiserver.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bench.KubeAPIServerBinary(context.Background(), script); err != nil {
-		t.Skipf("kube-apiserver not built: %v", err)
-	}
+	script, _ := needKubeAPIServer(t)
 	etcd := etcdtest.Start(t)
-	kp, err := bench.StartKubeAPIServer(script, etcd.Endpoint, "/registry", t.TempDir(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kp.Stop()
-	if err := kp.WaitReady(context.Background(), "/readyz", 4*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	kube := func(method, path, accept string, body []byte) (int, []byte) {
-		t.Helper()
-		req, err := http.NewRequest(method, kp.Target.URL+path, bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+bench.KubeAPIServerToken)
-		req.Header.Set("Accept", accept)
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
-	create := func(path, body string) {
-		t.Helper()
-		if code, b := kube("POST", path, "application/json", []byte(body)); code != 201 {
-			t.Fatalf("POST %s: %d %s", path, code, b)
-		}
-	}
+	k := startKubeAPIServer(t, script, etcd.Endpoint)
+	kube, create := k.do, k.create
 	create("/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"conv"}}`)
 	create("/api/v1/namespaces/conv/events", `{"apiVersion":"v1","kind":"Event","metadata":{"name":"core-1"},
 		"involvedObject":{"kind":"Pod","namespace":"conv","name":"web-0","uid":"u1","apiVersion":"v1","fieldPath":"spec.containers{web}"},
@@ -127,18 +80,7 @@ func TestConvertedVersionsAgainstKubeAPIServer(t *testing.T) {
 	}
 
 	p := start(t, "--etcd-servers="+etcd.Endpoint)
-	lazy := func(path, accept string) (int, []byte) {
-		t.Helper()
-		req, _ := http.NewRequest("GET", p.URL+path, nil)
-		req.Header.Set("Accept", accept)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
+	lazy := func(path, accept string) (int, []byte) { t.Helper(); return getAs(t, p.URL, path, accept) }
 	paths := []string{
 		"/apis/events.k8s.io/v1/namespaces/conv/events", "/apis/events.k8s.io/v1/namespaces/conv/events/core-1",
 		"/apis/events.k8s.io/v1/namespaces/conv/events/new-1",
@@ -151,12 +93,7 @@ func TestConvertedVersionsAgainstKubeAPIServer(t *testing.T) {
 			kc, kb := kube("GET", path, accept, nil)
 			lc, lb := lazy(path, accept)
 			if kc != 200 || lc != 200 || !bytes.Equal(kb, lb) {
-				i := 0
-				for i < len(kb) && i < len(lb) && kb[i] == lb[i] {
-					i++
-				}
-				t.Errorf("GET %s (%s): kube-apiserver %d, lazyapi %d, first difference at byte %d of %d/%d:\nkube   %q\nlazyapi %q", path, accept, kc, lc, i,
-					len(kb), len(lb), kb[max(0, i-40):min(len(kb), i+80)], lb[max(0, i-40):min(len(lb), i+80)])
+				t.Errorf("GET %s (%s): kube-apiserver %d, lazyapi %d, %s", path, accept, kc, lc, firstDifference(kb, lb, 40, 80))
 			}
 		}
 	}
@@ -175,12 +112,7 @@ func TestConvertedVersionsAgainstKubeAPIServer(t *testing.T) {
 		"/apis/example.com/v1/namespaces/conv/gizmos/g1", "/apis/example.com/v1/namespaces/conv/gizmos"} {
 		kc, kb := kube("GET", path, "application/json", nil)
 		if lc, lb := lazy(path, "application/json"); kc != 200 || lc != 200 || !bytes.Equal(kb, lb) {
-			i := 0
-			for i < len(kb) && i < len(lb) && kb[i] == lb[i] {
-				i++
-			}
-			t.Errorf("GET %s: kube-apiserver %d, lazyapi %d, first difference at byte %d of %d/%d:\nkube    %q\nlazyapi %q", path, kc, lc, i,
-				len(kb), len(lb), kb[max(0, i-40):min(len(kb), i+80)], lb[max(0, i-40):min(len(lb), i+80)])
+			t.Errorf("GET %s: kube-apiserver %d, lazyapi %d, %s", path, kc, lc, firstDifference(kb, lb, 40, 80))
 		}
 	}
 	// Tables (kubectl get): kube-apiserver prints the internal object;

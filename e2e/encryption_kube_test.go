@@ -3,11 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -24,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/lazyapi/lazyapi/bench"
 	"github.com/lazyapi/lazyapi/internal/enctest"
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/kmstest"
@@ -43,26 +39,17 @@ import (
 //
 //	LAZYAPI_KUBEAPISERVER=1 go test ./e2e -run TestEncryptionAgainstKubeAPIServer -v
 func TestEncryptionAgainstKubeAPIServer(t *testing.T) {
-	if os.Getenv("LAZYAPI_KUBEAPISERVER") != "1" {
-		t.Skip("set LAZYAPI_KUBEAPISERVER=1 to compare with kube-apiserver (needs bash bench/kube-apiserver.sh build)")
-	}
-	script, err := filepath.Abs("../bench/kube-apiserver.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bench.KubeAPIServerBinary(context.Background(), script); err != nil {
-		t.Skipf("kube-apiserver not built: %v", err)
-	}
+	script, _ := needKubeAPIServer(t)
 	dir, err := os.MkdirTemp("", "kenc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	plugin, err := kmstest.Start(filepath.Join(dir, "p.sock"), "kek-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer plugin.Stop()
+	t.Cleanup(plugin.Stop) // after kube-apiserver's (cleanups run last first)
 	cfg, err := enctest.WriteFile(dir, "enc.yaml", enctest.Config(
 		enctest.Rule{Resources: "secrets", Providers: []string{enctest.Provider("aesgcm", "", "k1"), enctest.Provider("aescbc", "", "key1"),
 			enctest.Provider("secretbox", "", "k1"), enctest.Provider("identity", "")}},
@@ -75,34 +62,7 @@ func TestEncryptionAgainstKubeAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	etcd := etcdtest.Start(t)
-	kp, err := bench.StartKubeAPIServerWith(script, etcd.Endpoint, "/registry", t.TempDir(), true, "--encryption-provider-config", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kp.Stop()
-	if err := kp.WaitReady(context.Background(), "/readyz", 4*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	kube := func(method, path, accept string, body []byte) (int, []byte) {
-		t.Helper()
-		req, err := http.NewRequest(method, kp.Target.URL+path, bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+bench.KubeAPIServerToken)
-		req.Header.Set("Accept", accept)
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
+	kube := startKubeAPIServer(t, script, etcd.Endpoint, "--encryption-provider-config", cfg).do
 	if code, b := kube("POST", "/api/v1/namespaces", "application/json", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"enc"}}`)); code != 201 {
 		t.Fatalf("create namespace: %d %s", code, b)
 	}
@@ -153,18 +113,7 @@ func TestEncryptionAgainstKubeAPIServer(t *testing.T) {
 	}
 
 	p := start(t, "--etcd-servers="+etcd.Endpoint, "--encryption-provider-config="+cfg)
-	lazy := func(path, accept string) (int, []byte) {
-		t.Helper()
-		req, _ := http.NewRequest("GET", p.URL+path, nil)
-		req.Header.Set("Accept", accept)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
+	lazy := func(path, accept string) (int, []byte) { t.Helper(); return getAs(t, p.URL, path, accept) }
 	const pb = "application/vnd.kubernetes.protobuf"
 	var paths []string
 	paths = append(paths, "/api/v1/namespaces/enc/secrets", "/api/v1/namespaces/enc/configmaps", "/api/v1/namespaces/enc/secrets?labelSelector=i%3D7",
@@ -189,12 +138,7 @@ func TestEncryptionAgainstKubeAPIServer(t *testing.T) {
 			}
 			n++
 			if !bytes.Equal(kb, lb) && firstDiff == "" {
-				i := 0
-				for i < len(kb) && i < len(lb) && kb[i] == lb[i] {
-					i++
-				}
-				firstDiff = fmt.Sprintf("%s (%s) first differs at byte %d of %d/%d: kube %q, lazyapi %q", path, accept, i, len(kb), len(lb),
-					kb[max(0, i-20):min(len(kb), i+40)], lb[max(0, i-20):min(len(lb), i+40)])
+				firstDiff = fmt.Sprintf("%s (%s), %s", path, accept, firstDifference(kb, lb, 20, 40))
 			}
 			if bytes.Equal(kb, lb) {
 				if accept == pb {

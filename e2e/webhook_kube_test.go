@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
@@ -23,7 +22,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lazyapi/lazyapi/bench"
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/reviewtest"
 	"github.com/lazyapi/lazyapi/internal/testpki"
@@ -40,17 +38,7 @@ import (
 //
 //	LAZYAPI_KUBEAPISERVER=1 go test ./e2e -run TestWebhookAgainstKubeAPIServer -v
 func TestWebhookAgainstKubeAPIServer(t *testing.T) {
-	if os.Getenv("LAZYAPI_KUBEAPISERVER") != "1" {
-		t.Skip("set LAZYAPI_KUBEAPISERVER=1 to compare with kube-apiserver (needs bash bench/kube-apiserver.sh build)")
-	}
-	script, err := filepath.Abs("../bench/kube-apiserver.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := bench.KubeAPIServerBinary(context.Background(), script)
-	if err != nil {
-		t.Skipf("kube-apiserver not built: %v", err)
-	}
+	_, bin := needKubeAPIServer(t)
 	etcd := etcdtest.Start(t)
 	rs := reviewtest.Start(t)
 	rs.Authenticate = func(token string) (authenticationv1.UserInfo, bool, string) {
