@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/failovertest"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -24,22 +22,10 @@ func TestFollowsFailover(t *testing.T) {
 	t0 := time.Now()
 	cl := etcdtest.StartCluster(t, 3)
 	eps := cl.Endpoints()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	s := failovertest.Start(t, store.FailoverConfig{Preferred: eps[0], Endpoints: eps})
+	cli, f := s.Client, s.Failover
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Preferred: eps[0], Endpoints: eps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rctx, stopRun := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(rctx) }()
-	defer func() { stopRun(); <-done }()
 
 	for i := range 20 {
 		k, v := configMap(t, "ns", fmt.Sprintf("cm-%02d", i), nil, 20, uint64(i))
@@ -56,18 +42,7 @@ func TestFollowsFailover(t *testing.T) {
 
 	waitMove := func(onPreferred bool) {
 		t.Helper()
-		deadline := time.After(15 * time.Second)
-		for {
-			_, moved := f.Moved()
-			if f.Status().OnPreferred == onPreferred {
-				return
-			}
-			select {
-			case <-moved:
-			case <-deadline:
-				t.Fatalf("the client did not move (preferred %v): %+v", onPreferred, f.Status())
-			}
-		}
+		s.Wait(t, "cache failover", 15*time.Second, func() bool { return f.Status().OnPreferred == onPreferred })
 	}
 	writes := func(round int) int64 {
 		var rev int64

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/failovertest"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -22,22 +23,10 @@ import (
 func TestFailover(t *testing.T) {
 	cl := etcdtest.StartCluster(t, 3)
 	eps := cl.Endpoints()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	s := failovertest.Start(t, store.FailoverConfig{Preferred: eps[0], Endpoints: eps, SlowMargin: -1})
+	cli := s.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Preferred: eps[0], Endpoints: eps, SlowMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rctx, stopRun := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(rctx) }()
-	defer func() { stopRun(); <-done }()
 
 	if got := cli.Endpoints(); !slices.Equal(got, eps[:1]) {
 		t.Fatalf("endpoints at start = %v, want the preferred member %v", got, eps[:1])
@@ -45,19 +34,9 @@ func TestFailover(t *testing.T) {
 	// waitMove waits for the next switch and checks where the client reads.
 	waitMove := func(what string, onPreferred bool, bound time.Duration) {
 		t.Helper()
-		t0 := time.Now()
-		for {
-			gen, moved := f.Moved()
-			if st := f.Status(); st.OnPreferred == onPreferred {
-				t.Logf("%s: moved in %s (switch %d)", what, time.Since(t0).Round(10*time.Millisecond), gen)
-				break
-			}
-			select {
-			case <-moved:
-			case <-time.After(bound):
-				t.Fatalf("%s: the client did not move within %s: %+v", what, bound, f.Status())
-			}
-		}
+		d := s.Wait(t, what, bound, func() bool { return s.Failover.Status().OnPreferred == onPreferred })
+		gen, _ := s.Failover.Moved()
+		t.Logf("%s: moved in %s (switch %d)", what, d.Round(10*time.Millisecond), gen)
 		want := eps[:1]
 		if !onPreferred {
 			want = eps[1:]
@@ -69,6 +48,7 @@ func TestFailover(t *testing.T) {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		var pr *clientv3.PutResponse
+		var err error
 		for {
 			// Writes go through the cluster's own client (every endpoint).
 			pr, err = cl.Client.Put(wctx, "/failover", what)
@@ -120,42 +100,19 @@ func TestFailover(t *testing.T) {
 func TestFailoverRoundRobin(t *testing.T) {
 	cl := etcdtest.StartCluster(t, 3)
 	eps := cl.Endpoints()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	s := failovertest.Start(t, store.FailoverConfig{Endpoints: eps, SlowMargin: -1})
+	cli := s.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Endpoints: eps, SlowMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rctx, stopRun := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(rctx) }()
-	defer func() { stopRun(); <-done }()
 	wait := func(what string, want []string) {
 		t.Helper()
-		t0 := time.Now()
-		for {
-			_, moved := f.Moved()
-			if got := cli.Endpoints(); slices.Equal(got, want) {
-				t.Logf("%s: endpoints %v after %s", what, got, time.Since(t0).Round(10*time.Millisecond))
-				return
-			}
-			select {
-			case <-moved:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("%s: endpoints %v, want %v within 10s: %+v", what, cli.Endpoints(), want, f.Status())
-			}
-		}
+		d := s.Wait(t, what, 10*time.Second, func() bool { return slices.Equal(cli.Endpoints(), want) })
+		t.Logf("%s: endpoints %v after %s", what, want, d.Round(10*time.Millisecond))
 	}
 	wait("start", eps)
 	cl.Partition(1)
 	wait("m1 partitioned", []string{eps[0], eps[2]})
-	if st := f.Status(); !st.Degraded() || !slices.Equal(st.Down, eps[1:2]) || st.OnPreferred {
+	if st := s.Failover.Status(); !st.Degraded() || !slices.Equal(st.Down, eps[1:2]) || st.OnPreferred {
 		t.Errorf("status with m1 partitioned: %+v", st)
 	}
 	if _, err := cli.Get(ctx, "/x"); err != nil {
