@@ -11,11 +11,9 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/failovertest"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -31,9 +29,11 @@ import (
 // in-flight failover").
 func TestReadRetryInFlight(t *testing.T) {
 	if os.Getenv("LAZYAPI_FAILOVERBENCH") == "1" {
-		before := inFlightRun(t, false)
-		after := inFlightRun(t, true)
-		for _, r := range [][]phaseStats{before, after} {
+		var runs [][]phaseStats
+		for _, retry := range []bool{false, true} {
+			t.Run(fmt.Sprintf("retry=%v", retry), func(t *testing.T) { runs = append(runs, inFlightRun(t, retry)) })
+		}
+		for _, r := range runs {
 			for _, p := range r {
 				t.Log(p)
 			}
@@ -94,25 +94,11 @@ func inFlightRun(t *testing.T, retry bool) []phaseStats {
 
 	ms := metrics.NewSet()
 	var rr *store.ReadRetry
-	var dial []grpc.DialOption
 	if retry {
 		rr = store.NewReadRetry(ms)
-		dial = append(dial, rr.DialOption())
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: dial})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Endpoints: eps, Preferred: eps[p], Retry: rr, SlowMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rctx, stopRun := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(rctx) }()
-	defer func() { stopRun(); <-done }()
+	s := failovertest.Start(t, store.FailoverConfig{Endpoints: eps, Preferred: eps[p], Retry: rr, SlowMargin: -1})
+	cli, f := s.Client, s.Failover
 	// The production bound on one etcd call (store.Config.CallTimeout).
 	st := store.New(cli, store.Config{PageSize: 50})
 	callTimeout := st.Config().CallTimeout
@@ -177,18 +163,8 @@ func inFlightRun(t *testing.T, retry bool) []phaseStats {
 	// (or not) and returns when it moved.
 	waitMove := func(what string, onPreferred bool) time.Time {
 		t.Helper()
-		deadline := time.After(30 * time.Second)
-		for {
-			_, moved := f.Moved()
-			if s := f.Status(); s.OnPreferred == onPreferred {
-				return s.Since
-			}
-			select {
-			case <-moved:
-			case <-deadline:
-				t.Fatalf("%s: the client did not move within 30s: %+v", what, f.Status())
-			}
-		}
+		s.Wait(t, what, 30*time.Second, func() bool { return f.Status().OnPreferred == onPreferred })
+		return f.Status().Since
 	}
 	retries := func() uint64 {
 		if rr == nil {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -12,10 +13,9 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/failovertest"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -140,7 +140,7 @@ func (p *delayProxy) close() {
 func TestFailoverSlowMember(t *testing.T) {
 	if os.Getenv("LAZYAPI_FAILOVERBENCH") == "1" {
 		for _, margin := range []time.Duration{-1, 0} {
-			slowRun(t, margin, 8*time.Second)
+			t.Run(fmt.Sprintf("SlowMargin=%v", margin), func(t *testing.T) { slowRun(t, margin, 8*time.Second) })
 		}
 		return
 	}
@@ -174,23 +174,9 @@ func slowRun(t *testing.T, margin, window time.Duration) {
 		if preferred == "" {
 			c.name = "round-robin"
 		}
-		rr := store.NewReadRetry(c.ms)
-		cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-			DialOptions: []grpc.DialOption{rr.DialOption()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cli.Close()
-		f, err := store.NewFailover(ctx, cli, store.FailoverConfig{Endpoints: eps, Preferred: preferred,
-			SlowMargin: margin, Retry: rr, Metrics: c.ms})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); f.Run(rctx) }()
-		defer func() { stop(); <-done }()
+		s := failovertest.Start(t, store.FailoverConfig{Endpoints: eps, Preferred: preferred,
+			SlowMargin: margin, Retry: store.NewReadRetry(c.ms), Metrics: c.ms})
+		f, cli := s.Failover, s.Client
 		c.f, c.cli, c.st = f, cli, store.New(cli, store.Config{})
 		clients = append(clients, c)
 	}

@@ -12,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -25,13 +26,18 @@ type Setup struct {
 }
 
 // Start starts a Failover with cfg over the members at cfg.Endpoints (a
-// Cluster's Endpoints) through a client of its own. Run stops and the
+// Cluster's Endpoints) through a client of its own (with cfg.Retry
+// installed when set). Run stops and the
 // client closes when the test ends, before the cleanups registered
 // earlier (the cluster's).
 func Start(tb testing.TB, cfg store.FailoverConfig) *Setup {
 	tb.Helper()
 	eps := cfg.Endpoints
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	var dial []grpc.DialOption
+	if cfg.Retry != nil {
+		dial = append(dial, cfg.Retry.DialOption()) // as cmd/lazyapi does
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: dial})
 	if err != nil {
 		tb.Fatal(err)
 	}
