@@ -30,7 +30,9 @@ var errMoved = errors.New("store: etcd endpoints moved")
 // cancels every read in flight when the endpoints move (Failover calls
 // moved after Client.SetEndpoints returned, so the balancer already picks
 // from the new endpoints) and sends it again, within the caller's own
-// deadline, at most MaxMoveRetries times. Reads are idempotent: a read at
+// deadline, at most MaxMoveRetries times per attempt of clientv3's own
+// retry interceptor (which runs outside this one and takes a cancelled
+// attempt for a retryable one); moves are at least a probe round apart. Reads are idempotent: a read at
 // a pinned revision (a LIST's later pages) answers the same bytes on any
 // member; one at the current revision is linearizable wherever it is
 // answered and begins after the request did. kube-apiserver's etcd client

@@ -36,7 +36,7 @@ func TestParseFlagsValues(t *testing.T) {
 		"--bind-address=0.0.0.0", "--port=0", "--list-page-size=7", "--list-page-bytes=512Ki",
 		"--request-timeout=5s", "--log-level=debug", "--memory-limit=1.5Gi",
 		"--watch-cache-sizes=configmaps#100,deployments.apps#0", "--watch-cache-preload=ConfigMaps,deployments.apps",
-		"--write-timeout=3s", "--etcd-preferred-server=http://b:2379",
+		"--write-timeout=3s", "--etcd-preferred-server=http://b:2379", "--etcd-slow-member-margin=250ms",
 	})
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
@@ -46,6 +46,10 @@ func TestParseFlagsValues(t *testing.T) {
 	}
 	if c.etcdPreferred != "http://b:2379" {
 		t.Errorf("etcdPreferred = %q", c.etcdPreferred)
+	}
+	if c.etcdSlow != 250*time.Millisecond || slowMargin(c.etcdSlow) != 250*time.Millisecond || slowMargin(0) >= 0 {
+		t.Errorf("--etcd-slow-member-margin=250ms: etcdSlow = %s, FailoverConfig.SlowMargin %s (0: %s, want negative: off)",
+			c.etcdSlow, slowMargin(c.etcdSlow), slowMargin(0))
 	}
 	if c.etcdPrefix != "/kube/registry" {
 		t.Errorf("etcdPrefix = %q, want /kube/registry", c.etcdPrefix)
@@ -102,6 +106,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--etcd-prefix="}, "--etcd-prefix"},
 		{[]string{etcd, "--etcd-preferred-server=https://127.0.0.2:2379"}, "--etcd-preferred-server"},
 		{[]string{"--etcd-preferred-server=https://127.0.0.1:2379"}, "--etcd-preferred-server"},
+		{[]string{"--etcd-slow-member-margin=-1ms"}, "--etcd-slow-member-margin"},
 		{[]string{"--demo", etcd}, "--demo"},
 		{[]string{"--etcd-cafile=" + certFile}, "--etcd-servers"},
 		{[]string{etcd, "--etcd-cafile=" + missing}, "--etcd-cafile"},
