@@ -5,15 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
-	"github.com/lazyapi/lazyapi/internal/embedetcd"
 )
 
 // CostConfig configures RunCost: server CPU per byte served, lazyapi and
@@ -105,50 +99,23 @@ func costLabel(s Scenario) string {
 // kube-apiserver (with its watch cache) one after the other over TLS and
 // runs costPhases against each, measuring the server's CPU from /proc.
 func RunCost(ctx context.Context, cfg CostConfig) (*Report, error) {
-	logf := func(format string, args ...any) {
-		if cfg.Log != nil {
-			fmt.Fprintf(cfg.Log, format+"\n", args...)
-		}
+	h, err := newHarness(cfg.Out, cfg.EtcdServers, cfg.Log)
+	if err != nil {
+		return nil, err
 	}
+	defer h.close()
+	logf, logDir, cli, etcd := h.logf, h.logDir, h.cli, h.etcd
 	rep := &Report{Date: time.Now().UTC().Truncate(time.Second), Command: cfg.Command, Machine: ThisMachine()}
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("cannot create %q: %w", cfg.Out, err)
-	}
-	logDir := filepath.Join(cfg.Out, "logs")
-	endpoints := cfg.EtcdServers
-	if len(endpoints) == 0 {
-		dir, err := os.MkdirTemp("", "lazybench-etcd-")
-		if err != nil {
-			return nil, fmt.Errorf("cannot create etcd dir: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		e, err := embedetcd.Start(embedetcd.Config{Dir: dir, UnsafeNoFsync: true})
-		if err != nil {
-			return nil, err
-		}
-		defer e.Close()
-		endpoints = []string{e.Endpoint()}
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), MaxCallSendMsgSize: 2 << 20})
-	if err != nil {
-		return nil, fmt.Errorf("cannot connect to etcd: %w", err)
-	}
-	defer cli.Close()
-	etcd := strings.Join(endpoints, ",")
 	kind := Kinds[0]
-	if _, err := Clean(ctx, cli, CleanConfig{Prefix: cfg.Prefix}); err != nil {
-		return nil, err
-	}
-	sr, err := Seed(ctx, cli, SeedConfig{Prefix: cfg.Prefix, Kind: kind, Count: cfg.Objects, Namespaces: 1, Size: cfg.Size, Seed: 1})
+	sr, err := h.seed(ctx, SeedConfig{Prefix: cfg.Prefix, Kind: kind, Count: cfg.Objects, Namespaces: 1, Size: cfg.Size, Seed: 1}, true)
 	if err != nil {
 		return nil, err
 	}
-	defer Clean(context.WithoutCancel(ctx), cli, CleanConfig{Prefix: cfg.Prefix}) //nolint:errcheck // best effort
 	rep.Seed = &sr
 	ns := NamespaceName(DefaultNamespacePrefix, 0)
 	rep.Data = fmt.Sprintf("%d ConfigMaps of config text in namespace %s, sizes %s, %s stored (protobuf)", sr.Objects, ns, cfg.Size, HumanBytes(sr.Bytes))
-	if out, err := exec.CommandContext(ctx, "git", "-C", cfg.Repo, "describe", "--always", "--dirty").Output(); err == nil {
-		rep.Notes = append(rep.Notes, "lazyapi built from commit "+strings.TrimSpace(string(out)))
+	if n := commitNote(ctx, cfg.Repo); n != "" {
+		rep.Notes = append(rep.Notes, n)
 	}
 	type starter struct {
 		name  string

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,12 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/lazyapi/lazyapi/internal/embedetcd"
 )
 
 // Informer storms: many clients start reading one collection at once, as
@@ -116,48 +111,21 @@ type StormReport struct {
 // RunStorm seeds the collection and runs every row against lazyapi and
 // kube-apiserver (over TLS), cold then warm.
 func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
-	logf := func(format string, args ...any) {
-		if cfg.Log != nil {
-			fmt.Fprintf(cfg.Log, format+"\n", args...)
-		}
+	h, err := newHarness(cfg.Out, cfg.EtcdServers, cfg.Log)
+	if err != nil {
+		return nil, err
 	}
+	defer h.close()
+	logf, logDir, etcd := h.logf, h.logDir, h.etcd
 	rep := &StormReport{Date: time.Now().UTC().Truncate(time.Second), Command: cfg.Command, Machine: ThisMachine()}
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return nil, err
-	}
-	logDir := filepath.Join(cfg.Out, "logs")
-	endpoints := cfg.EtcdServers
-	if len(endpoints) == 0 {
-		dir, err := os.MkdirTemp("", "lazybench-etcd-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		e, err := embedetcd.Start(embedetcd.Config{Dir: dir, UnsafeNoFsync: true})
-		if err != nil {
-			return nil, err
-		}
-		defer e.Close()
-		endpoints = []string{e.Endpoint()}
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), MaxCallSendMsgSize: 2 << 20})
+	sr, err := h.seed(ctx, SeedConfig{Prefix: cfg.Prefix, Kind: cfg.Kind, Count: cfg.Objects, Namespaces: 1, Size: cfg.Size, Seed: 1}, true)
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
-	etcd := strings.Join(endpoints, ",")
-	if _, err := Clean(ctx, cli, CleanConfig{Prefix: cfg.Prefix}); err != nil {
-		return nil, err
-	}
-	sr, err := Seed(ctx, cli, SeedConfig{Prefix: cfg.Prefix, Kind: cfg.Kind, Count: cfg.Objects, Namespaces: 1, Size: cfg.Size, Seed: 1})
-	if err != nil {
-		return nil, err
-	}
-	defer Clean(context.WithoutCancel(ctx), cli, CleanConfig{Prefix: cfg.Prefix}) //nolint:errcheck // best effort
 	ns := NamespaceName(DefaultNamespacePrefix, 0)
 	rep.Data = fmt.Sprintf("%d %s (%s) in namespace %s, %s stored (protobuf); informers read protobuf (client-go's default), WatchList and LIST+WATCH streams JSON", sr.Objects, cfg.Kind.Resource, cfg.Size, ns, HumanBytes(sr.Bytes))
-	if out, err := exec.CommandContext(ctx, "git", "-C", cfg.Repo, "describe", "--always", "--dirty").Output(); err == nil {
-		rep.Notes = append(rep.Notes, "lazyapi built from commit "+strings.TrimSpace(string(out)))
+	if n := commitNote(ctx, cfg.Repo); n != "" {
+		rep.Notes = append(rep.Notes, n)
 	}
 	type starter struct {
 		name  string

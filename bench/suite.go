@@ -5,15 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
-	"github.com/lazyapi/lazyapi/internal/embedetcd"
 )
 
 // SuiteConfig configures the standard suite. Zero fields take the defaults
@@ -86,47 +80,18 @@ func DefaultSuiteConfig() SuiteConfig {
 // kube-apiserver is not built), runs the standard phases against it, stops
 // it, and writes the report.
 func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
-	logf := func(format string, args ...any) {
-		if cfg.Log != nil {
-			fmt.Fprintf(cfg.Log, format+"\n", args...)
-		}
-	}
-	rep := &Report{Date: time.Now().UTC().Truncate(time.Second), Command: cfg.Command, Machine: ThisMachine()}
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("cannot create %q: %w", cfg.Out, err)
-	}
-	logDir := filepath.Join(cfg.Out, "logs")
-
-	// etcd.
-	endpoints := cfg.EtcdServers
-	if len(endpoints) == 0 {
-		dir, err := os.MkdirTemp("", "lazybench-etcd-")
-		if err != nil {
-			return nil, fmt.Errorf("cannot create etcd dir: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		e, err := embedetcd.Start(embedetcd.Config{Dir: dir, UnsafeNoFsync: true})
-		if err != nil {
-			return nil, err
-		}
-		defer e.Close()
-		endpoints = []string{e.Endpoint()}
-		logf("embedded etcd at %s", e.Endpoint())
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), MaxCallSendMsgSize: 2 << 20})
+	h, err := newHarness(cfg.Out, cfg.EtcdServers, cfg.Log)
 	if err != nil {
-		return nil, fmt.Errorf("cannot connect to etcd: %w", err)
+		return nil, err
 	}
-	defer cli.Close()
-	etcd := strings.Join(endpoints, ",")
+	defer h.close()
+	logf, logDir, cli, etcd := h.logf, h.logDir, h.cli, h.etcd
+	rep := &Report{Date: time.Now().UTC().Truncate(time.Second), Command: cfg.Command, Machine: ThisMachine()}
 
 	// Data.
 	kind := Kinds[0]
-	if _, err := Clean(ctx, cli, CleanConfig{Prefix: cfg.Prefix}); err != nil {
-		return nil, err
-	}
 	logf("seeding %d %s (%s) over %d namespaces", cfg.Objects, kind.Resource, cfg.Size, cfg.Namespaces)
-	sr, err := Seed(ctx, cli, SeedConfig{Prefix: cfg.Prefix, Kind: kind, Count: cfg.Objects, Namespaces: cfg.Namespaces, Size: cfg.Size, Seed: 1})
+	sr, err := h.seed(ctx, SeedConfig{Prefix: cfg.Prefix, Kind: kind, Count: cfg.Objects, Namespaces: cfg.Namespaces, Size: cfg.Size, Seed: 1}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -135,8 +100,8 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 		sr.Objects, sr.Namespaces, cfg.Size, HumanBytes(sr.Bytes), sr.Duration.Round(time.Millisecond))
 	logf("%s", rep.Data)
 
-	if out, err := exec.CommandContext(ctx, "git", "-C", cfg.Repo, "describe", "--always", "--dirty").Output(); err == nil && !cfg.SkipLazyAPI {
-		rep.Notes = append(rep.Notes, "lazyapi built from commit "+strings.TrimSpace(string(out)))
+	if n := commitNote(ctx, cfg.Repo); n != "" && !cfg.SkipLazyAPI {
+		rep.Notes = append(rep.Notes, n)
 	}
 
 	// Targets, each a func that starts it.
