@@ -1,8 +1,11 @@
 package cache
 
 import (
+	"time"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // History before the fill (backfill).
@@ -19,6 +22,22 @@ import (
 // budget charges as events applied live. Until the watch has delivered
 // them (an event after R, or a progress notification, which etcd sends
 // only to a synced watcher), a watch from a revision in (start, R) waits.
+//
+// A progress notification is not proof on its own: with many watches on
+// one etcd watch stream (lazyapi opens one per resource), etcd has been
+// seen to deliver a stream-wide progress notification at R before the
+// backfill's events (TestHostileReconnectStorm, about one run in 40: the
+// events of revisions 2-82 arrived 2.4 s after a progress at 82; etcd
+// documents that progress on shared streams is only safe with one watch
+// per stream, etcd-io/etcd#20242). So a backfill ends on a progress
+// notification only when it is complete against the fill (complete:
+// every object of the tree changed after start has its change among the
+// events); else it waits for more, up to backfillPatience, then ends
+// without a history before R. Events at or before R that still arrive
+// after the backfill ended are never applied (the tree holds R already):
+// the history before R is then suspect, so it is dropped (late) and the
+// watchers that were reading it end, as lagging ones do (their clients
+// re-watch and get 410 Expired, then re-list).
 
 // backfillEvent is a change of the history before the fill's revision.
 type backfillEvent struct {
@@ -151,3 +170,46 @@ func eventCharge(ev *event) int64 {
 // ringBase is the first sequence number of a fresh ring: high, so that a
 // backfill can put events in front of the ring's first ones.
 const ringBase = 1 << 40
+
+// backfillPatience bounds how long a backfill that a progress notification
+// declared done but that is not complete against the fill waits for its
+// events before it ends without a history before the fill.
+const backfillPatience = 30 * time.Second
+
+// complete reports whether every object of the fill's tree that changed
+// after b.start has that change among the events (b.last holds it, at the
+// tree's revision). Deletions after start leave nothing in the tree to
+// check against; an incomplete tail of only deletions is caught when its
+// events arrive late (Resource.lateBackfill).
+func (b *backfill) complete(filled *tree) bool {
+	for e := range ascend(filled.root, "", "") {
+		if e.rev <= b.start {
+			continue
+		}
+		if l, ok := b.last[e.key()]; !ok || l == nil || l.rev != e.rev {
+			return false
+		}
+	}
+	return true
+}
+
+// lateBackfill handles events at or before the fill's revision rev that
+// arrived after the backfill ended: the history before rev missed them,
+// so it is dropped, and the watchers whose next event was in it end
+// (lagging). The events are not applied: the tree holds rev already.
+func (r *Resource) lateBackfill(rev int64, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	dropped := 0
+	for r.ring.n > 0 && r.ring.oldestRev() <= rev {
+		r.dropLocked(r.ring.popOldest())
+		dropped++
+	}
+	r.ring.startRev = max(r.ring.startRev, rev)
+	r.oldest.Store(r.ring.oldestRev())
+	r.newest.Store(r.ring.newestRev())
+	r.sweepLocked()
+	r.lateEvents.Add(n)
+	r.c.cfg.Logger.Warn("etcd sent history before the fill after the backfill ended: the history now starts at the fill",
+		zap.String("resource", r.name), zap.Int64("fillRevision", rev), zap.Int("lateEvents", n), zap.Int("droppedHistory", dropped))
+}

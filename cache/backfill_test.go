@@ -165,3 +165,78 @@ func TestBackfillAddShares(t *testing.T) {
 		t.Error("the change at 7 does not carry the change at 5 as its previous state")
 	}
 }
+
+// TestBackfillComplete: a backfill is complete against the fill only when
+// every object changed after its start has that change among its events.
+// A progress notification at the fill's revision that etcd delivered before
+// the events (seen with many watches on one stream) finds it incomplete.
+func TestBackfillComplete(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c := newTestCache(t, srv.Client, nil)
+	r := c.Resource(cmSpec)
+	d := r.deriver()
+	ka, va := configMap(t, "ns", "a", nil, 100, 1)
+	kb, vb := configMap(t, "ns", "b", nil, 100, 2)
+	var tr tree
+	tr.put(d.newEntry([]byte(ka), []byte(va), 3)) // before the start
+	tr.put(d.newEntry([]byte(kb), []byte(vb), 7))
+	b := newBackfill(5, 10, 100)
+	if b.complete(&tr) {
+		t.Fatal("complete with no events, want incomplete: b changed at 7, after the start 5")
+	}
+	b.add(d, &tr, &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(kb), Value: []byte(vb), ModRevision: 6, CreateRevision: 6, Version: 1}})
+	if b.complete(&tr) {
+		t.Fatal("complete with b's change at 6 only, want incomplete: the tree holds b at 7")
+	}
+	b.add(d, &tr, &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(kb), Value: []byte(vb), ModRevision: 7, CreateRevision: 6, Version: 2}})
+	if !b.complete(&tr) {
+		t.Fatal("incomplete with every change after the start, want complete")
+	}
+}
+
+// TestLateBackfillDropsHistory: events before the fill's revision that
+// arrive after the backfill ended mean the history before the fill missed
+// them: it is dropped, the watcher reading it ends (lagging: its client
+// re-watches), a watch from before the fill gets ErrTooOld (410, then a
+// re-list) instead of an incomplete history, one from the fill on works,
+// and every byte the history charged is returned.
+func TestLateBackfillDropsHistory(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client
+	ka, va1 := configMap(t, "ns", "a", nil, 100, 1)
+	kb, vb := configMap(t, "ns", "b", nil, 100, 2)
+	_, va2 := configMap(t, "ns", "a", nil, 100, 3)
+	r1 := put(t, cli, ka, va1)
+	put(t, cli, kb, vb)
+	r3 := put(t, cli, ka, va2)
+	c := newTestCache(t, cli, nil)
+	r := c.Resource(cmSpec)
+	waitState(t, r, StateReady)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := r.Watch(ctx, WatchOptions{RV: r1})
+	if err != nil {
+		t.Fatalf("Watch from %d (before the fill) = %v", r1, err)
+	}
+	defer w.Close()
+	held := c.UsedBytes()
+	r.lateBackfill(r3, 1)
+	if _, err := w.Next(ctx); !errors.Is(err, ErrLagging) {
+		t.Fatalf("the watcher reading the dropped history: Next = %v, want ErrLagging", err)
+	}
+	if _, err := r.Watch(ctx, WatchOptions{RV: r1}); !errors.Is(err, ErrTooOld) {
+		t.Fatalf("Watch from %d after the history was dropped = %v, want ErrTooOld", r1, err)
+	}
+	w2, err := r.Watch(ctx, WatchOptions{RV: r3})
+	if err != nil {
+		t.Fatalf("Watch from the fill's revision %d = %v", r3, err)
+	}
+	w2.Close()
+	if c.UsedBytes() >= held {
+		t.Fatalf("the budget holds %d bytes after the history was dropped, %d before: want fewer", c.UsedBytes(), held)
+	}
+	c.Drop(cmSpec.Prefix)
+	if used := c.UsedBytes(); used != 0 {
+		t.Fatalf("after Drop the budget holds %d bytes, want 0", used)
+	}
+}

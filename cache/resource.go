@@ -53,7 +53,7 @@ type Resource struct {
 	curRev  atomic.Int64
 	nwatch  atomic.Int64
 
-	hits, misses, fallbacks, lagging, refused, evicted, relists *metrics.Counter
+	hits, misses, fallbacks, lagging, refused, evicted, relists, lateEvents *metrics.Counter
 }
 
 func newResource(c *Cache, s Spec, history int) *Resource {
@@ -80,6 +80,7 @@ func newResource(c *Cache, s Spec, history int) *Resource {
 	r.refused = m.GetOrCreateCounter(metricName("lazyapi_cache_not_cached_total", n, `reason="too_large"`))
 	r.evicted = m.GetOrCreateCounter(metricName("lazyapi_cache_not_cached_total", n, `reason="evicted"`))
 	r.relists = m.GetOrCreateCounter(metricName("lazyapi_cache_relists_total", n, ""))
+	r.lateEvents = m.GetOrCreateCounter(metricName("lazyapi_cache_backfill_late_events_total", n, ""))
 	return r
 }
 
@@ -310,6 +311,7 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var bfWait time.Time // when a progress first found the backfill incomplete
 	from := rev + 1
 	if bf != nil {
 		from = bf.start + 1
@@ -387,7 +389,7 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 				// compaction: start it there, or not at all (etcd
 				// ended the compacted watch).
 				if c := wr.CompactRevision; c > 0 && c < rev {
-					bf, from = newBackfill(c, rev, r.history), c+1
+					bf, from, bfWait = newBackfill(c, rev, r.history), c+1, time.Time{}
 				} else {
 					r.endBackfill(nil)
 					bf, from = nil, rev+1
@@ -412,7 +414,21 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 			for ; i < len(wr.Events) && wr.Events[i].Kv.ModRevision <= rev; i++ {
 				bf.add(d, t, wr.Events[i])
 			}
-			done := i < len(wr.Events) || (wr.IsProgressNotify() && wr.Header.Revision >= rev)
+			done := i < len(wr.Events)
+			if !done && wr.IsProgressNotify() && wr.Header.Revision >= rev {
+				// Proof only when complete (backfill.go); the tree is
+				// still the fill's: nothing after rev was applied.
+				if done = bf.complete(t); !done {
+					if bfWait.IsZero() {
+						bfWait = time.Now()
+					} else if time.Since(bfWait) > backfillPatience {
+						r.c.cfg.Logger.Warn("the history before the fill did not arrive: it starts at the fill",
+							zap.String("resource", r.name), zap.Int64("fillRevision", rev), zap.Int("events", len(bf.events)))
+						bf.events = bf.events[:0]
+						done = true
+					}
+				}
+			}
 			if done {
 				r.endBackfill(bf)
 				bf = nil
@@ -422,6 +438,15 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 			if done {
 				r.filled()
 			}
+		}
+		if len(wr.Events) > 0 && wr.Events[0].Kv.ModRevision <= rev {
+			n := 1
+			for n < len(wr.Events) && wr.Events[n].Kv.ModRevision <= rev {
+				n++
+			}
+			r.lateBackfill(rev, n)
+			clear(wr.Events[:n])
+			wr.Events = wr.Events[n:]
 		}
 		if wr.IsProgressNotify() {
 			r.progress(wr.Header.Revision)

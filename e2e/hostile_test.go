@@ -339,7 +339,15 @@ func watchSynced(ctx context.Context, tg target) (int, error) {
 // 429 or 503, and returns the count of responses per status (0: a broken
 // stream) and the time until all were synced.
 func storm(tg target, n int) (map[int]int, time.Duration) {
+	codes, _, took := stormErrs(tg, n)
+	return codes, took
+}
+
+// stormErrs is storm that also returns how many broken streams ended with
+// each error (the reason a storm failed, in its failure message).
+func stormErrs(tg target, n int) (map[int]int, map[string]int, time.Duration) {
 	codes := map[int]int{}
+	errs := map[string]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -357,10 +365,11 @@ func storm(tg target, n int) (map[int]int, time.Duration) {
 			// Retry-After (1 s from both servers here).
 			for {
 				code, err := watchSynced(ctx, tg)
+				mu.Lock()
 				if err != nil {
 					code = 0
+					errs[err.Error()]++
 				}
-				mu.Lock()
 				codes[code]++
 				mu.Unlock()
 				if (code != 429 && code != 503) || ctx.Err() != nil {
@@ -375,7 +384,7 @@ func storm(tg target, n int) (map[int]int, time.Duration) {
 		}()
 	}
 	wg.Wait()
-	return codes, time.Since(start)
+	return codes, errs, time.Since(start)
 }
 
 // stalled opens n connections that send path and never read (4 KiB
@@ -496,14 +505,15 @@ func TestHostileReconnectStorm(t *testing.T) {
 			if v, err := strconv.Atoi(os.Getenv("LAZYAPI_HOSTILE_STORM_N")); err == nil && v > 0 {
 				stormN = v // a longer storm for the latency figures of bench/RESULTS.md
 			}
-			codes, took := storm(target{url: p.URL}, stormN)
+			codes, errs, took := stormErrs(target{url: p.URL}, stormN)
 			p99, n := pr.finish(t, h, "storm "+name)
 			t.Logf("hostile storm %s breakdown: %s", name, breakdown(before, snapMetrics(p.URL), p.cmd.Process.Pid))
 			rss := report(t, fmt.Sprintf("reconnect storm %s N=%d", name, stormN), p,
 				fmt.Sprintf("codes %v, all synced after %s; other client: %d requests, p99 %s", codes, took.Round(time.Millisecond), n, p99.Round(time.Millisecond)))
 			h.checkRSS(t, name, rss)
 			if codes[200] == 0 || codes[0] > 0 {
-				h.failf(t, "storm %s: codes %v: want 200s (429s retried by clients) and no broken streams", name, codes)
+				h.failf(t, "storm %s: codes %v, broken streams' errors %v: want 200s (429s retried by clients) and no broken streams\nlazyapi's warnings and errors:\n%s",
+					name, codes, errs, tail(grepLog(p.stderr.String()), 16<<10))
 			}
 			h.waitDrained(t, p)
 		})
@@ -724,4 +734,24 @@ func procStatus(pid int, field string) int64 {
 		}
 	}
 	return 0
+}
+
+// tail returns the last n bytes of s (a log in a failure message).
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// grepLog returns the warnings and errors of a lazyapi log.
+func grepLog(s string) string {
+	var b strings.Builder
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) {
+			b.WriteString(l)
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
 }
