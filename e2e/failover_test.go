@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +19,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 )
@@ -239,46 +237,16 @@ func TestEtcdPreferredMember(t *testing.T) {
 	rrErrs := &clientErrors{kinds: map[string]int{}}
 	infs := []testInformer{faultInformer(url, "json", false, errs), faultInformer(url, "protobuf", true, errs),
 		faultInformer(rr.URL, "json", false, rrErrs)}
-	stop := make(chan struct{})
-	defer close(stop)
-	for _, ti := range infs {
-		go ti.inf.Run(stop)
-	}
-	for _, ti := range infs {
-		if !cache.WaitForCacheSync(ctx.Done(), ti.inf.HasSynced) {
-			t.Fatalf("%s did not sync", ti.name)
-		}
-	}
-
-	log := &writeLog{byKey: map[string]int64{}}
-	wctx, stopWrites := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); faultWriter(wctx, t, ch, log) }()
-	r := &faultReader{url: url, cli: quorum, log: log, errs: errs}
-	go func() { defer wg.Done(); r.run(wctx, rand.New(rand.NewPCG(3, 7))) }()
-	r2 := &faultReader{url: rr.URL, cli: quorum, log: log, errs: rrErrs}
-	go func() { defer wg.Done(); r2.run(wctx, rand.New(rand.NewPCG(4, 7))) }()
-	rrReads := func() int64 { return r2.lists.Load() + r2.gets.Load() }
-	stopped := false
-	defer func() {
-		if !stopped {
-			stopWrites()
-			wg.Wait()
-		}
-	}()
-
-	reads := func() int64 { return r.lists.Load() + r.gets.Load() }
+	r := &faultReader{url: url, cli: quorum, errs: errs}
+	r2 := &faultReader{url: rr.URL, cli: quorum, errs: rrErrs}
+	load := startFaultLoad(t, ctx, ch, infs, 3, r, r2)
+	rrReads := r2.reads
+	reads := r.reads
 	// progress waits until the reader completed n more checked reads.
 	progress := func(n int64) {
 		t.Helper()
-		start := reads()
-		deadline := time.Now().Add(60 * time.Second)
-		for reads() < start+n {
-			if time.Now().After(deadline) {
-				t.Fatalf("the reader made no progress for 60s\nstderr:\n%s", proc.stderr)
-			}
-			time.Sleep(20 * time.Millisecond) // polling a counter to a deadline
+		if err := waitReads(n, r); err != nil {
+			t.Fatalf("%v\nstderr:\n%s", err, proc.stderr)
 		}
 	}
 	// traffic measures the bytes through each member's proxy for 2 s
@@ -396,40 +364,23 @@ func TestEtcdPreferredMember(t *testing.T) {
 		t.Errorf("restarted: the preferred member carried %.1f%% of lazyapi's etcd traffic, want >= %.0f%%", 100*s, 100*onPreferred)
 	}
 
-	stopWrites()
-	wg.Wait()
-	stopped = true
+	load.stop()
 
-	for _, ti := range infs {
-		waitEqualEtcd(t, ti.name, quorum, func() map[string]string { return storeState(ti.inf.GetStore()) })
-	}
+	load.waitInformersEqual(t, quorum)
 	checkCacheEqual(t, url, quorum)
 	checkCacheEqual(t, rr.URL, quorum)
 
-	kinds := func(e *clientErrors) string {
-		var ks []string
-		for k, n := range e.kinds {
-			ks = append(ks, fmt.Sprintf("%s ×%d", k, n))
-		}
-		sort.Strings(ks)
-		return strings.Join(ks, ", ")
-	}
 	for _, x := range []struct {
 		name string
 		r    *faultReader
 		e    *clientErrors
 	}{{"preferred", r, errs}, {"round robin", r2, rrErrs}} {
-		t.Logf("%s lazyapi's reader: %d consistent LISTs (%d compared with etcd at their revision), %d GETs, %d stale; client errors: %s",
-			x.name, x.r.lists.Load(), x.r.exact.Load(), x.r.gets.Load(), x.r.stale.Load(), kinds(x.e))
-		for _, b := range x.r.bad {
-			t.Errorf("%s lazyapi's reader: %s", x.name, b)
-		}
-		for _, v := range x.e.violations {
-			t.Errorf("%s lazyapi: undocumented error: %s", x.name, v)
-		}
+		x.r.report(t, x.name+" lazyapi's reader")
+		t.Logf("%s lazyapi's client errors: %s", x.name, x.e.summary())
+		x.e.report(t, x.name+" lazyapi")
 	}
 	t.Logf("summary:\n%s", strings.Join(report, "\n"))
-	t.Logf("writes: %d acknowledged, %d failed or unknown; total %.1fs", log.writes, log.failed, time.Since(began).Seconds())
+	t.Logf("writes: %d acknowledged, %d failed or unknown; total %.1fs", load.log.writes, load.log.failed, time.Since(began).Seconds())
 }
 
 // checkPartitioned checks lazyapi at url while a member is partitioned

@@ -391,6 +391,124 @@ func faultWriter(ctx context.Context, t *testing.T, ch *churner, log *writeLog) 
 	}
 }
 
+// faultLoad is the client load of the etcd fault tests: informers of the
+// lazyapi servers, a writer of ConfigMaps with its write log, and checked
+// readers, until stop.
+type faultLoad struct {
+	log     *writeLog
+	infs    []testInformer
+	readers []*faultReader
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// startFaultLoad runs infs until the test ends and waits until they
+// synced, then starts the writer on ch and the readers (reader i with
+// random seed seed+i), each given the write log, until stop or the test's
+// end.
+func startFaultLoad(t *testing.T, ctx context.Context, ch *churner, infs []testInformer, seed uint64, readers ...*faultReader) *faultLoad {
+	t.Helper()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	for _, ti := range infs {
+		go ti.inf.Run(stop)
+	}
+	for _, ti := range infs {
+		if !cache.WaitForCacheSync(ctx.Done(), ti.inf.HasSynced) {
+			t.Fatalf("%s did not sync", ti.name)
+		}
+	}
+	l := &faultLoad{log: &writeLog{byKey: map[string]int64{}}, infs: infs, readers: readers}
+	wctx, cancel := context.WithCancel(ctx)
+	l.cancel = cancel
+	l.wg.Add(1 + len(readers))
+	go func() { defer l.wg.Done(); faultWriter(wctx, t, ch, l.log) }()
+	for i, r := range readers {
+		r.log = l.log
+		go func() { defer l.wg.Done(); r.run(wctx, rand.New(rand.NewPCG(seed+uint64(i), 7))) }()
+	}
+	t.Cleanup(l.stop) // before the informers' (cleanups run last first)
+	return l
+}
+
+// stop stops the writer and the readers and waits for them; later calls
+// do nothing.
+func (l *faultLoad) stop() {
+	l.once.Do(func() {
+		l.cancel()
+		l.wg.Wait()
+	})
+}
+
+// reads returns how many checked reads r completed.
+func (r *faultReader) reads() int64 { return r.lists.Load() + r.gets.Load() }
+
+// waitReads waits until each of readers completed n more checked reads
+// (the cluster serves again), for 60 s.
+func waitReads(n int64, readers ...*faultReader) error {
+	start := make([]int64, len(readers))
+	for i, r := range readers {
+		start[i] = r.reads()
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for i, r := range readers {
+		for r.reads() < start[i]+n {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the reader of %s made no progress for 60s", r.url)
+			}
+			time.Sleep(20 * time.Millisecond) // polling a counter to a deadline
+		}
+	}
+	return nil
+}
+
+// waitInformersEqual waits until every informer's store equals etcd's
+// ConfigMaps (read through cli).
+func (l *faultLoad) waitInformersEqual(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	for _, ti := range l.infs {
+		waitEqualEtcd(t, ti.name, cli, func() map[string]string { return storeState(ti.inf.GetStore()) })
+	}
+}
+
+// count is the number of writes etcd acknowledged so far.
+func (w *writeLog) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writes
+}
+
+// summary lists the errors seen by kind, e.g. "503 ServiceUnavailable ×4".
+func (c *clientErrors) summary() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ks []string
+	for k, n := range c.kinds {
+		ks = append(ks, fmt.Sprintf("%s ×%d", k, n))
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, ", ")
+}
+
+// report logs what r read as who and fails t for each stale read.
+func (r *faultReader) report(t *testing.T, who string) {
+	t.Helper()
+	t.Logf("%s: %d consistent LISTs (%d compared with etcd at their revision), %d GETs, %d stale",
+		who, r.lists.Load(), r.exact.Load(), r.gets.Load(), r.stale.Load())
+	for _, b := range r.bad {
+		t.Errorf("%s: %s", who, b)
+	}
+}
+
+// report fails t for each undocumented error a client of who saw.
+func (c *clientErrors) report(t *testing.T, who string) {
+	t.Helper()
+	for _, v := range c.violations {
+		t.Errorf("%s: undocumented error: %s", who, v)
+	}
+}
+
 func TestEtcdFaults(t *testing.T) {
 	began := time.Now()
 	cl := etcdtest.StartCluster(t, 3)
@@ -418,66 +536,25 @@ func TestEtcdFaults(t *testing.T) {
 
 	errs := &clientErrors{kinds: map[string]int{}}
 	var infs []testInformer
+	var readers []*faultReader
 	for i, u := range urls {
 		f := []string{"json", "protobuf"}[i%2]
 		infs = append(infs, faultInformer(u, f, false, errs), faultInformer(u, f, true, errs))
+		readers = append(readers, &faultReader{url: u, cli: cl.Client, errs: errs})
 	}
-	stop := make(chan struct{})
-	defer close(stop)
-	for _, ti := range infs {
-		go ti.inf.Run(stop)
-	}
-	for _, ti := range infs {
-		if !cache.WaitForCacheSync(ctx.Done(), ti.inf.HasSynced) {
-			t.Fatalf("%s did not sync", ti.name)
-		}
-	}
-
-	log := &writeLog{byKey: map[string]int64{}}
-	wctx, stopWrites := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); faultWriter(wctx, t, ch, log) }()
-	var readers []*faultReader
-	for i, u := range urls {
-		r := &faultReader{url: u, cli: cl.Client, log: log, errs: errs}
-		readers = append(readers, r)
-		wg.Add(1)
-		go func() { defer wg.Done(); r.run(wctx, rand.New(rand.NewPCG(uint64(i), 7))) }()
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			stopWrites()
-			wg.Wait()
-		}
-	}()
+	load := startFaultLoad(t, ctx, ch, infs, 0, readers...)
 
 	phase := time.Now()
 	step := func(name string) {
-		t.Logf("%-28s %5.1fs (writes acknowledged %d)", name, time.Since(phase).Seconds(), func() int {
-			log.mu.Lock()
-			defer log.mu.Unlock()
-			return log.writes
-		}())
+		t.Logf("%-28s %5.1fs (writes acknowledged %d)", name, time.Since(phase).Seconds(), load.log.count())
 		phase = time.Now()
 	}
 	// progress waits until every reader completed n more checked reads
 	// (the cluster serves again).
 	progress := func(n int64) {
 		t.Helper()
-		start := make([]int64, len(readers))
-		for i, r := range readers {
-			start[i] = r.lists.Load() + r.gets.Load()
-		}
-		deadline := time.Now().Add(60 * time.Second)
-		for i, r := range readers {
-			for r.lists.Load()+r.gets.Load() < start[i]+n {
-				if time.Now().After(deadline) {
-					t.Fatalf("reader of %s made no progress for 60s", r.url)
-				}
-				time.Sleep(20 * time.Millisecond) // polling a counter to a deadline
-			}
+		if err := waitReads(n, readers...); err != nil {
+			t.Fatal(err)
 		}
 	}
 	progress(20)
@@ -544,14 +621,10 @@ func TestEtcdFaults(t *testing.T) {
 	progress(20)
 	step("cluster restarted")
 
-	stopWrites()
-	wg.Wait()
-	stopped = true
+	load.stop()
 
 	// Informers and caches end equal to etcd.
-	for _, ti := range infs {
-		waitEqualEtcd(t, ti.name, cl.Client, func() map[string]string { return storeState(ti.inf.GetStore()) })
-	}
+	load.waitInformersEqual(t, cl.Client)
 	for i, u := range urls {
 		checkCacheEqual(t, u, cl.Client)
 		if code, body := rawGet(t, u+"/readyz?verbose"); code != 200 {
@@ -561,23 +634,12 @@ func TestEtcdFaults(t *testing.T) {
 	step("informers equal etcd")
 
 	// The reads' verdicts.
-	var kinds []string
-	for k, n := range errs.kinds {
-		kinds = append(kinds, fmt.Sprintf("%s ×%d", k, n))
-	}
-	sort.Strings(kinds)
 	for _, r := range readers {
-		t.Logf("reader %s: %d consistent LISTs (%d compared with etcd at their revision), %d GETs, %d stale",
-			r.url, r.lists.Load(), r.exact.Load(), r.gets.Load(), r.stale.Load())
-		for _, b := range r.bad {
-			t.Errorf("reader %s: %s", r.url, b)
-		}
+		r.report(t, "reader "+r.url)
 	}
 	t.Logf("writes: %d acknowledged, %d failed or unknown; client errors: %s; total %.1fs",
-		log.writes, log.failed, strings.Join(kinds, ", "), time.Since(began).Seconds())
-	for _, v := range errs.violations {
-		t.Errorf("undocumented error: %s", v)
-	}
+		load.log.writes, load.log.failed, errs.summary(), time.Since(began).Seconds())
+	errs.report(t, "lazyapi")
 }
 
 func rawGet(t *testing.T, url string) (int, string) {
