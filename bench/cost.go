@@ -117,24 +117,18 @@ func RunCost(ctx context.Context, cfg CostConfig) (*Report, error) {
 	if n := commitNote(ctx, cfg.Repo); n != "" {
 		rep.Notes = append(rep.Notes, n)
 	}
-	type starter struct {
-		name  string
-		start func() (*Proc, string, error)
-	}
-	starters := []starter{{"lazyapi", func() (*Proc, string, error) {
+	starters := []starter{{"lazyapi", "/readyz", func() (*Proc, error) {
 		bin, err := BuildLazyAPI(ctx, cfg.Repo, cfg.Out)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		p, err := StartLazyAPI(bin, etcd, cfg.Prefix, logDir, cfg.LazyAPIFlags...)
-		return p, "/readyz", err
+		return StartLazyAPI(bin, etcd, cfg.Prefix, logDir, cfg.LazyAPIFlags...)
 	}}}
 	script := filepath.Join(cfg.Repo, "bench", "kube-apiserver.sh")
 	if kubeBin, kerr := KubeAPIServerBinary(ctx, script); kerr == nil && !cfg.SkipKube {
 		rep.Peer = "kube-apiserver v1.37.2 (" + kubeBin + ") with its watch cache, over TLS"
-		starters = append(starters, starter{"kube-apiserver", func() (*Proc, string, error) {
-			p, err := StartKubeAPIServer(script, etcd, cfg.Prefix, logDir, true)
-			return p, "/readyz", err
+		starters = append(starters, starter{"kube-apiserver", "/readyz", func() (*Proc, error) {
+			return StartKubeAPIServer(script, etcd, cfg.Prefix, logDir, true)
 		}})
 	} else if kerr != nil {
 		rep.Peer = "none: " + kerr.Error()
@@ -144,14 +138,9 @@ func RunCost(ctx context.Context, cfg CostConfig) (*Report, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		logf("starting %s", st.name)
-		p, ready, err := st.start()
-		if err == nil {
-			err = p.WaitReady(ctx, ready, 3*time.Minute)
-		}
+		p, err := h.startReady(ctx, st)
 		if err != nil {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s could not be started: %v", st.name, err))
-			p.Stop()
 			continue
 		}
 		warm := Scenario{Name: ScenarioList, Kind: kind, Namespace: ns, Concurrency: 1, Duration: 60 * time.Second}

@@ -93,6 +93,28 @@ func (h *harness) seed(ctx context.Context, cfg SeedConfig, cleanAfter bool) (Se
 	return sr, nil
 }
 
+// starter starts one target of a run.
+type starter struct {
+	name  string
+	ready string // the path that answers 200 once it is ready
+	start func() (*Proc, error)
+}
+
+// startReady starts st and waits (up to 3 minutes) until it is ready; on
+// failure the process, if any, is stopped.
+func (h *harness) startReady(ctx context.Context, st starter) (*Proc, error) {
+	h.logf("starting %s", st.name)
+	p, err := st.start()
+	if err == nil {
+		err = p.WaitReady(ctx, st.ready, 3*time.Minute)
+	}
+	if err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
 // commitNote is the report note naming the commit of repo lazyapi is built
 // from (git describe), "" when git cannot tell.
 func commitNote(ctx context.Context, repo string) string {

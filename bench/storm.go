@@ -127,17 +127,13 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 	if n := commitNote(ctx, cfg.Repo); n != "" {
 		rep.Notes = append(rep.Notes, n)
 	}
-	type starter struct {
-		name  string
-		start func() (*Proc, error)
-	}
 	var starters []starter
 	if !cfg.SkipLazyAPI {
 		bin, err := BuildLazyAPI(ctx, cfg.Repo, cfg.Out)
 		if err != nil {
 			return nil, err
 		}
-		starters = append(starters, starter{"lazyapi", func() (*Proc, error) {
+		starters = append(starters, starter{"lazyapi", "/readyz", func() (*Proc, error) {
 			flags := cfg.LazyAPIFlags
 			if cfg.Profile {
 				flags = append(append([]string(nil), flags...), "--profiling")
@@ -147,7 +143,7 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 	}
 	script := filepath.Join(cfg.Repo, "bench", "kube-apiserver.sh")
 	if _, kerr := KubeAPIServerBinary(ctx, script); kerr == nil && !cfg.SkipKube {
-		starters = append(starters, starter{"kube-apiserver", func() (*Proc, error) {
+		starters = append(starters, starter{"kube-apiserver", "/readyz", func() (*Proc, error) {
 			return StartKubeAPIServer(script, etcd, cfg.Prefix, logDir, true)
 		}})
 	} else if kerr != nil {
@@ -159,13 +155,9 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			p, err := st.start()
-			if err == nil {
-				err = p.WaitReady(ctx, "/readyz", 3*time.Minute)
-			}
+			p, err := h.startReady(ctx, st)
 			if err != nil {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%s could not be started: %v", st.name, err))
-				p.Stop()
 				continue
 			}
 			pctx, pstop := context.WithCancel(ctx)

@@ -105,19 +105,14 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 	}
 
 	// Targets, each a func that starts it.
-	type starter struct {
-		name  string
-		start func() (*Proc, string, error) // proc, readiness path
-	}
 	var starters []starter
 	if !cfg.SkipLazyAPI {
-		starters = append(starters, starter{"lazyapi", func() (*Proc, string, error) {
+		starters = append(starters, starter{"lazyapi", kind.Path("") + "?limit=1", func() (*Proc, error) {
 			bin, err := BuildLazyAPI(ctx, cfg.Repo, cfg.Out)
 			if err != nil {
-				return nil, "", err
+				return nil, err
 			}
-			p, err := StartLazyAPI(bin, etcd, cfg.Prefix, logDir)
-			return p, kind.Path("") + "?limit=1", err
+			return StartLazyAPI(bin, etcd, cfg.Prefix, logDir)
 		}})
 	}
 	script := filepath.Join(cfg.Repo, "bench", "kube-apiserver.sh")
@@ -125,9 +120,8 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 	if kubeErr == nil {
 		rep.Peer = "kube-apiserver v1.37.2 built from its Go module (" + kubeBin + "), with and without its watch cache"
 		for _, wc := range []bool{true, false} {
-			starters = append(starters, starter{"kube-apiserver --watch-cache=" + fmt.Sprint(wc), func() (*Proc, string, error) {
-				p, err := StartKubeAPIServer(script, etcd, cfg.Prefix, logDir, wc)
-				return p, "/readyz", err
+			starters = append(starters, starter{"kube-apiserver --watch-cache=" + fmt.Sprint(wc), "/readyz", func() (*Proc, error) {
+				return StartKubeAPIServer(script, etcd, cfg.Prefix, logDir, wc)
 			}})
 		}
 	} else {
@@ -138,9 +132,8 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 		if kubeErr == nil {
 			rep.Peer += "; plus the bench reference server"
 		}
-		starters = append(starters, starter{"reference", func() (*Proc, string, error) {
-			p, err := StartRefServerProc(cfg.Self, etcd, cfg.Prefix, logDir)
-			return p, "/healthz", err
+		starters = append(starters, starter{"reference", "/healthz", func() (*Proc, error) {
+			return StartRefServerProc(cfg.Self, etcd, cfg.Prefix, logDir)
 		}})
 	}
 
@@ -150,11 +143,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		logf("starting %s", st.name)
-		p, ready, err := st.start()
-		if err == nil {
-			err = p.WaitReady(ctx, ready, 3*time.Minute)
-		}
+		p, err := h.startReady(ctx, st)
 		if err != nil {
 			msg := fmt.Sprintf("%s could not be started: %v", st.name, err)
 			if st.name == "lazyapi" {
@@ -162,7 +151,6 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (*Report, error) {
 			}
 			logf("%s", msg)
 			rep.Notes = append(rep.Notes, msg)
-			p.Stop()
 			continue
 		}
 		started++
