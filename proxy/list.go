@@ -139,7 +139,13 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, sizing bool) (walkIt
 		if !l.enc.sized() && (known || l.limit == 0) {
 			return walkItem{}, true, nil
 		}
-		if z, ok := attrs.PlainSizes(); known && ok {
+		z, ok := attrs.PlainSizes()
+		if !cached && l.s.sizes != nil {
+			// From etcd: the sizes a previous LIST's write pass
+			// recorded (sizememo.go).
+			z, ok = l.s.sizes.get(kv.Key, kv.ModRevision)
+		}
+		if known && ok {
 			if n, ok := l.enc.itemSizeOf(z, kv.ModRevision); ok {
 				return walkItem{size: n}, true, nil
 			}
@@ -402,7 +408,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 		for _, kv := range page {
 			valueBytes += len(kv.Value)
 		}
-		if valueBytes <= protoBufferBytes {
+		if valueBytes <= protoBufferBytes && !l.sizesRecorded(page) {
 			l.pre = getBuf()
 		}
 	}
@@ -443,6 +449,30 @@ func (l *lister) sizePassDecrypts(page []*mvccpb.KeyValue) bool {
 		}
 	}
 	return false
+}
+
+// sizesRecorded reports whether the plaintext sizes of the encrypted values
+// of page, a first page from etcd, are recorded (sizememo.go): then a
+// size pass can take them from there without decrypting (lister.item), so
+// the list is not encoded during it (which decrypts each value: twice when
+// the encoding outgrows protoBufferBytes and the write pass decrypts them
+// again). The write pass decrypts each value once, at the cost of a
+// second read of etcd.
+func (l *lister) sizesRecorded(page []*mvccpb.KeyValue) bool {
+	if l.s.sizes == nil || !l.f.empty() {
+		return false
+	}
+	recorded := false
+	for _, kv := range page {
+		if !l.s.decrypts(l.gr, kv.Value, false) {
+			continue
+		}
+		if _, ok := l.s.sizes.get(kv.Key, kv.ModRevision); !ok {
+			return false
+		}
+		recorded = true
+	}
+	return recorded
 }
 
 // sizeEmit is the walk of the size pass: it counts the values' bytes, for
@@ -813,6 +843,10 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 		}
 		written += len(sw.buf) - start
 		lastObj = it.obj
+		if l.snap == nil && enc.sized() && l.s.sizes != nil && encryption.Encrypted(kv.Value) {
+			// For the size pass of the next LIST of this value.
+			l.s.sizes.put(kv.Key, kv.ModRevision, codec.SizesOf(it.obj))
+		}
 		if inline {
 			return nil
 		}

@@ -160,6 +160,9 @@ type Server struct {
 	passthru   *metrics.Counter
 	transcoded *metrics.Counter
 	panics     *metrics.Counter
+	// sizes, with Config.Encryption, remembers the plaintext sizes of
+	// values a protobuf LIST from etcd decrypted (sizememo.go).
+	sizes *sizeMemo
 
 	// stats are the collection statistics (collstats.go): average value
 	// sizes, collection sizes, response sizes.
@@ -237,6 +240,9 @@ func New(cfg Config) (*Server, error) {
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)
 	s.panics = s.ms.GetOrCreateCounter("lazyapi_handler_panics_total")
 	s.frames = newFrameCache(s.ms, frameCacheBytes)
+	if cfg.Encryption != nil {
+		s.sizes = newSizeMemo(s.ms)
+	}
 	s.initialRun = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	// Renderings of objects encrypted at rest would keep plaintext beyond
 	// the request: they are not kept unless --watch-cache-decrypted
