@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,8 @@ func TestEncryptionAgainstKubeAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	etcd := etcdtest.Start(t)
-	kube := startKubeAPIServer(t, script, etcd.Endpoint, "--encryption-provider-config", cfg).do
+	kas := startKubeAPIServer(t, script, etcd.Endpoint, "--encryption-provider-config", cfg)
+	kube := kas.do
 	if code, b := kube("POST", "/api/v1/namespaces", "application/json", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"enc"}}`)); code != 201 {
 		t.Fatalf("create namespace: %d %s", code, b)
 	}
@@ -199,6 +201,10 @@ func TestEncryptionAgainstKubeAPIServer(t *testing.T) {
 		{"secrets", "bulksbox", "secretbox", sbox},
 		{"configmaps", "bulkplain", "none", ""}, {"configmaps", "bulk", "kms v2", cfg}}
 	base := map[string][2]time.Duration{}
+	// Resident memory of each server around its LISTs of a row: before
+	// (idle, its watch cache filled) and the peak during the warm-up LIST
+	// and the 5 timed ones (VmHWM, reset first).
+	var mem []string
 	t.Logf("| LIST of 10,000 | provider | format | kube-apiserver | x none | lazyapi | x none | kube-apiserver / lazyapi |")
 	t.Logf("|---|---|---|---|---|---|---|---|")
 	for _, r := range bulks {
@@ -251,8 +257,12 @@ func TestEncryptionAgainstKubeAPIServer(t *testing.T) {
 				slices.Sort(ds)
 				return ds[2]
 			}
-			k := med(func() int { c, _ := kube("GET", path, accept, nil); return c })
-			l := med(func() int { c, _ := lazy(path, accept); return c })
+			var k, l time.Duration
+			kBefore, kPeak := rssAround(kas.pid, func() { k = med(func() int { c, _ := kube("GET", path, accept, nil); return c }) })
+			lBefore, lPeak := rssAround(p.cmd.Process.Pid, func() { l = med(func() int { c, _ := lazy(path, accept); return c }) })
+			mem = append(mem, fmt.Sprintf("| %s | %s | %s | %d | %d | %d | %d | %.2f |", r.res, r.provider,
+				map[string]string{pb: "protobuf", "application/json": "JSON"}[accept], kBefore>>20, kPeak>>20, lBefore>>20, lPeak>>20,
+				float64(kPeak)/float64(max(lPeak, 1))))
 			bk := r.res + " " + accept
 			if r.provider == "none" {
 				base[bk] = [2]time.Duration{k, l}
@@ -262,4 +272,36 @@ func TestEncryptionAgainstKubeAPIServer(t *testing.T) {
 				k.Round(time.Millisecond), float64(k)/float64(b[0]), l.Round(time.Millisecond), float64(l)/float64(b[1]), float64(k)/float64(l))
 		}
 	}
+	t.Logf("resident memory (MiB) around each row's LISTs:")
+	t.Logf("| LIST of 10,000 | provider | format | kube-apiserver before | peak | lazyapi before | peak | kube-apiserver peak / lazyapi peak |")
+	t.Logf("|---|---|---|---|---|---|---|---|")
+	for _, m := range mem {
+		t.Logf("%s", m)
+	}
+}
+
+// rssAround returns the resident set of process pid before f and its peak
+// during f (VmHWM, reset through /proc/pid/clear_refs first; where it
+// cannot be reset the peak is the process's since its start). 0 when /proc
+// cannot be read.
+func rssAround(pid int, f func()) (before, peak int64) {
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+	before = procStatusBytes(pid, "VmRSS:")
+	f()
+	return before, procStatusBytes(pid, "VmHWM:")
+}
+
+// procStatusBytes reads a "kB" field of /proc/pid/status, in bytes.
+func procStatusBytes(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }

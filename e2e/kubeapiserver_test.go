@@ -39,6 +39,7 @@ type kubeAPIServer struct {
 	t   *testing.T
 	url string
 	hc  *http.Client
+	pid int // of the kube-apiserver process (for its memory)
 }
 
 // startKubeAPIServer starts kube-apiserver through script on the etcd at
@@ -54,7 +55,7 @@ func startKubeAPIServer(t *testing.T, script, endpoint string, extra ...string) 
 	if err := p.WaitReady(context.Background(), "/readyz", 4*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	return &kubeAPIServer{t: t, url: p.Target.URL,
+	return &kubeAPIServer{t: t, url: p.Target.URL, pid: p.Target.PID,
 		hc: &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}} // loopback test server
 }
 
