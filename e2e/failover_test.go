@@ -250,10 +250,9 @@ func TestEtcdPreferredMember(t *testing.T) {
 		}
 	}
 	// traffic measures the bytes through each member's proxy for 2 s
-	// (and at least 20 checked reads); it returns the preferred member's
-	// share.
+	// (and at least 20 checked reads); it returns each member's KiB/s.
 	var report []string
-	traffic := func(phase string) float64 {
+	traffic := func(phase string) []float64 {
 		t.Helper()
 		before := make([]int64, len(proxies))
 		for i, px := range proxies {
@@ -265,20 +264,22 @@ func TestEtcdPreferredMember(t *testing.T) {
 		el := time.Since(t0).Seconds()
 		var total, mine int64
 		var per []string
+		kib := make([]float64, len(proxies))
 		for i, px := range proxies {
 			d := px.bytes() - before[i]
 			total += d
 			if i == p {
 				mine = d
 			}
-			per = append(per, fmt.Sprintf("m%d %.1f", i, float64(d)/1024/el))
+			kib[i] = float64(d) / 1024 / el
+			per = append(per, fmt.Sprintf("m%d %.1f", i, kib[i]))
 		}
 		share := float64(mine) / float64(max(total, 1))
 		line := fmt.Sprintf("%-16s %4d checked reads in %.1fs; lazyapi's etcd traffic KiB/s: %s; preferred m%d's share %.1f%%",
 			phase, reads()-r0, el, strings.Join(per, ", "), p, 100*share)
 		t.Log(line)
 		report = append(report, line)
-		return share
+		return kib
 	}
 	// moved waits until lazyapi reads from the preferred member (or not)
 	// and returns how long that took.
@@ -297,14 +298,31 @@ func TestEtcdPreferredMember(t *testing.T) {
 		report = append(report, line)
 		return d
 	}
-	// The preferred member's share of lazyapi's etcd traffic: the rest
-	// is the probes of the other members (two linearizable reads a
-	// second each, ~0.4 KiB/s).
-	const onPreferred, awayMax = 0.95, 0.10
-
-	if s := traffic("all members up"); s < onPreferred {
-		t.Errorf("all members up: the preferred member carried %.1f%% of lazyapi's etcd traffic, want >= %.0f%%", 100*s, 100*onPreferred)
+	// Where lazyapi reads: a member it does not read from carries only
+	// its probes (two linearizable reads a second, ~0.4 KiB/s whatever
+	// the load), the member it reads from carries the reads too. A share
+	// of the traffic (the check before) depends on how many reads the
+	// machine's load lets through: 94.7% on a busy CI run failed a 95%
+	// bound with the reads all on the preferred member.
+	const probeMax = 1.5 // KiB/s
+	onPreferred := func(phase string, kib []float64) {
+		t.Helper()
+		for i, k := range kib {
+			if i != p && k > probeMax {
+				t.Errorf("%s: m%d (not preferred) carried %.1f KiB/s of lazyapi's etcd traffic, want at most its probes (%.1f KiB/s)", phase, i, k, probeMax)
+			}
+		}
+		if kib[p] <= probeMax {
+			t.Errorf("%s: the preferred member m%d carried %.1f KiB/s, want lazyapi's reads (more than its probes, %.1f KiB/s)", phase, p, kib[p], probeMax)
+		}
 	}
+	away := func(phase string, kib []float64) {
+		t.Helper()
+		if kib[p] > probeMax {
+			t.Errorf("%s: the preferred member m%d still carried %.1f KiB/s of lazyapi's etcd traffic, want at most its probes (%.1f KiB/s)", phase, p, kib[p], probeMax)
+		}
+	}
+	onPreferred("all members up", traffic("all members up"))
 
 	// 1. The preferred member (the leader) is cut off from the others.
 	t0, rr0, rrErr0 := time.Now(), rrReads(), rrErrs.total()
@@ -322,9 +340,7 @@ func TestEtcdPreferredMember(t *testing.T) {
 	}()
 	cl.Partition(p)
 	moved(fmt.Sprintf("m%d partitioned", p), t0, false)
-	if s := traffic("partitioned"); s > awayMax {
-		t.Errorf("partitioned: the preferred member still carried %.1f%% of lazyapi's etcd traffic", 100*s)
-	}
+	away("partitioned", traffic("partitioned"))
 	checkPartitioned(t, url, quorum)
 	m := <-rrMoved
 	if m.err != nil {
@@ -340,9 +356,7 @@ func TestEtcdPreferredMember(t *testing.T) {
 	t0 = time.Now()
 	cl.Heal(p)
 	moved("healed", t0, true)
-	if s := traffic("healed"); s < onPreferred {
-		t.Errorf("healed: the preferred member carried %.1f%% of lazyapi's etcd traffic, want >= %.0f%%", 100*s, 100*onPreferred)
-	}
+	onPreferred("healed", traffic("healed"))
 
 	// 2. The preferred member is stopped, then restarted.
 	t0 = time.Now()
@@ -352,17 +366,13 @@ func TestEtcdPreferredMember(t *testing.T) {
 	go func() { defer close(stopDone); cl.Stop(p) }()
 	moved(fmt.Sprintf("m%d stopped", p), t0, false)
 	<-stopDone
-	if s := traffic("stopped"); s > 0 {
-		t.Errorf("stopped: the preferred member carried %.1f%% of lazyapi's etcd traffic", 100*s)
-	}
+	away("stopped", traffic("stopped"))
 	t0 = time.Now()
 	if err := cl.Start(p); err != nil {
 		t.Fatal(err)
 	}
 	moved("restarted", t0, true)
-	if s := traffic("restarted"); s < onPreferred {
-		t.Errorf("restarted: the preferred member carried %.1f%% of lazyapi's etcd traffic, want >= %.0f%%", 100*s, 100*onPreferred)
-	}
+	onPreferred("restarted", traffic("restarted"))
 
 	load.stop()
 
