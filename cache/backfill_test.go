@@ -3,11 +3,15 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
 
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 )
@@ -77,27 +81,32 @@ func TestBackfillWatchFromBeforeFill(t *testing.T) {
 	}
 }
 
-// TestBackfillSharesFilledValues: the history before a fill shares the
-// tree's entry for a change whose value the fill read (each key's last
-// change), rather than holding a second copy while the history arrives;
-// Config.Filled is called once, after the backfill, with the bytes held.
-func TestBackfillSharesFilledValues(t *testing.T) {
+// TestFillReplaysHistory: the history before a fill is the changes after
+// its start applied to the tree read there, so each key's last change
+// holds the tree's entry (one copy of the value), older changes their own;
+// Config.Filled is called once, before the resource is ready, with the
+// bytes it holds.
+func TestFillReplaysHistory(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cli := srv.Client
 	ka, va1 := configMap(t, "ns", "a", nil, 100, 1)
 	kb, vb := configMap(t, "ns", "b", nil, 100, 2)
 	_, va2 := configMap(t, "ns", "a", nil, 100, 3)
-	put(t, cli, ka, va1)
+	ra1 := put(t, cli, ka, va1)
 	rb := put(t, cli, kb, vb)
 	ra := put(t, cli, ka, va2)
 	type call struct {
 		resource string
 		bytes    int64
+		state    State
 	}
 	calls := make(chan call, 4)
-	c := newTestCache(t, cli, func(cfg *Config) {
-		cfg.Filled = func(resource string, bytes int64) { calls <- call{resource, bytes} }
-		cfg.ProgressInterval = 100 * time.Millisecond
+	var c *Cache
+	c = newTestCache(t, cli, func(cfg *Config) {
+		cfg.Filled = func(resource string, bytes int64) {
+			s, _ := c.Resource(cmSpec).Status() // the resource is in c before its goroutine runs
+			calls <- call{resource, bytes, s}
+		}
 	})
 	r := c.Resource(cmSpec)
 	waitState(t, r, StateReady)
@@ -107,136 +116,182 @@ func TestBackfillSharesFilledValues(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Config.Filled not called after the fill")
 	}
-	if got.resource != cmSpec.Name || got.bytes != r.bytes.Load() {
-		t.Errorf("Filled(%q, %d), want (%q, %d)", got.resource, got.bytes, cmSpec.Name, r.bytes.Load())
+	if got.resource != cmSpec.Name || got.bytes != r.bytes.Load() || got.state == StateReady {
+		t.Errorf("Filled(%q, %d) in state %s, want (%q, %d) before ready", got.resource, got.bytes, got.state, cmSpec.Name, r.bytes.Load())
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.backfilling {
-		t.Fatal("Filled called while the backfill runs")
+	if r.ring.startRev >= ra1 {
+		t.Fatalf("history starts at %d, want before the first write %d", r.ring.startRev, ra1)
 	}
-	shared := 0
+	byRev := map[int64]*event{}
 	for i := range r.ring.n {
 		ev := r.ring.buf[(r.ring.start+i)%len(r.ring.buf)]
-		if ev.cur == nil {
-			continue
-		}
-		te := get(r.t.root, ev.cur.key())
-		switch {
-		case ev.rev == ra || ev.rev == rb:
-			if ev.cur != te {
-				t.Errorf("history event at %d holds its own copy of the tree's value", ev.rev)
-			}
-			shared++
-		case ev.cur == te:
-			t.Errorf("history event at %d shares the tree's entry of a newer value", ev.rev)
+		byRev[ev.rev] = ev
+	}
+	for _, rev := range []int64{ra1, rb, ra} {
+		if byRev[rev] == nil {
+			t.Fatalf("history lacks the change at %d (history: %d events)", rev, r.ring.n)
 		}
 	}
-	if shared != 2 {
-		t.Errorf("%d history events are the fill's values, want 2 (history: %d events)", shared, r.ring.n)
+	for _, rev := range []int64{rb, ra} {
+		if ev := byRev[rev]; ev.cur != get(r.t.root, ev.cur.key()) {
+			t.Errorf("history event at %d holds its own copy of the tree's value", rev)
+		}
+	}
+	if ev := byRev[ra]; ev.prev != byRev[ra1].cur || string(ev.prev.value()) != string(va1) {
+		t.Errorf("the change at %d does not carry the change at %d as its previous state", ra, ra1)
 	}
 }
 
-// TestBackfillAddShares: backfill.add takes the fill's entry for a change
-// whose value the fill read (same key and revision) instead of copying the
-// value, and copies one the fill did not read (an older revision).
-func TestBackfillAddShares(t *testing.T) {
+// byteCounter counts the bytes of the gRPC messages a client receives.
+type byteCounter struct{ n atomic.Int64 }
+
+func (b *byteCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (b *byteCounter) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if p, ok := s.(*stats.InPayload); ok {
+		b.n.Add(int64(p.WireLength))
+	}
+}
+func (b *byteCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (b *byteCounter) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// TestFillReadsValuesOnce: filling a resource whose objects were all
+// written within the history's revisions reads each value from etcd once
+// (the state at the history's start, then the watch of the changes), not
+// twice (the state at the current revision, then a second watch of the
+// history, as before: 2x), and the history still holds every change.
+func TestFillReadsValuesOnce(t *testing.T) {
 	srv := etcdtest.Start(t)
-	c := newTestCache(t, srv.Client, nil)
+	const n, size = 200, 8 << 10
+	keys := make([]string, n)
+	for i := range n {
+		k, v := configMap(t, "ns", fmt.Sprintf("cm-%03d", i), nil, size, uint64(i))
+		keys[i] = k
+		put(t, srv.Client, k, v)
+	}
+	var counted byteCounter
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithStatsHandler(&counted)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	c := newTestCache(t, cli, nil)
 	r := c.Resource(cmSpec)
-	d := r.deriver()
-	ka, va := configMap(t, "ns", "a", nil, 100, 1)
-	var tr tree
-	te := d.newEntry([]byte(ka), []byte(va), 7)
-	tr.put(te)
-	b := newBackfill(0, 10, 100)
-	b.add(d, &tr, &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(ka), Value: []byte(va), ModRevision: 5, CreateRevision: 5, Version: 1}})
-	b.add(d, &tr, &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(ka), Value: []byte(va), ModRevision: 7, CreateRevision: 5, Version: 2}})
-	if len(b.events) != 2 {
-		t.Fatalf("%d events, want 2", len(b.events))
+	waitState(t, r, StateReady)
+	got := counted.n.Load()
+	if limit := int64(n * size * 3 / 2); got > limit {
+		t.Errorf("the fill of %d values of %d bytes received %d bytes from etcd, want at most %d (1.5x the values)", n, size, got, limit)
 	}
-	if b.events[0].cur == te {
-		t.Error("the change at 5 (not the fill's value) shares the fill's entry")
+	t.Logf("received %d bytes for %d bytes of values (%.2fx)", got, n*size, float64(got)/float64(n*size))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := r.Watch(ctx, WatchOptions{RV: 1})
+	if err != nil {
+		t.Fatalf("Watch from 1 = %v", err)
 	}
-	if b.events[1].cur != te {
-		t.Error("the change at 7 (the fill's value) holds a copy, want the fill's entry")
-	}
-	if b.events[1].prev != b.events[0].cur {
-		t.Error("the change at 7 does not carry the change at 5 as its previous state")
+	defer w.Close()
+	for i, k := range keys {
+		ev, err := w.Next(ctx)
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if ev.Type != Added || ev.Key != k {
+			t.Fatalf("event %d = %s %s, want ADDED %s", i, ev.Type, ev.Key, k)
+		}
 	}
 }
 
-// TestBackfillComplete: a backfill is complete against the fill only when
-// every object changed after its start has that change among its events.
-// A progress notification at the fill's revision that etcd delivered before
-// the events (seen with many watches on one stream) finds it incomplete.
-func TestBackfillComplete(t *testing.T) {
-	srv := etcdtest.Start(t)
-	c := newTestCache(t, srv.Client, nil)
-	r := c.Resource(cmSpec)
-	d := r.deriver()
-	ka, va := configMap(t, "ns", "a", nil, 100, 1)
-	kb, vb := configMap(t, "ns", "b", nil, 100, 2)
-	var tr tree
-	tr.put(d.newEntry([]byte(ka), []byte(va), 3)) // before the start
-	tr.put(d.newEntry([]byte(kb), []byte(vb), 7))
-	b := newBackfill(5, 10, 100)
-	if b.complete(&tr) {
-		t.Fatal("complete with no events, want incomplete: b changed at 7, after the start 5")
-	}
-	b.add(d, &tr, &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(kb), Value: []byte(vb), ModRevision: 6, CreateRevision: 6, Version: 1}})
-	if b.complete(&tr) {
-		t.Fatal("complete with b's change at 6 only, want incomplete: the tree holds b at 7")
-	}
-	b.add(d, &tr, &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(kb), Value: []byte(vb), ModRevision: 7, CreateRevision: 6, Version: 2}})
-	if !b.complete(&tr) {
-		t.Fatal("incomplete with every change after the start, want complete")
-	}
-}
-
-// TestLateBackfillDropsHistory: events before the fill's revision that
-// arrive after the backfill ended mean the history before the fill missed
-// them: it is dropped, the watcher reading it ends (lagging: its client
-// re-watches), a watch from before the fill gets ErrTooOld (410, then a
-// re-list) instead of an incomplete history, one from the fill on works,
-// and every byte the history charged is returned.
-func TestLateBackfillDropsHistory(t *testing.T) {
+// TestFillHistoryAfterCompaction: when etcd compacted after the start of
+// the history the fill aims at, the history starts at the compaction: a
+// watch from there resumes, one from before gets ErrTooOld.
+func TestFillHistoryAfterCompaction(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cli := srv.Client
 	ka, va1 := configMap(t, "ns", "a", nil, 100, 1)
-	kb, vb := configMap(t, "ns", "b", nil, 100, 2)
-	_, va2 := configMap(t, "ns", "a", nil, 100, 3)
+	_, va2 := configMap(t, "ns", "a", nil, 100, 2)
+	kb, vb := configMap(t, "ns", "b", nil, 100, 3)
 	r1 := put(t, cli, ka, va1)
-	put(t, cli, kb, vb)
-	r3 := put(t, cli, ka, va2)
+	r2 := put(t, cli, ka, va2)
+	if _, err := cli.Compact(context.Background(), r2, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	r3 := put(t, cli, kb, vb)
 	c := newTestCache(t, cli, nil)
 	r := c.Resource(cmSpec)
 	waitState(t, r, StateReady)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w, err := r.Watch(ctx, WatchOptions{RV: r1})
+	if _, err := r.Watch(ctx, WatchOptions{RV: r1}); !errors.Is(err, ErrTooOld) {
+		t.Fatalf("Watch from %d (compacted at %d) = %v, want ErrTooOld", r1, r2, err)
+	}
+	w, err := r.Watch(ctx, WatchOptions{RV: r2})
 	if err != nil {
-		t.Fatalf("Watch from %d (before the fill) = %v", r1, err)
+		t.Fatalf("Watch from the compaction %d = %v", r2, err)
 	}
 	defer w.Close()
-	held := c.UsedBytes()
-	r.lateBackfill(r3, 1)
-	if _, err := w.Next(ctx); !errors.Is(err, ErrLagging) {
-		t.Fatalf("the watcher reading the dropped history: Next = %v, want ErrLagging", err)
-	}
-	if _, err := r.Watch(ctx, WatchOptions{RV: r1}); !errors.Is(err, ErrTooOld) {
-		t.Fatalf("Watch from %d after the history was dropped = %v, want ErrTooOld", r1, err)
-	}
-	w2, err := r.Watch(ctx, WatchOptions{RV: r3})
+	ev, err := w.Next(ctx)
 	if err != nil {
-		t.Fatalf("Watch from the fill's revision %d = %v", r3, err)
+		t.Fatal(err)
 	}
-	w2.Close()
-	if c.UsedBytes() >= held {
-		t.Fatalf("the budget holds %d bytes after the history was dropped, %d before: want fewer", c.UsedBytes(), held)
+	if ev.Type != Added || ev.Key != kb || ev.Rev != r3 {
+		t.Fatalf("event = %s %s rev %d, want ADDED %s rev %d", ev.Type, ev.Key, ev.Rev, kb, r3)
 	}
-	c.Drop(cmSpec.Prefix)
-	if used := c.UsedBytes(); used != 0 {
-		t.Fatalf("after Drop the budget holds %d bytes, want 0", used)
+	snap, err := r.Snapshot(ctx, ReadOptions{Mode: ReadAny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, ok := snap.Get(ka); !ok || string(it.Value) != string(va2) {
+		t.Fatalf("a = %v, want its value at the compaction", ok)
+	}
+}
+
+// TestCheckReplay: a replay is complete only when the tree holds etcd's
+// state at its revision (the same keys at the same modification
+// revisions): a tree that lacks a change, holds a key etcd deleted or
+// lacks a key is incomplete, and counted.
+func TestCheckReplay(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client
+	ka, va1 := configMap(t, "ns", "a", nil, 100, 1)
+	kb, vb := configMap(t, "ns", "b", nil, 100, 2)
+	_, va2 := configMap(t, "ns", "a", nil, 100, 3)
+	put(t, cli, ka, va1)
+	put(t, cli, kb, vb)
+	ra := put(t, cli, ka, va2)
+	c := newTestCache(t, cli, nil)
+	r := c.Resource(cmSpec)
+	waitState(t, r, StateReady)
+	ctx := context.Background()
+	var since time.Time
+	if ok, err := r.checkReplay(ctx, 0, &since); !ok || err != nil {
+		t.Fatalf("checkReplay of the ready resource = %v, %v; want complete", ok, err)
+	}
+	d := r.deriver()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	root := r.t.snapshot()
+	for _, tc := range []struct {
+		name   string
+		change func(*tree)
+	}{
+		{"a change missing", func(tr *tree) { tr.put(d.newEntry([]byte(ka), va1, ra-2)) }},
+		{"a key etcd does not hold", func(tr *tree) { tr.put(d.newEntry([]byte(ka+"x"), va1, ra)) }},
+		{"a key missing", func(tr *tree) { tr.delete(kb) }},
+	} {
+		tr := treeFrom(root)
+		tc.change(tr)
+		r.t = tr
+		r.mu.Unlock()
+		ok, err := r.checkReplay(ctx, 0, &since)
+		r.mu.Lock()
+		if ok || err != nil {
+			t.Errorf("%s: checkReplay = %v, %v; want incomplete", tc.name, ok, err)
+		}
+	}
+	r.t = treeFrom(root)
+	if since.IsZero() || r.replaysIncomplete.Get() != 3 {
+		t.Errorf("incomplete replays: since %v, counted %d; want set, 3", since, r.replaysIncomplete.Get())
 	}
 }

@@ -101,14 +101,6 @@ func waitState(t testing.TB, r *Resource, want State) {
 		if s, reason := r.Status(); s != want {
 			return fmt.Errorf("state %s (%s)", s, reason)
 		}
-		// Ready includes the history before the fill: until it is in
-		// place etcd delivers the watch's events in batches (an
-		// unsynced watcher), which a test's tight lag limit would see.
-		r.mu.RLock()
-		defer r.mu.RUnlock()
-		if r.backfilling {
-			return errors.New("history before the fill still arriving")
-		}
 		return nil
 	})
 }

@@ -84,17 +84,19 @@ type Config struct {
 	// RetryInterval is how long a resource that was refused, evicted or
 	// failed waits before it tries to fill again.
 	RetryInterval time.Duration
-	// BackfillRevisions is how many revisions before a fill's revision its
-	// resource's history starts (at most back to etcd's compaction, and at
-	// most the history's size in events), so that a watch from a
-	// resourceVersion seen before a restart resumes instead of getting
-	// 410 (backfill.go). Negative: the history starts at the fill.
+	// BackfillRevisions is how many revisions before etcd's current
+	// revision a fill's resource's history starts (at most back to
+	// etcd's compaction, and at most the history's size in events), so
+	// that a watch from a resourceVersion seen before a restart resumes
+	// instead of getting 410: the fill reads the state there and replays
+	// the changes since (Resource.fillForHistory). Negative: the history
+	// starts at the fill, at etcd's current revision.
 	BackfillRevisions int64
 	// Filled, when set, is called on the resource's goroutine (no lock
 	// held) once a fill of resource (Spec.Name) holding bytes of values
-	// is complete, with the history before it (backfill) when there is
-	// one: the moment the fill's transient memory (etcd ranges, the
-	// backfill watch's responses) has become garbage.
+	// is complete, with the history before it replayed, just before the
+	// resource becomes ready: the moment the fill's transient memory (etcd
+	// ranges, the replayed watch responses) has become garbage.
 	Filled func(resource string, bytes int64)
 	// FillWait bounds how long WaitReady waits for a filling or re-listing
 	// resource before ErrFilling.

@@ -49,6 +49,10 @@ type ring struct {
 	cumEnd   int64 // history bytes through the newest event
 }
 
+// ringBase is the first sequence number of a fresh ring (any value works:
+// a watcher's cursor is compared with the ring's base and head only).
+const ringBase = 1 << 40
+
 func newRing(capacity int, startRev int64) ring {
 	return ring{buf: make([]*event, capacity), startRev: startRev, base: ringBase}
 }

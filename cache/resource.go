@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/metadata"
 )
 
 // Resource is the cache of one resource. It is safe for concurrent use.
@@ -32,15 +35,12 @@ type Resource struct {
 	state  atomic.Int32
 	reason atomic.Pointer[string]
 
-	mu     sync.RWMutex
-	t      *tree         // guarded by mu; nil unless ready
-	ring   ring          // guarded by mu
-	rev    int64         // guarded by mu: every event <= rev is applied
-	notify chan struct{} // guarded by mu: closed and replaced when rev or state changes
-	// backfilling: the history before the fill's revision is still
-	// arriving (backfill.go); guarded by mu.
-	backfilling bool
-	watchers    map[*Watcher]struct{} // guarded by mu
+	mu       sync.RWMutex
+	t        *tree                 // guarded by mu; nil until filled (Ready once replayed)
+	ring     ring                  // guarded by mu
+	rev      int64                 // guarded by mu: every event <= rev is applied
+	notify   chan struct{}         // guarded by mu: closed and replaced when rev or state changes
+	watchers map[*Watcher]struct{} // guarded by mu
 	// recent are snapshots handed out lately, newest first, all at
 	// revisions >= ring.startRev (guarded by mu).
 	recent [recentSnapshots]*Snapshot
@@ -53,7 +53,7 @@ type Resource struct {
 	curRev  atomic.Int64
 	nwatch  atomic.Int64
 
-	hits, misses, fallbacks, lagging, refused, evicted, relists, lateEvents *metrics.Counter
+	hits, misses, fallbacks, lagging, refused, evicted, relists, replaysIncomplete *metrics.Counter
 }
 
 func newResource(c *Cache, s Spec, history int) *Resource {
@@ -80,7 +80,7 @@ func newResource(c *Cache, s Spec, history int) *Resource {
 	r.refused = m.GetOrCreateCounter(metricName("lazyapi_cache_not_cached_total", n, `reason="too_large"`))
 	r.evicted = m.GetOrCreateCounter(metricName("lazyapi_cache_not_cached_total", n, `reason="evicted"`))
 	r.relists = m.GetOrCreateCounter(metricName("lazyapi_cache_relists_total", n, ""))
-	r.lateEvents = m.GetOrCreateCounter(metricName("lazyapi_cache_backfill_late_events_total", n, ""))
+	r.replaysIncomplete = m.GetOrCreateCounter(metricName("lazyapi_cache_replay_incomplete_total", n, ""))
 	return r
 }
 
@@ -109,7 +109,7 @@ func (r *Resource) Objects() int64 { return r.objects.Load() }
 func (r *Resource) Revision() int64 {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.t == nil {
+	if r.t == nil || !r.Ready() {
 		return 0
 	}
 	return r.rev
@@ -240,7 +240,6 @@ func (r *Resource) reset(s State, reason string) {
 	r.mu.Lock()
 	r.t = nil
 	r.ring = ring{}
-	r.backfilling = false
 	r.recent = [recentSnapshots]*Snapshot{}
 	r.rev = 0
 	for w := range r.watchers {
@@ -282,43 +281,34 @@ func (r *Resource) deriver() *deriver {
 	return d
 }
 
-// fillAndWatch lists the resource into a new tree, publishes it, and
-// applies the watch until it breaks. filled reports that the list worked.
+// fillAndWatch lists the resource into a new tree, replays the etcd watch
+// up to etcd's current revision (fillForHistory), publishes the tree, and applies the watch until it breaks. filled
+// reports that the resource became ready.
 func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 	d := r.deriver()
-	t, rev, err := r.fill(ctx, d)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The replay's watch, its progress requests and a compaction probe
+	// run on a gRPC stream of their own, ended once the resource is ready.
+	fctx, fcancel := context.WithCancel(wctx)
+	defer fcancel()
+	t, rev, target, err := r.fillForHistory(ctx, fctx, d)
 	if err != nil {
 		return false, err
 	}
 	r.mu.Lock()
-	t.snapshot() // the fill's nodes may be shared from now on
-	var bf *backfill
-	if start := max(rev-r.c.cfg.BackfillRevisions, 0); r.c.cfg.BackfillRevisions > 0 && start < rev {
-		bf = newBackfill(start, rev, r.history)
-	}
 	r.t = t
 	r.rev = rev
 	r.ring = newRing(r.history, rev)
-	r.backfilling = bf != nil
-	r.setState(StateReady, fmt.Sprintf("filled at revision %d", rev))
-	r.broadcastLocked()
 	r.mu.Unlock()
-	r.objects.Store(int64(t.n))
 	r.curRev.Store(rev)
-	r.etcdRev.Store(max(r.etcdRev.Load(), rev))
-	r.c.cfg.Logger.Info("resource cached", zap.String("resource", r.name), zap.Int64("revision", rev),
-		zap.Int("objects", t.n), zap.Int64("bytes", r.bytes.Load()))
-
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var bfWait time.Time // when a progress first found the backfill incomplete
-	from := rev + 1
-	if bf != nil {
-		from = bf.start + 1
-		defer r.endBackfill(nil)
-	} else {
-		r.filled()
+	r.etcdRev.Store(max(r.etcdRev.Load(), target))
+	replaying := rev < target
+	if !replaying {
+		r.ready()
 	}
+
+	from := rev + 1
 	var (
 		moved       <-chan struct{} // closed when the etcd client switches endpoints
 		cancelWatch = func() {}
@@ -327,30 +317,34 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 		cancelWatch()
 		var gen uint64
 		gen, moved = r.c.etcdMoved()
-		sctx, scancel := context.WithCancel(watchStreamCtx(wctx, gen))
+		sctx := watchStreamCtx(wctx, gen)
+		if replaying {
+			sctx = fillStreamCtx(watchStreamCtx(fctx, gen), r.name)
+		}
+		sctx, scancel := context.WithCancel(sctx)
 		cancelWatch = scancel
+		// No WithPrevKV: the tree holds every key's previous state.
 		return r.c.watcher.Watch(sctx, r.spec.Prefix, clientv3.WithPrefix(), clientv3.WithRev(from),
-			clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+			clientv3.WithProgressNotify())
 	}
 	wch := watch()
 	defer func() { cancelWatch() }()
-	if bf != nil {
-		// Ask etcd for progress until the backfill ends: etcd notifies
-		// only once this watch is synced, i.e. sent everything up to
-		// the fill's revision.
+	var incomplete time.Time // when checkReplay first found the replay incomplete
+	if replaying {
+		// Ask etcd for progress until the replay ends: etcd notifies only
+		// once every watch of the stream is synced, i.e. has been sent
+		// everything up to its current revision; on the replay's own
+		// stream that is the replay alone.
 		go func() {
 			t := time.NewTicker(100 * time.Millisecond)
 			defer t.Stop()
 			for {
-				r.mu.RLock()
-				busy := r.backfilling
-				r.mu.RUnlock()
-				if !busy {
-					return
+				gen, _ := r.c.etcdMoved()
+				if err := r.c.watcher.RequestProgress(fillStreamCtx(watchStreamCtx(fctx, gen), r.name)); err != nil && fctx.Err() == nil {
+					r.c.cfg.Logger.Debug("cannot request etcd watch progress", zap.String("resource", r.name), zap.Error(err))
 				}
-				r.c.requestProgress()
 				select {
-				case <-wctx.Done():
+				case <-fctx.Done():
 					return
 				case <-t.C:
 				}
@@ -363,19 +357,14 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 		case resp, ok := <-wch:
 			if !ok {
 				if ctx.Err() != nil {
-					return true, ctx.Err()
+					return !replaying, ctx.Err()
 				}
-				return true, errors.New("etcd watch channel closed")
+				return !replaying, errors.New("etcd watch channel closed")
 			}
 			wr = resp
 		case <-moved:
 			// The client reads from other endpoints now: follow them
-			// from the revision held (a backfill in progress ends here:
-			// the history then starts at the fill).
-			if bf != nil {
-				r.endBackfill(nil)
-				bf = nil
-			}
+			// from the revision held.
 			r.mu.RLock()
 			from = r.rev + 1
 			r.mu.RUnlock()
@@ -384,80 +373,134 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 			continue
 		}
 		if err := wr.Err(); err != nil {
-			if bf != nil && (errors.Is(err, rpctypes.ErrCompacted) || wr.CompactRevision != 0) {
-				// The history before the fill reaches past etcd's
-				// compaction: start it there, or not at all (etcd
-				// ended the compacted watch).
-				if c := wr.CompactRevision; c > 0 && c < rev {
-					bf, from, bfWait = newBackfill(c, rev, r.history), c+1, time.Time{}
-				} else {
-					r.endBackfill(nil)
-					bf, from = nil, rev+1
-					r.filled()
-				}
-				wch = watch()
-				continue
-			}
 			if errors.Is(err, rpctypes.ErrCompacted) || wr.CompactRevision != 0 {
-				return true, fmt.Errorf("etcd compacted revision %d: %w", wr.CompactRevision, err)
+				return !replaying, fmt.Errorf("etcd compacted revision %d: %w", wr.CompactRevision, err)
 			}
-			return true, fmt.Errorf("etcd watch failed: %w", err)
+			return !replaying, fmt.Errorf("etcd watch failed: %w", err)
 		}
 		if wr.Canceled {
-			return true, fmt.Errorf("etcd canceled the watch: %s", wr.CancelReason)
+			return !replaying, fmt.Errorf("etcd canceled the watch: %s", wr.CancelReason)
 		}
 		if wr.Header.Revision > 0 {
 			r.etcdRev.Store(max(r.etcdRev.Load(), wr.Header.Revision))
 		}
-		if bf != nil {
-			i := 0
-			for ; i < len(wr.Events) && wr.Events[i].Kv.ModRevision <= rev; i++ {
-				bf.add(d, t, wr.Events[i])
-			}
-			done := i < len(wr.Events)
-			if !done && wr.IsProgressNotify() && wr.Header.Revision >= rev {
-				// Proof only when complete (backfill.go); the tree is
-				// still the fill's: nothing after rev was applied.
-				if done = bf.complete(t); !done {
-					if bfWait.IsZero() {
-						bfWait = time.Now()
-					} else if time.Since(bfWait) > backfillPatience {
-						r.c.cfg.Logger.Warn("the history before the fill did not arrive: it starts at the fill",
-							zap.String("resource", r.name), zap.Int64("fillRevision", rev), zap.Int("events", len(bf.events)))
-						bf.events = bf.events[:0]
-						done = true
-					}
-				}
-			}
-			if done {
-				r.endBackfill(bf)
-				bf = nil
-			}
-			clear(wr.Events[:i]) // the history holds its copies: drop etcd's
-			wr.Events = wr.Events[i:]
-			if done {
-				r.filled()
-			}
-		}
-		if len(wr.Events) > 0 && wr.Events[0].Kv.ModRevision <= rev {
-			n := 1
-			for n < len(wr.Events) && wr.Events[n].Kv.ModRevision <= rev {
-				n++
-			}
-			r.lateBackfill(rev, n)
-			clear(wr.Events[:n])
-			wr.Events = wr.Events[n:]
-		}
 		if wr.IsProgressNotify() {
 			r.progress(wr.Header.Revision)
-			continue
-		}
-		if len(wr.Events) > 0 {
+		} else if len(wr.Events) > 0 {
 			if err := r.apply(d, wr.Events); err != nil {
-				return true, err
+				if replaying && errors.Is(err, errEvicted) {
+					// Not ready yet: it did not fit.
+					err = fmt.Errorf("%w: %s (replaying the history from revision %d to %d)", errRefused, strings.TrimPrefix(err.Error(), errEvicted.Error()+": "), rev, target)
+				}
+				return !replaying, err
 			}
 		}
+		r.mu.RLock()
+		caughtUp := r.rev >= target
+		r.mu.RUnlock()
+		if replaying && caughtUp {
+			// Everything up to the revision the fill aimed at is
+			// applied, if etcd sent the replay's events before its
+			// progress (checkReplay): ready, and the watch moves to
+			// the shared stream (from the revision held).
+			if ok, err := r.checkReplay(ctx, rev, &incomplete); !ok || err != nil {
+				if err != nil {
+					return false, err
+				}
+				continue
+			}
+			replaying = false
+			r.ready()
+			r.mu.RLock()
+			from = r.rev + 1
+			r.mu.RUnlock()
+			wch = watch()
+			fcancel()
+		}
 	}
+}
+
+// replayPatience bounds how long a replay that checkReplay found
+// incomplete waits for its missing events before the resource re-lists.
+const replayPatience = 30 * time.Second
+
+// checkReplay reports whether the replay from start is complete: the tree
+// holds etcd's state at its revision, the same keys each at the same
+// modification revision (a keys-only range at that revision: no values).
+// A progress notification alone is not proof: etcd has been seen to send
+// one before a watch's catch-up events when several watches share a
+// stream (TestHostileReconnectStorm, about one run in 40; etcd-io/etcd#20242);
+// the replay has a stream of its own, and this check holds without that.
+// An incomplete replay waits for more events (*since records when it was
+// first found incomplete), up to replayPatience, then fails (the resource
+// re-lists). Only the resource's goroutine writes the tree, so it reads it
+// without the lock.
+func (r *Resource) checkReplay(ctx context.Context, start int64, since *time.Time) (bool, error) {
+	r.mu.RLock()
+	rev, root := r.rev, r.t.root
+	r.mu.RUnlock()
+	next, stop := iter.Pull(ascend(root, "", ""))
+	defer stop()
+	end := clientv3.GetPrefixRangeEnd(r.spec.Prefix)
+	key := r.spec.Prefix
+	complete := true
+	for complete {
+		resp, err := r.c.cfg.Client.Get(ctx, key, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithRev(rev),
+			clientv3.WithLimit(int64(r.c.cfg.PageSize)), clientv3.WithSerializable())
+		if err != nil {
+			return false, fmt.Errorf("cannot check the replay of %s at revision %d: %w", r.spec.Prefix, rev, err)
+		}
+		for _, kv := range resp.Kvs {
+			e, ok := next()
+			if !ok || e.key() != string(kv.Key) || e.rev != kv.ModRevision {
+				complete = false
+				break
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	if complete {
+		if _, more := next(); !more {
+			return true, nil
+		}
+	}
+	r.replaysIncomplete.Inc()
+	if since.IsZero() {
+		*since = time.Now()
+		r.c.cfg.Logger.Warn("the replay of the history before the fill lacks events at a progress notification: waiting for them",
+			zap.String("resource", r.name), zap.Int64("from", start), zap.Int64("revision", rev))
+	} else if time.Since(*since) > replayPatience {
+		return false, fmt.Errorf("the replay of %s from revision %d lacked events at revision %d for %s", r.name, start, rev, replayPatience)
+	}
+	return false, nil
+}
+
+// fillStreamCtx returns ctx for the watch of resource's fill: clientv3
+// puts it on a gRPC stream of its own (see watchStreamCtx). etcd sends a
+// progress notification only when every watch of the stream has been sent
+// everything up to its revision, so on a shared stream one resource
+// replaying a long history would hold back the end of every other replay
+// and the progress (bookmarks, consistent reads) of every ready resource.
+func fillStreamCtx(ctx context.Context, resource string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "lazyapi-fill", resource)
+}
+
+// ready makes the resource ready, after Config.Filled: the fill's
+// transient memory is garbage before the first reader starts.
+func (r *Resource) ready() {
+	r.filled()
+	r.mu.Lock()
+	r.t.snapshot() // the tree's nodes may be shared from now on
+	n, rev, start := r.t.n, r.rev, r.ring.startRev
+	r.setState(StateReady, fmt.Sprintf("filled at revision %d", rev))
+	r.broadcastLocked()
+	r.mu.Unlock()
+	r.objects.Store(int64(n))
+	r.c.cfg.Logger.Info("resource cached", zap.String("resource", r.name), zap.Int64("revision", rev),
+		zap.Int64("history_from", start), zap.Int("objects", n), zap.Int64("bytes", r.bytes.Load()))
 }
 
 // filled calls Config.Filled after a complete fill.
@@ -467,14 +510,87 @@ func (r *Resource) filled() {
 	}
 }
 
-// fill reads the resource page by page at one revision into a new tree,
-// charging the budget per entry.
-func (r *Resource) fill(ctx context.Context, d *deriver) (*tree, int64, error) {
+// fillForHistory fills the tree at the revision the resource's history
+// will start from: Config.BackfillRevisions before etcd's current
+// revision target, or etcd's compaction when that is later. It returns
+// the tree, its revision and target (equal when there is no history to
+// replay).
+//
+// Why: a fill at etcd's current revision R alone would start the history
+// at R, and a watch from an older resourceVersion would get 410 Expired.
+// After a restart of lazyapi every informer re-watches from the
+// resourceVersion it saw last, a little before R: with a history that
+// starts at R they would all re-list (the storm the cache exists to
+// prevent). So the tree is read at the history's start S, and the watch
+// from S+1 is applied to it as live events (the same entries, budget
+// charges and ring) until it reaches R; only then is the resource ready.
+// Every value is read from etcd once: the state at S by the ranges, each
+// change after S by the watch, which needs no previous values (WithPrevKV)
+// since the tree holds them. (Before, the fill read the state at R and a
+// second watch from S re-read every value written in (S, R]: a collection
+// written within the last BackfillRevisions was fetched twice, and the
+// cold storm of 256 WatchList streams on 10,000 ConfigMaps of 10 KiB
+// peaked at 497 MiB against the cache + 256 MiB; bench/RESULTS.md,
+// ## storm: cold fill backfill.)
+func (r *Resource) fillForHistory(ctx, fctx context.Context, d *deriver) (*tree, int64, int64, error) {
+	n := r.c.cfg.BackfillRevisions
+	if n <= 0 {
+		t, rev, err := r.fill(ctx, d, 0)
+		return t, rev, rev, err
+	}
+	// A read of one key returns etcd's revision in its header.
+	resp, err := r.c.cfg.Client.Get(ctx, r.spec.Prefix, clientv3.WithCountOnly(), clientv3.WithSerializable())
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("cannot read etcd's revision: %w", err)
+	}
+	target := resp.Header.Revision
+	at := max(target-n, 1)
+	for try := 0; at < target && try < 3; try++ {
+		t, rev, err := r.fill(ctx, d, at)
+		if err == nil || !errors.Is(err, rpctypes.ErrCompacted) {
+			return t, rev, target, err
+		}
+		c, err := r.compactedAt(fctx, at)
+		if err != nil {
+			r.c.cfg.Logger.Info("cannot find etcd's compaction: the history starts at the fill",
+				zap.String("resource", r.name), zap.Error(err))
+			break
+		}
+		at = max(at, c)
+	}
+	t, rev, err := r.fill(ctx, d, 0)
+	return t, rev, rev, err
+}
+
+// compactedAt returns etcd's compaction revision, known to be after rev:
+// a watch from rev+1 (of one key, on the fill's stream) is answered with it.
+func (r *Resource) compactedAt(fctx context.Context, rev int64) (int64, error) {
+	gen, _ := r.c.etcdMoved()
+	wctx, cancel := context.WithTimeout(fillStreamCtx(watchStreamCtx(fctx, gen), r.name), 10*time.Second)
+	defer cancel()
+	for wr := range r.c.watcher.Watch(wctx, r.spec.Prefix, clientv3.WithRev(rev+1)) {
+		if wr.CompactRevision > rev {
+			return wr.CompactRevision, nil
+		}
+		if err := wr.Err(); err != nil {
+			return 0, err
+		}
+	}
+	if err := fctx.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("etcd did not answer a watch from revision %d with its compaction", rev+1)
+}
+
+// fill reads the resource page by page at revision at (0: etcd's current
+// one) into a new tree, charging the budget per entry.
+func (r *Resource) fill(ctx context.Context, d *deriver, at int64) (*tree, int64, error) {
 	cli := r.c.cfg.Client
 	t := newTree()
 	end := clientv3.GetPrefixRangeEnd(r.spec.Prefix)
 	key := r.spec.Prefix
-	var rev, charged, seenBytes, seen int64
+	rev := at
+	var charged, seenBytes, seen int64
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(fillPageLimit(r.c.cfg, seen, seenBytes)), clientv3.WithSerializable()}
 		if rev != 0 {
@@ -517,51 +633,6 @@ func fillPageLimit(cfg Config, seen, seenBytes int64) int64 {
 	}
 	mean := max(seenBytes/seen, 1)
 	return max(1, min(int64(cfg.PageBytes)/mean, int64(cfg.PageSize)))
-}
-
-// endBackfill puts the history before the fill in place (bf nil: none)
-// and wakes the watches waiting for it.
-func (r *Resource) endBackfill(bf *backfill) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.backfilling {
-		return
-	}
-	if bf != nil {
-		r.finishBackfillLocked(bf)
-	}
-	r.backfilling = false
-	r.broadcastLocked()
-}
-
-// waitBackfill waits, at most Config.FillWait, until a watch from rv can
-// know whether the history holds rv: while the history before the fill
-// is arriving, and rv is before the fill's revision.
-func (r *Resource) waitBackfill(ctx context.Context, rv int64) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		r.mu.RLock()
-		wait, ch := r.backfilling && rv < r.ring.startRev, r.notify
-		r.mu.RUnlock()
-		if !wait {
-			return
-		}
-		if timer == nil {
-			timer = time.NewTimer(r.c.cfg.FillWait)
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // progress records that etcd sent everything up to rev.

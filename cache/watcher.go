@@ -163,8 +163,6 @@ func (r *Resource) watch(ctx context.Context, o WatchOptions) (*Watcher, error) 
 		}
 	} else if err := r.waitRev(ctx, o.RV, r.c.cfg.WaitTimeout, ErrTooLarge); err != nil {
 		return nil, err
-	} else if o.RV > 0 {
-		r.waitBackfill(ctx, o.RV)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
