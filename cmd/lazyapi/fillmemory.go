@@ -13,11 +13,13 @@ import (
 // resource holding at least minBytes, the Go heap is collected and its free
 // pages are returned to the operating system (debug.FreeOSMemory).
 //
-// Why: a fill reads the resource's values twice over (etcd ranges, and the
-// backfill watch's responses for the history before the fill) beside the
-// copies the cache keeps, so the live heap peaks at several times the
-// cache's size while it runs. The collector sets its next goal from that
-// peak (twice the live heap), and the runtime returns free pages slowly:
+// Why: a fill reads the resource's values through etcd ranges and the
+// replayed watch's responses (the history before the fill) beside the
+// copies the cache keeps, so the live heap peaks above the cache's size
+// while it runs (the resource becomes ready after this call: its first
+// readers start on a collected heap). The collector sets its next goal
+// from that peak (twice the live heap), and the runtime returns free
+// pages slowly:
 // 100 Secrets of 1 MiB left lazyapi at 420 MiB RSS after the fill (live
 // heap 150 MiB), and the next storm grew the heap to that goal, 585 MiB
 // (bench/RESULTS.md, ## storm: large objects). One full collection per
