@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,13 +145,21 @@ func TestFillReplaysHistory(t *testing.T) {
 	}
 }
 
-// byteCounter counts the bytes of the gRPC messages a client receives.
-type byteCounter struct{ n atomic.Int64 }
+// byteCounter counts the bytes of the gRPC messages a client receives,
+// and those of watch streams apart.
+type byteCounter struct{ all, watch atomic.Int64 }
 
-func (b *byteCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (b *byteCounter) HandleRPC(_ context.Context, s stats.RPCStats) {
+type methodKey struct{}
+
+func (b *byteCounter) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, methodKey{}, info.FullMethodName)
+}
+func (b *byteCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	if p, ok := s.(*stats.InPayload); ok {
-		b.n.Add(int64(p.WireLength))
+		b.all.Add(int64(p.WireLength))
+		if m, _ := ctx.Value(methodKey{}).(string); strings.HasSuffix(m, "/Watch") {
+			b.watch.Add(int64(p.WireLength))
+		}
 	}
 }
 func (b *byteCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
@@ -160,46 +169,64 @@ func (b *byteCounter) HandleConn(context.Context, stats.ConnStats)              
 // written within the history's revisions reads each value from etcd once
 // (the state at the history's start, then the watch of the changes), not
 // twice (the state at the current revision, then a second watch of the
-// history, as before: 2x), and the history still holds every change.
+// history, as before: 2x), and the history holds every change it can:
+// all of them with a history of 1,000 events; the last 20 with one of 20,
+// whose replay carries those only (the older values come from the fill's
+// ranges, page by page, not from watch responses).
 func TestFillReadsValuesOnce(t *testing.T) {
 	srv := etcdtest.Start(t)
 	const n, size = 200, 8 << 10
 	keys := make([]string, n)
+	revs := make([]int64, n)
 	for i := range n {
 		k, v := configMap(t, "ns", fmt.Sprintf("cm-%03d", i), nil, size, uint64(i))
 		keys[i] = k
-		put(t, srv.Client, k, v)
+		revs[i] = put(t, srv.Client, k, v)
 	}
-	var counted byteCounter
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithStatsHandler(&counted)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	c := newTestCache(t, cli, nil)
-	r := c.Resource(cmSpec)
-	waitState(t, r, StateReady)
-	got := counted.n.Load()
-	if limit := int64(n * size * 3 / 2); got > limit {
-		t.Errorf("the fill of %d values of %d bytes received %d bytes from etcd, want at most %d (1.5x the values)", n, size, got, limit)
-	}
-	t.Logf("received %d bytes for %d bytes of values (%.2fx)", got, n*size, float64(got)/float64(n*size))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	w, err := r.Watch(ctx, WatchOptions{RV: 1})
-	if err != nil {
-		t.Fatalf("Watch from 1 = %v", err)
-	}
-	defer w.Close()
-	for i, k := range keys {
-		ev, err := w.Next(ctx)
-		if err != nil {
-			t.Fatalf("event %d: %v", i, err)
-		}
-		if ev.Type != Added || ev.Key != k {
-			t.Fatalf("event %d = %s %s, want ADDED %s", i, ev.Type, ev.Key, k)
-		}
+	for _, history := range []int{1000, 20} {
+		t.Run(fmt.Sprint("history ", history), func(t *testing.T) {
+			var counted byteCounter
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+				DialOptions: []grpc.DialOption{grpc.WithStatsHandler(&counted)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cli.Close() })
+			c := newTestCache(t, cli, func(cfg *Config) { cfg.Sizes = map[string]int{"configmaps": history} })
+			r := c.Resource(cmSpec)
+			waitState(t, r, StateReady)
+			got, watched := counted.all.Load(), counted.watch.Load()
+			if limit := int64(n * size * 3 / 2); got > limit {
+				t.Errorf("the fill of %d values of %d bytes received %d bytes from etcd, want at most %d (1.5x the values)", n, size, got, limit)
+			}
+			kept := min(history, n)
+			if limit := int64((kept + 2) * size * 3 / 2); watched > limit {
+				t.Errorf("the replay received %d bytes, want at most %d (1.5x the %d values the history keeps)", watched, limit, kept)
+			}
+			t.Logf("received %d bytes (%d by watches) for %d bytes of values (%.2fx)", got, watched, n*size, float64(got)/float64(n*size))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			first := n - kept
+			if first > 0 {
+				if _, err := r.Watch(ctx, WatchOptions{RV: revs[first-1] - 1}); !errors.Is(err, ErrTooOld) {
+					t.Fatalf("Watch from %d (before the history) = %v, want ErrTooOld", revs[first-1]-1, err)
+				}
+			}
+			w, err := r.Watch(ctx, WatchOptions{RV: revs[first] - 1})
+			if err != nil {
+				t.Fatalf("Watch from %d = %v", revs[first]-1, err)
+			}
+			defer w.Close()
+			for i := first; i < n; i++ {
+				ev, err := w.Next(ctx)
+				if err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
+				if ev.Type != Added || ev.Key != keys[i] {
+					t.Fatalf("event %d = %s %s, want ADDED %s", i, ev.Type, ev.Key, keys[i])
+				}
+			}
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -512,7 +513,8 @@ func (r *Resource) filled() {
 
 // fillForHistory fills the tree at the revision the resource's history
 // will start from: Config.BackfillRevisions before etcd's current
-// revision target, or etcd's compaction when that is later. It returns
+// revision target, or etcd's compaction, or just before the oldest change
+// the ring can keep (newestChanges), whichever is latest. It returns
 // the tree, its revision and target (equal when there is no history to
 // replay).
 //
@@ -538,13 +540,14 @@ func (r *Resource) fillForHistory(ctx, fctx context.Context, d *deriver) (*tree,
 		t, rev, err := r.fill(ctx, d, 0)
 		return t, rev, rev, err
 	}
-	// A read of one key returns etcd's revision in its header.
-	resp, err := r.c.cfg.Client.Get(ctx, r.spec.Prefix, clientv3.WithCountOnly(), clientv3.WithSerializable())
+	target, newest, err := r.newestChanges(ctx)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("cannot read etcd's revision: %w", err)
+		return nil, 0, 0, err
 	}
-	target := resp.Header.Revision
-	at := max(target-n, 1)
+	// The ring keeps the last r.history events: changes before the
+	// oldest of the newest r.history+1 objects' last changes would only
+	// pass through it.
+	at := max(target-n, newest-1, 1)
 	for try := 0; at < target && try < 3; try++ {
 		t, rev, err := r.fill(ctx, d, at)
 		if err == nil || !errors.Is(err, rpctypes.ErrCompacted) {
@@ -560,6 +563,64 @@ func (r *Resource) fillForHistory(ctx, fctx context.Context, d *deriver) (*tree,
 	}
 	t, rev, err := r.fill(ctx, d, 0)
 	return t, rev, rev, err
+}
+
+// newestChanges reads the resource's keys (no values) at etcd's current
+// revision and returns that revision and the modification revision of the
+// (r.history+1)-th most recently changed object (0 when there are fewer):
+// a replay from before it would carry changes the ring cannot keep. A
+// collection written at once (10,000 ConfigMaps of 10 KiB, all within
+// BackfillRevisions) is then read by the fill's ranges, page by page, and
+// the replay carries its last r.history changes only, not 100 MB of watch
+// responses at once (bench/RESULTS.md, ## storm: cold fill backfill).
+func (r *Resource) newestChanges(ctx context.Context) (rev, newest int64, err error) {
+	h := &revHeap{}
+	end := clientv3.GetPrefixRangeEnd(r.spec.Prefix)
+	key := r.spec.Prefix
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(r.c.cfg.PageSize)), clientv3.WithSerializable()}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := r.c.cfg.Client.Get(ctx, key, opts...)
+		if err != nil {
+			return 0, 0, fmt.Errorf("cannot list the keys of %s: %w", r.spec.Prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			switch {
+			case h.Len() <= r.history:
+				heap.Push(h, kv.ModRevision)
+			case kv.ModRevision > (*h)[0]:
+				(*h)[0] = kv.ModRevision
+				heap.Fix(h, 0)
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	if h.Len() > r.history {
+		newest = (*h)[0]
+	}
+	return rev, newest, nil
+}
+
+// revHeap is a min-heap of revisions.
+type revHeap []int64
+
+func (h revHeap) Len() int           { return len(h) }
+func (h revHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h revHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *revHeap) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *revHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // compactedAt returns etcd's compaction revision, known to be after rev:
