@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,109 +19,6 @@ import (
 
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 )
-
-// countingProxy forwards TCP connections from a loopback port to one etcd
-// member's client port and counts the bytes each way: the test's measure
-// of which member a lazyapi reads from. (The members of etcdtest.Cluster
-// run in the test's process and share one Prometheus registry, so their
-// /metrics cannot tell them apart.)
-type countingProxy struct {
-	ln       net.Listener
-	to       string
-	sent     atomic.Int64 // bytes lazyapi sent to the member
-	received atomic.Int64 // bytes the member sent back
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{}
-	wg       sync.WaitGroup
-}
-
-func newCountingProxy(t *testing.T, to string) *countingProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &countingProxy{ln: ln, to: to, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-// URL is the endpoint lazyapi is given for the member.
-func (p *countingProxy) URL() string { return "http://" + p.ln.Addr().String() }
-
-// bytes is the traffic through the proxy so far, both ways.
-func (p *countingProxy) bytes() int64 { return p.sent.Load() + p.received.Load() }
-
-func (p *countingProxy) track(c net.Conn, add bool) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conns == nil {
-		return false
-	}
-	if add {
-		p.conns[c] = struct{}{}
-	} else {
-		delete(p.conns, c)
-	}
-	return true
-}
-
-func (p *countingProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			defer c.Close()
-			up, err := net.DialTimeout("tcp", p.to, time.Second)
-			if err != nil {
-				return // the member is down: the client sees the connection close
-			}
-			defer up.Close()
-			if !p.track(c, true) || !p.track(up, true) {
-				return
-			}
-			defer p.track(c, false)
-			defer p.track(up, false)
-			done := make(chan struct{}, 2)
-			cp := func(dst, src net.Conn, n *atomic.Int64) {
-				buf := make([]byte, 32<<10)
-				for {
-					k, err := src.Read(buf)
-					if k > 0 {
-						n.Add(int64(k))
-						if _, werr := dst.Write(buf[:k]); werr != nil {
-							break
-						}
-					}
-					if err != nil {
-						break
-					}
-				}
-				done <- struct{}{}
-			}
-			go cp(up, c, &p.sent)
-			go cp(c, up, &p.received)
-			<-done // either side ended: end both
-		}()
-	}
-}
-
-func (p *countingProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	p.mu.Unlock()
-	p.wg.Wait()
-}
 
 // metricValue reads one unlabelled metric from lazyapi's /metrics.
 func metricValue(url, name string) (float64, error) {
@@ -214,10 +108,12 @@ func TestEtcdPreferredMember(t *testing.T) {
 	ch := &churner{cli: quorum, rnd: rand.New(rand.NewPCG(16, 4)), n: 300}
 	ch.seed(t, ctx)
 
-	var proxies []*countingProxy
+	// lazyapi reaches each member through a proxy that counts its bytes:
+	// the test's measure of which member it reads from.
+	var proxies []*etcdtest.Proxy
 	var servers []string
 	for _, m := range cl.Members() {
-		px := newCountingProxy(t, m.ClientURL.Host)
+		px := etcdtest.NewProxy(t, m.ClientURL.Host)
 		proxies = append(proxies, px)
 		servers = append(servers, px.URL())
 	}
@@ -256,7 +152,7 @@ func TestEtcdPreferredMember(t *testing.T) {
 		t.Helper()
 		before := make([]int64, len(proxies))
 		for i, px := range proxies {
-			before[i] = px.bytes()
+			before[i] = px.Bytes()
 		}
 		r0, t0 := reads(), time.Now()
 		time.Sleep(2 * time.Second) // the measurement window
@@ -266,7 +162,7 @@ func TestEtcdPreferredMember(t *testing.T) {
 		var per []string
 		kib := make([]float64, len(proxies))
 		for i, px := range proxies {
-			d := px.bytes() - before[i]
+			d := px.Bytes() - before[i]
 			total += d
 			if i == p {
 				mine = d

@@ -3,11 +3,9 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,114 +16,6 @@ import (
 	"github.com/lazyapi/lazyapi/internal/failovertest"
 	"github.com/lazyapi/lazyapi/store"
 )
-
-// delayProxy forwards TCP connections from a loopback port to an etcd
-// member and delivers every chunk of bytes, both ways, delay after it
-// arrived: a member that answers, slowly. Chunks are not serialised
-// behind each other's delay (throughput is unchanged).
-type delayProxy struct {
-	ln    net.Listener
-	to    string
-	delay atomic.Int64 // nanoseconds
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-func newDelayProxy(t *testing.T, to string) *delayProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &delayProxy{ln: ln, to: to, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *delayProxy) URL() string { return "http://" + p.ln.Addr().String() }
-
-func (p *delayProxy) setDelay(d time.Duration) { p.delay.Store(int64(d)) }
-
-func (p *delayProxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conns == nil {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *delayProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.DialTimeout("tcp", p.to, time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		if !p.track(c) || !p.track(up) {
-			c.Close()
-			up.Close()
-			return
-		}
-		p.wg.Add(2)
-		go p.pipe(up, c)
-		go p.pipe(c, up)
-	}
-}
-
-// pipe copies src to dst, each chunk delay after it was read.
-func (p *delayProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	type chunk struct {
-		b   []byte
-		due time.Time
-	}
-	q := make(chan chunk, 1024)
-	go func() {
-		defer close(q)
-		for {
-			buf := make([]byte, 32<<10)
-			n, err := src.Read(buf)
-			if n > 0 {
-				q <- chunk{buf[:n], time.Now().Add(time.Duration(p.delay.Load()))}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	for c := range q {
-		if d := time.Until(c.due); d > 0 {
-			time.Sleep(d) // the simulated latency, not a synchronisation
-		}
-		if _, err := dst.Write(c.b); err != nil {
-			break
-		}
-	}
-	dst.Close()
-	src.Close()
-	for range q { // let the reader end
-	}
-}
-
-func (p *delayProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	p.mu.Unlock()
-	p.wg.Wait()
-}
 
 // TestFailoverSlowMember: on a real 3-member etcd whose member 0 is
 // reached through a proxy that delays its bytes (it answers, slowly), a
@@ -153,7 +43,7 @@ func TestFailoverSlowMember(t *testing.T) {
 func slowRun(t *testing.T, margin, window time.Duration) {
 	cl := etcdtest.StartCluster(t, 3)
 	members := cl.Endpoints()
-	px := newDelayProxy(t, members[0][len("http://"):])
+	px := etcdtest.NewProxy(t, members[0][len("http://"):])
 	eps := []string{px.URL(), members[1], members[2]}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -210,7 +100,7 @@ func slowRun(t *testing.T, margin, window time.Duration) {
 	wait("quick", onSlow)
 
 	const delay = 100 * time.Millisecond // each way: a read takes ~200 ms
-	px.setDelay(delay)
+	px.SetDelay(delay)
 	t0 := time.Now()
 	if window > 0 {
 		// Measure: readers on each client for the window.
@@ -272,7 +162,7 @@ func slowRun(t *testing.T, margin, window time.Duration) {
 			t.Errorf("%s client: read with member 0 slow: %v", c.name, err)
 		}
 	}
-	px.setDelay(0)
+	px.SetDelay(0)
 	took = wait("quick again", onSlow)
 	for i, c := range clients {
 		t.Logf("%s client reads from member 0 again after %.2fs: %+v", c.name, took[i].Seconds(), c.f.Status())

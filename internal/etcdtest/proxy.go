@@ -1,0 +1,148 @@
+package etcdtest
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Proxy forwards TCP connections from a loopback port to an etcd member
+// (to, host:port), counts the bytes both ways and delivers every chunk,
+// both ways, the delay set by SetDelay after it arrived (none at first).
+// It tells a member's traffic apart (the members of a Cluster run in the
+// test's process and share one Prometheus registry) and makes a member
+// that answers, slowly; chunks are not serialised behind each other's
+// delay, so throughput is unchanged. While the member is down, a client's
+// connection is accepted and closed. It is safe for concurrent use.
+type Proxy struct {
+	ln       net.Listener
+	to       string
+	sent     atomic.Int64 // bytes clients sent to the member
+	received atomic.Int64 // bytes the member sent back
+	delay    atomic.Int64 // nanoseconds
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{} // both ends of every open connection; nil once closed
+	wg       sync.WaitGroup
+}
+
+// NewProxy starts a proxy to the member at to and closes it, with every
+// connection through it, when the test ends.
+func NewProxy(tb testing.TB, to string) *Proxy {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &Proxy{ln: ln, to: to, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	tb.Cleanup(p.close)
+	return p
+}
+
+// URL is the endpoint clients are given for the member.
+func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// Bytes is the traffic through the proxy so far, both ways.
+func (p *Proxy) Bytes() int64 { return p.sent.Load() + p.received.Load() }
+
+// SetDelay delays the chunks read from now on by d.
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+func (p *Proxy) track(c net.Conn, add bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		return false
+	}
+	if add {
+		p.conns[c] = struct{}{}
+	} else {
+		delete(p.conns, c)
+	}
+	return true
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+// serve forwards c until either side ends, then ends both.
+func (p *Proxy) serve(c net.Conn) {
+	defer p.wg.Done()
+	defer c.Close()
+	up, err := net.DialTimeout("tcp", p.to, time.Second)
+	if err != nil {
+		return // the member is down: the client sees the connection close
+	}
+	defer up.Close()
+	if !p.track(c, true) || !p.track(up, true) {
+		return
+	}
+	defer p.track(c, false)
+	defer p.track(up, false)
+	done := make(chan struct{}, 2)
+	go func() { p.pipe(up, c, &p.sent); done <- struct{}{} }()
+	go func() { p.pipe(c, up, &p.received); done <- struct{}{} }()
+	<-done
+	c.Close()
+	up.Close()
+	<-done
+}
+
+// pipe copies src to dst, each chunk the delay after it was read, and
+// counts the bytes in n; it closes both when either fails.
+func (p *Proxy) pipe(dst, src net.Conn, n *atomic.Int64) {
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	q := make(chan chunk, 1024)
+	go func() {
+		defer close(q)
+		buf := make([]byte, 32<<10)
+		for {
+			k, err := src.Read(buf)
+			if k > 0 {
+				n.Add(int64(k))
+				q <- chunk{append([]byte(nil), buf[:k]...), time.Now().Add(time.Duration(p.delay.Load()))}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range q {
+		if d := time.Until(c.due); d > 0 {
+			time.Sleep(d) // the simulated latency, not a synchronisation
+		}
+		if _, err := dst.Write(c.b); err != nil {
+			break
+		}
+	}
+	dst.Close()
+	src.Close()
+	for range q { // let the reader end
+	}
+}
+
+func (p *Proxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+}
