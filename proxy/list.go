@@ -451,28 +451,40 @@ func (l *lister) sizePassDecrypts(page []*mvccpb.KeyValue) bool {
 	return false
 }
 
-// sizesRecorded reports whether the plaintext sizes of the encrypted values
-// of page, a first page from etcd, are recorded (sizememo.go): then a
-// size pass can take them from there without decrypting (lister.item), so
-// the list is not encoded during it (which decrypts each value: twice when
-// the encoding outgrows protoBufferBytes and the write pass decrypts them
-// again). The write pass decrypts each value once, at the cost of a
-// second read of etcd.
+// sizesRecorded reports whether the size pass of a protobuf list from
+// etcd over protoBufferBytes can take the sizes of its values from what an
+// earlier LIST recorded (sizememo.go) instead of decrypting them: the
+// encrypted values of page, the first page, have recorded sizes, and those
+// sizes times the number of items the list will hold exceed the bound.
+// The list is then not encoded during the size pass (that encoding
+// decrypts each value, which the write pass would decrypt again once it
+// outgrew the bound); the write pass decrypts each value once, at the
+// cost of a second read of etcd, as for any list over the bound. A list
+// within the bound keeps its single read of etcd and single decryption.
 func (l *lister) sizesRecorded(page []*mvccpb.KeyValue) bool {
-	if l.s.sizes == nil || !l.f.empty() {
+	if l.s.sizes == nil || !l.f.empty() || len(page) == 0 {
 		return false
 	}
-	recorded := false
+	size := 0
 	for _, kv := range page {
-		if !l.s.decrypts(l.gr, kv.Value, false) {
-			continue
+		if !encryption.Encrypted(kv.Value) {
+			return false // not recorded: the size pass unwraps it
 		}
-		if _, ok := l.s.sizes.get(kv.Key, kv.ModRevision); !ok {
+		z, ok := l.s.sizes.get(kv.Key, kv.ModRevision)
+		if !ok {
 			return false
 		}
-		recorded = true
+		n, ok := l.enc.itemSizeOf(z, kv.ModRevision)
+		if !ok {
+			return false
+		}
+		size += n
 	}
-	return recorded
+	items := int64(len(page)) + l.pg.RemainingAfter(len(page)-1)
+	if l.limit > 0 {
+		items = min(items, l.limit)
+	}
+	return int64(size)/int64(len(page))*items > protoBufferBytes
 }
 
 // sizeEmit is the walk of the size pass: it counts the values' bytes, for
