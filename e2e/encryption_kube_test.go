@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -286,22 +285,7 @@ func TestEncryptionAgainstKubeAPIServer(t *testing.T) {
 // cannot be read.
 func rssAround(pid int, f func()) (before, peak int64) {
 	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
-	before = procStatusBytes(pid, "VmRSS:")
+	before = procStatus(pid, "VmRSS:")
 	f()
-	return before, procStatusBytes(pid, "VmHWM:")
-}
-
-// procStatusBytes reads a "kB" field of /proc/pid/status, in bytes.
-func procStatusBytes(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return before, procStatus(pid, "VmHWM:")
 }

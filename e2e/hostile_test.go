@@ -722,20 +722,6 @@ func TestHostileStormBench(t *testing.T) {
 func vmHWM(pid int) int64 { return procStatus(pid, "VmHWM:") }
 func vmRSS(pid int) int64 { return procStatus(pid, "VmRSS:") }
 
-func procStatus(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 // tail returns the last n bytes of s (a log in a failure message).
 func tail(s string, n int) string {
 	if len(s) > n {
