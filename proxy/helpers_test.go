@@ -82,9 +82,12 @@ func startEnvWith(t testing.TB, etcd *etcdtest.Server, table *resource.Table, op
 		oapi = proxy.NewOpenAPI(e.table)
 	}
 	cfg := proxy.Config{
-		Client:         e.cli,
-		Store:          store.New(e.cli, store.Config{Prefix: "/registry", PageSize: 50, Metrics: e.ms}),
-		RequestTimeout: 20 * time.Second,
+		Client: e.cli,
+		Store:  store.New(e.cli, store.Config{Prefix: "/registry", PageSize: 50, Metrics: e.ms}),
+		// Generous: a LIST of 800 encrypted Secrets from etcd overran
+		// 20 s (and was cut) on a -race run at load 10; the tests of
+		// the timeout set their own.
+		RequestTimeout: time.Minute,
 		Resources:      e.table,
 		Metrics:        e.ms,
 		OpenAPI:        oapi,
