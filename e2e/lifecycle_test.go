@@ -338,7 +338,8 @@ func countConfigMaps(t *testing.T, url string, want int) {
 }
 
 // TestMetricsAndMemoryLimit checks /metrics after a request, and that
-// --memory-limit sets GOMEMLIMIT (go_memlimit_bytes).
+// --memory-limit is exported (lazyapi_memory_limit_bytes) and sets
+// GOMEMLIMIT a quarter below it (go_memlimit_bytes: 96 MiB would be more).
 func TestMetricsAndMemoryLimit(t *testing.T) {
 	etcd, _ := seededEtcd(t)
 	p := start(t, "--etcd-servers="+etcd.Endpoint, "--memory-limit=300Mi")
@@ -350,7 +351,8 @@ func TestMetricsAndMemoryLimit(t *testing.T) {
 	}
 	metrics := string(httpGet(t, p.URL+"/metrics", "text/plain"))
 	for _, want := range []string{
-		"go_memlimit_bytes 314572800",
+		"lazyapi_memory_limit_bytes 314572800",
+		"go_memlimit_bytes 235929600",
 		`lazyapi_apiserver_request_total{verb="list",resource="configmaps"`,
 		"lazyapi_etcd_request_duration_seconds",
 		"process_resident_memory_bytes",

@@ -47,16 +47,34 @@ func TestDefaultBudgets(t *testing.T) {
 func TestApplyMemoryLimit(t *testing.T) {
 	orig := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
+	const goLimit = 416 << 20 // 512 MiB minus 96 MiB (more than an eighth)
 	if prev := ApplyMemoryLimit(512 << 20); prev != orig {
 		t.Fatalf("ApplyMemoryLimit returned %d, want previous %d", prev, orig)
 	}
-	if got := debug.SetMemoryLimit(-1); got != 512<<20 {
-		t.Fatalf("memory limit = %d, want %d", got, 512<<20)
+	if got := debug.SetMemoryLimit(-1); got != goLimit {
+		t.Fatalf("memory limit = %d, want %d", got, goLimit)
 	}
-	if prev := ApplyMemoryLimit(0); prev != 512<<20 {
-		t.Fatalf("ApplyMemoryLimit(0) = %d, want current %d", prev, 512<<20)
+	if prev := ApplyMemoryLimit(0); prev != goLimit {
+		t.Fatalf("ApplyMemoryLimit(0) = %d, want current %d", prev, goLimit)
 	}
-	if got := debug.SetMemoryLimit(-1); got != 512<<20 {
+	if got := debug.SetMemoryLimit(-1); got != goLimit {
 		t.Fatalf("ApplyMemoryLimit(0) changed the limit to %d", got)
+	}
+}
+
+// TestGoMemoryLimit: the headroom below --memory-limit is an eighth, at
+// least 96 MiB, at most a quarter.
+func TestGoMemoryLimit(t *testing.T) {
+	for _, tt := range []struct{ limit, want int64 }{
+		{512 << 20, 416 << 20},
+		{1 << 30, 896 << 20},
+		{4 << 30, 3584 << 20},
+		{300 << 20, 225 << 20}, // 96 MiB would be more than a quarter
+		{128 << 20, 96 << 20},
+		{4 << 20, 3 << 20},
+	} {
+		if got := GoMemoryLimit(tt.limit); got != tt.want {
+			t.Errorf("GoMemoryLimit(%d MiB) = %d MiB, want %d MiB", tt.limit>>20, got>>20, tt.want>>20)
+		}
 	}
 }

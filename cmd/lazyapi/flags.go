@@ -127,7 +127,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.compression, "enable-response-compression", true,
 		"Compress GET and LIST responses larger than 128 KiB with gzip when the client accepts it (never watches), as kube-apiserver's APIResponseCompression.")
 	fs.Var((*byteSize)(&c.memoryLimit), "memory-limit",
-		"Soft memory limit of the process (sets GOMEMLIMIT), e.g. 512Mi or 2Gi. 0: leave the Go default or the GOMEMLIMIT environment variable.")
+		"Memory limit of the process's resident set, e.g. 512Mi or 2Gi: sets GOMEMLIMIT an eighth below it (96Mi to a quarter: the rest of the RSS is the binary's code and data, and the collector's overshoot) and derives the cache and in-flight budgets. 0: leave the Go default or the GOMEMLIMIT environment variable.")
 	c.limits = ratelimit.DefaultConfig()
 	addLimitFlags(fs, &c.limits)
 	var cacheSizes []string

@@ -70,10 +70,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return limitError(err)
 	}
+	// --memory-limit, 0 when none: what the memory alerts compare the RSS
+	// with (go_memlimit_bytes is GOMEMLIMIT, below it).
+	memoryLimit := c.memoryLimit
+	ms.GetOrCreateGauge("lazyapi_memory_limit_bytes", func() float64 { return float64(memoryLimit) })
 	if c.memoryLimit > 0 {
 		prev := ratelimit.ApplyMemoryLimit(c.memoryLimit)
 		defer debug.SetMemoryLimit(prev) // for in-process callers (tests)
-		lg.Info("memory limit set (GOMEMLIMIT)", zap.Int64("bytes", c.memoryLimit))
+		lg.Info("memory limit set", zap.Int64("bytes", c.memoryLimit), zap.Int64("GOMEMLIMIT", ratelimit.GoMemoryLimit(c.memoryLimit)))
 	}
 	certs := &certfile.Reloader{Logger: lg.Named("certs")}
 	if c.etcdKeyPair != nil {
