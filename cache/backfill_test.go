@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 
@@ -320,5 +321,186 @@ func TestCheckReplay(t *testing.T) {
 	r.t = treeFrom(root)
 	if since.IsZero() || r.replaysIncomplete.Get() != 3 {
 		t.Errorf("incomplete replays: since %v, counted %d; want set, 3", since, r.replaysIncomplete.Get())
+	}
+}
+
+// TestFillReplayByteBound: a collection whose values, all written within
+// the history's revisions, exceed Config.ReplayBytes is filled with a
+// replay of at most ReplayBytes (the newest changes that fit, as a sample
+// of their values estimates them), the rest read by the fill's ranges:
+// the tree holds every value, and a watch from the history's start
+// resumes with the replayed changes. When not even the newest change
+// fits, nothing is replayed: the history starts at the fill.
+func TestFillReplayByteBound(t *testing.T) {
+	srv := etcdtest.Start(t)
+	const n, size = 40, 256 << 10 // 10 MiB
+	keys := make([]string, n)
+	vals := make([][]byte, n)
+	revs := make([]int64, n)
+	for i := range n {
+		keys[i], vals[i] = configMap(t, "ns", fmt.Sprintf("cm-%03d", i), nil, size, uint64(i))
+		revs[i] = put(t, srv.Client, keys[i], vals[i])
+	}
+	for _, tc := range []struct {
+		name   string
+		bound  int64
+		replay bool
+	}{{"1 MiB", 1 << 20, true}, {"100 KiB", 100 << 10, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var counted byteCounter
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+				DialOptions: []grpc.DialOption{grpc.WithStatsHandler(&counted)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cli.Close() })
+			c := newTestCache(t, cli, func(cfg *Config) { cfg.ReplayBytes = tc.bound })
+			r := c.Resource(cmSpec)
+			waitState(t, r, StateReady)
+			replayed, watched := int64(r.replayed.Get()), counted.watch.Load()
+			t.Logf("replayed %d bytes, %d bytes received by watches, %d by all (%d bytes of values)", replayed, watched, counted.all.Load(), n*size)
+			if replayed > tc.bound {
+				t.Errorf("the replay carried %d bytes, want at most Config.ReplayBytes = %d", replayed, tc.bound)
+			}
+			if limit := tc.bound * 3 / 2; watched > limit {
+				t.Errorf("watches received %d bytes, want at most %d (1.5x Config.ReplayBytes)", watched, limit)
+			}
+			if tc.replay != (replayed > 0) {
+				t.Errorf("replayed %d bytes, want a replay: %v", replayed, tc.replay)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			snap, err := r.Snapshot(ctx, ReadOptions{Mode: ReadAny})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, k := range keys {
+				if it, ok := snap.Get(k); !ok || string(it.Value) != string(vals[i]) || it.Rev != revs[i] {
+					t.Fatalf("%s: cached %v, want its value at revision %d", k, ok, revs[i])
+				}
+			}
+			r.mu.RLock()
+			start := r.ring.startRev
+			r.mu.RUnlock()
+			// The history starts at the revision of the newest change
+			// left out: the changes after it were replayed.
+			first := 0
+			for first < n && revs[first] <= start {
+				first++
+			}
+			if first == 0 || (tc.replay && first == n) || (!tc.replay && first != n) {
+				t.Fatalf("history starts at %d: %d of %d changes replayed, want some but not all: %v", start, n-first, n, tc.replay)
+			}
+			if _, err := r.Watch(ctx, WatchOptions{RV: start - 1}); !errors.Is(err, ErrTooOld) {
+				t.Fatalf("Watch from %d (before the history at %d) = %v, want ErrTooOld", start-1, start, err)
+			}
+			if !tc.replay {
+				return
+			}
+			w, err := r.Watch(ctx, WatchOptions{RV: start})
+			if err != nil {
+				t.Fatalf("Watch from the history's start %d = %v", start, err)
+			}
+			defer w.Close()
+			for i := first; i < n; i++ {
+				ev, err := w.Next(ctx)
+				if err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
+				if ev.Type != Added || ev.Key != keys[i] || ev.Rev != revs[i] {
+					t.Fatalf("event %d = %s %s rev %d, want ADDED %s rev %d", i, ev.Type, ev.Key, ev.Rev, keys[i], revs[i])
+				}
+			}
+		})
+	}
+}
+
+// TestRefusedFillRetriesUnread: a resource refused because it does not
+// fit the budget is refused again at its retries without reading its
+// values (only a keys-only list and a sample of a few values), while its
+// estimate is still well over the budget left; once it shrinks to fit,
+// a retry fills it.
+func TestRefusedFillRetriesUnread(t *testing.T) {
+	srv := etcdtest.Start(t)
+	const n, size, budget = 64, 64 << 10, 2 << 20 // 4 MiB of values, a 2 MiB budget
+	keys := make([]string, n)
+	for i := range n {
+		k, v := configMap(t, "ns", fmt.Sprintf("cm-%03d", i), nil, size, uint64(i))
+		keys[i] = k
+		put(t, srv.Client, k, v)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	c := newTestCache(t, srv.Client, func(cfg *Config) {
+		cfg.MemoryBytes = budget
+		cfg.RetryInterval = 10 * time.Millisecond
+		cfg.Logger = zap.New(core)
+	})
+	r := c.Resource(cmSpec)
+	const tries = 5
+	poll(t, "wait for refusals", func() error {
+		if got := r.refused.Get(); got < tries {
+			return fmt.Errorf("%d refusals, want %d", got, tries)
+		}
+		return nil
+	})
+	// Read before the refusals: the bytes counted belong to the refusals
+	// counted and the try running. The first try reads up to the budget
+	// and one more range (a small first page, then 1 MiB); every try
+	// reads a sample of at most replaySamples values.
+	read := int64(r.fillRead.Get())
+	refused, unread := int64(r.refused.Get()), int64(r.refusedUnread.Get())
+	sample := int64(replaySamples * (size + 1<<10))
+	if limit := budget + 1<<20 + (refused+1)*sample; read > limit {
+		t.Errorf("%d refusals read %d bytes, want at most %d (one fill up to the %d-byte budget, then samples only)", refused, read, limit, budget)
+	}
+	if unread < refused-1 {
+		t.Errorf("%d of %d refusals without reading values, want all but the first", unread, refused)
+	}
+	t.Logf("%d refusals (%d unread) read %d bytes", refused, unread, read)
+	entries := logs.FilterMessageSnippet("resource not cached").All()
+	if len(entries) < 2 {
+		t.Fatalf("%d refusal log lines, want at least 2", len(entries))
+	}
+	for i, e := range entries[:2] {
+		reason, _ := e.ContextMap()["reason"].(string)
+		if unreadReason := strings.Contains(reason, "at the last refusal"); unreadReason != (i > 0) || !strings.Contains(reason, "--watch-cache-memory") {
+			t.Errorf("refusal %d: reason %q", i, reason)
+		}
+	}
+	// Shrunk to a fourth of the budget: a retry reads it and fills it.
+	for _, k := range keys[n/8:] {
+		del(t, srv.Client, k)
+	}
+	waitState(t, r, StateReady)
+	if got := r.Objects(); got != n/8 {
+		t.Fatalf("%d objects cached, want %d", got, n/8)
+	}
+}
+
+// TestFillReplayByteBoundChurn: the replay's bound holds when most of the
+// changes within the history's revisions are of keys deleted since (a
+// value each in the watch, none in a keys-only range at the fill): the
+// window is bounded in revisions, at most Config.ReplayBytes over the
+// largest sampled value.
+func TestFillReplayByteBoundChurn(t *testing.T) {
+	srv := etcdtest.Start(t)
+	const n, kept, size, bound = 24, 4, 256 << 10, 1 << 20
+	keys := make([]string, n)
+	for i := range n {
+		k, v := configMap(t, "ns", fmt.Sprintf("cm-%03d", i), nil, size, uint64(i))
+		keys[i] = k
+		put(t, srv.Client, k, v)
+	}
+	for _, k := range keys[kept:] {
+		del(t, srv.Client, k)
+	}
+	c := newTestCache(t, srv.Client, func(cfg *Config) { cfg.ReplayBytes = bound })
+	r := c.Resource(cmSpec)
+	waitState(t, r, StateReady)
+	if got := int64(r.replayed.Get()); got > bound {
+		t.Errorf("the replay carried %d bytes, want at most Config.ReplayBytes = %d (%d values of %d bytes were written and deleted within the window)", got, bound, n-kept, size)
+	}
+	if got := r.Objects(); got != kept {
+		t.Errorf("%d objects cached, want %d", got, kept)
 	}
 }

@@ -92,6 +92,23 @@ type Config struct {
 	// the changes since (Resource.fillForHistory). Negative: the history
 	// starts at the fill, at etcd's current revision.
 	BackfillRevisions int64
+	// ReplayBytes bounds the bytes (keys and values) of the history a
+	// fill replays from etcd's watch (Resource.fillForHistory). etcd
+	// sends a replay of up to 1,000 revisions in one watch response with
+	// no byte bound, and the etcd client holds it twice (gRPC receive
+	// buffers and decoded values) outside the budget and admission: 400
+	// Secrets of 1 MiB written within BackfillRevisions came as one
+	// response of 400 MiB, held as 0.8 GB (bench/RESULTS.md, ## storm:
+	// why the 400-Secret storm went over --memory-limit). The fill
+	// estimates the bytes of the newest changes from a sample of their
+	// values and starts the history late enough that the replay carries
+	// about ReplayBytes; what it leaves out is read by the fill's ranges,
+	// PageBytes at a time, charged to the budget as they arrive. 0 means
+	// the default: MemoryBytes/16, at most 16 MiB (a replay of the
+	// history's 1,000 events of up to 16 KiB each is not cut: typical
+	// objects keep their whole history; a value-heavy collection keeps
+	// its last 16 MiB of changes, at most ~32 MiB held transiently).
+	ReplayBytes int64
 	// Filled, when set, is called on the resource's goroutine (no lock
 	// held) once a fill of resource (Spec.Name) holding bytes of values
 	// is complete, with the history before it replayed, just before the
@@ -102,6 +119,9 @@ type Config struct {
 	// resource before ErrFilling.
 	FillWait time.Duration
 }
+
+// defaultReplayBytes is the most Config.ReplayBytes defaults to.
+const defaultReplayBytes = 16 << 20
 
 func defaultConfig() Config {
 	return Config{
@@ -162,6 +182,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.FillWait <= 0 {
 		c.FillWait = d.FillWait
+	}
+	if c.ReplayBytes <= 0 {
+		c.ReplayBytes = max(1, min(c.MemoryBytes/16, defaultReplayBytes))
 	}
 }
 

@@ -54,7 +54,24 @@ type Resource struct {
 	curRev  atomic.Int64
 	nwatch  atomic.Int64
 
+	// lastRefusal is what the last fill refused for the budget measured
+	// (zero when the last fill was not refused); sampleMean the mean size
+	// of the values the current fill sampled. Both are used by run only.
+	lastRefusal refusal
+	sampleMean  int64
+
 	hits, misses, fallbacks, lagging, refused, evicted, relists, replaysIncomplete *metrics.Counter
+	// fillRead counts the key and value bytes fills read with ranges and
+	// samples; replayed those of the events a fill replays from etcd's
+	// watch before the resource is ready; refusedUnread the refusals
+	// decided from the last refusal's measure, without reading values.
+	fillRead, replayed, refusedUnread *metrics.Counter
+}
+
+// refusal is what a fill refused for the budget measured: the cost of
+// the objects it charged, and the mean sampled value size at the time.
+type refusal struct {
+	objects, bytes, sampleMean int64
 }
 
 func newResource(c *Cache, s Spec, history int) *Resource {
@@ -82,6 +99,9 @@ func newResource(c *Cache, s Spec, history int) *Resource {
 	r.evicted = m.GetOrCreateCounter(metricName("lazyapi_cache_not_cached_total", n, `reason="evicted"`))
 	r.relists = m.GetOrCreateCounter(metricName("lazyapi_cache_relists_total", n, ""))
 	r.replaysIncomplete = m.GetOrCreateCounter(metricName("lazyapi_cache_replay_incomplete_total", n, ""))
+	r.fillRead = m.GetOrCreateCounter(metricName("lazyapi_cache_fill_read_bytes_total", n, ""))
+	r.replayed = m.GetOrCreateCounter(metricName("lazyapi_cache_replay_bytes_total", n, ""))
+	r.refusedUnread = m.GetOrCreateCounter(metricName("lazyapi_cache_refused_unread_total", n, ""))
 	return r
 }
 
@@ -388,9 +408,17 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 		if wr.IsProgressNotify() {
 			r.progress(wr.Header.Revision)
 		} else if len(wr.Events) > 0 {
+			if replaying {
+				var n int
+				for _, ev := range wr.Events {
+					n += len(ev.Kv.Key) + len(ev.Kv.Value)
+				}
+				r.replayed.Add(n)
+			}
 			if err := r.apply(d, wr.Events); err != nil {
 				if replaying && errors.Is(err, errEvicted) {
 					// Not ready yet: it did not fit.
+					r.lastRefusal = refusal{objects: int64(r.t.n), bytes: r.bytes.Load(), sampleMean: r.sampleMean}
 					err = fmt.Errorf("%w: %s (replaying the history from revision %d to %d)", errRefused, strings.TrimPrefix(err.Error(), errEvicted.Error()+": "), rev, target)
 				}
 				return !replaying, err
@@ -492,6 +520,7 @@ func fillStreamCtx(ctx context.Context, resource string) context.Context {
 // ready makes the resource ready, after Config.Filled: the fill's
 // transient memory is garbage before the first reader starts.
 func (r *Resource) ready() {
+	r.lastRefusal = refusal{}
 	r.filled()
 	r.mu.Lock()
 	r.t.snapshot() // the tree's nodes may be shared from now on
@@ -514,8 +543,9 @@ func (r *Resource) filled() {
 // fillForHistory fills the tree at the revision the resource's history
 // will start from: Config.BackfillRevisions before etcd's current
 // revision target, or etcd's compaction, or just before the oldest change
-// the ring can keep (newestChanges), whichever is latest. It returns
-// the tree, its revision and target (equal when there is no history to
+// the ring can keep, or late enough that the replay carries at most
+// about Config.ReplayBytes (historyStart), whichever is latest. It returns the
+// tree, its revision and target (equal when there is no history to
 // replay).
 //
 // Why: a fill at etcd's current revision R alone would start the history
@@ -534,20 +564,29 @@ func (r *Resource) filled() {
 // cold storm of 256 WatchList streams on 10,000 ConfigMaps of 10 KiB
 // peaked at 497 MiB against the cache + 256 MiB; bench/RESULTS.md,
 // ## storm: cold fill backfill.)
+//
+// A resource whose last fill was refused for the budget is refused again
+// at once, without reading its values, while the estimate of what it
+// needs is still well over the budget left (stillTooLarge).
 func (r *Resource) fillForHistory(ctx, fctx context.Context, d *deriver) (*tree, int64, int64, error) {
+	r.sampleMean = 0
 	n := r.c.cfg.BackfillRevisions
 	if n <= 0 {
 		t, rev, err := r.fill(ctx, d, 0)
 		return t, rev, rev, err
 	}
-	target, newest, err := r.newestChanges(ctx)
+	target, changes, objects, err := r.newestChanges(ctx)
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	// The ring keeps the last r.history events: changes before the
-	// oldest of the newest r.history+1 objects' last changes would only
-	// pass through it.
-	at := max(target-n, newest-1, 1)
+	largest, err := r.sampleChanges(ctx, changes)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if err := r.stillTooLarge(objects); err != nil {
+		return nil, 0, 0, err
+	}
+	at := r.historyStart(target, changes, largest)
 	for try := 0; at < target && try < 3; try++ {
 		t, rev, err := r.fill(ctx, d, at)
 		if err == nil || !errors.Is(err, rpctypes.ErrCompacted) {
@@ -565,15 +604,123 @@ func (r *Resource) fillForHistory(ctx, fctx context.Context, d *deriver) (*tree,
 	return t, rev, rev, err
 }
 
+// historyStart returns the revision the history of a fill aiming at
+// target starts from: the latest of BackfillRevisions before target, 1,
+// just before the oldest change the ring can keep (changes before the
+// oldest of the newest r.history+1 objects' last changes would only pass
+// through it), and Config.ReplayBytes divided by the largest sampled
+// value before target (target when not even one value fits: no replay).
+//
+// Why bytes: etcd sends a watch's catch-up in responses of up to 1,000
+// revisions with no byte bound, and the etcd client holds one twice (its
+// gRPC receive buffers and the decoded values). 400 Secrets of 1 MiB,
+// all written within the window, came as one 400 MiB response, held as
+// 0.8 GB beside the streams of a storm, on every try of a fill the budget
+// refused (bench/RESULTS.md, ## storm: why the 400-Secret storm went over
+// --memory-limit). The changes left out are read by the fill's ranges,
+// Config.PageBytes at a time, charged to the budget entry by entry (and
+// refused as soon as one does not fit).
+//
+// Why revisions: a Kubernetes write is one etcd revision, so a window of
+// N revisions replays at most N changes of the resource, whatever they
+// are; the newest objects' last changes alone would not bound it, as the
+// window also replays the changes of keys deleted since (a value each)
+// and the earlier changes of the objects changed again.
+func (r *Resource) historyStart(target int64, changes []keyRev, largest int64) int64 {
+	at := max(target-r.c.cfg.BackfillRevisions, 1)
+	if len(changes) > r.history {
+		at = max(at, changes[r.history].rev-1)
+	}
+	if span := r.c.cfg.ReplayBytes / max(largest, 1); target-span > at {
+		at = target - span
+		r.c.cfg.Logger.Info("the history before the fill is cut to what fits the replay's byte bound",
+			zap.String("resource", r.name), zap.Int64("revisions", span), zap.Int64("largest_sampled_value", largest),
+			zap.Int64("replay_bytes", r.c.cfg.ReplayBytes), zap.Int64("from", at))
+	}
+	return at
+}
+
+// keyRev is an object's key and its modification revision.
+type keyRev struct {
+	key string
+	rev int64
+}
+
+// replaySamples is how many values of its newest changes a fill reads to
+// estimate the bytes of its replay: a few single-key reads.
+const replaySamples = 8
+
+// maxValueBytes is what historyStart takes the largest value to be when
+// the resource has no object to sample: etcd's default request size
+// limit (--max-request-bytes), the largest value it accepts by default.
+const maxValueBytes = 3 << 19
+
+// sampleChanges reads the values of up to replaySamples of changes
+// (newest first), one in the middle of each of as many equal strata, at
+// etcd's current revision (a key deleted since counts its key only), and
+// returns the largest key and value size (maxValueBytes when changes is
+// empty). It records their mean in r.sampleMean.
+func (r *Resource) sampleChanges(ctx context.Context, changes []keyRev) (int64, error) {
+	m := len(changes)
+	s := min(replaySamples, m)
+	if s == 0 {
+		return maxValueBytes, nil
+	}
+	var total, largest int64
+	lo := 0
+	for i := range s {
+		hi := (i + 1) * m / s
+		key := changes[(lo+hi)/2].key
+		resp, err := r.c.cfg.Client.Get(ctx, key, clientv3.WithSerializable())
+		if err != nil {
+			return 0, fmt.Errorf("cannot read a sample of %s: %w", r.spec.Prefix, err)
+		}
+		size := int64(len(key))
+		if len(resp.Kvs) > 0 {
+			size = int64(len(resp.Kvs[0].Key) + len(resp.Kvs[0].Value))
+		}
+		r.fillRead.Add(int(size))
+		total += size
+		largest = max(largest, size)
+		lo = hi
+	}
+	r.sampleMean = total / int64(s)
+	return largest, nil
+}
+
+// stillTooLarge refuses the fill of objects objects at once when the last
+// fill was refused for the budget and, at what it measured per object
+// (scaled by how the mean sampled value size changed since), they need
+// more than 5/4 of the budget left: a retry would read values up to the
+// budget's end only to refuse again. The margin absorbs the estimate's
+// error; a resource that comes within it is read again.
+func (r *Resource) stillTooLarge(objects int64) error {
+	last := r.lastRefusal
+	if last.objects <= 0 || objects <= 0 {
+		return nil
+	}
+	need := float64(objects) * float64(last.bytes) / float64(last.objects)
+	if last.sampleMean > 0 && r.sampleMean > 0 {
+		need *= float64(r.sampleMean) / float64(last.sampleMean)
+	}
+	free := r.c.cfg.MemoryBytes - r.c.used.Load()
+	if need <= float64(free)*5/4 {
+		return nil
+	}
+	r.refusedUnread.Inc()
+	return fmt.Errorf("%w: %s's %d objects need about %.0f bytes (%d bytes for %d objects at the last refusal), more than the %d bytes left of --watch-cache-memory=%d",
+		errRefused, r.name, objects, need, last.bytes, last.objects, free, r.c.cfg.MemoryBytes)
+}
+
 // newestChanges reads the resource's keys (no values) at etcd's current
-// revision and returns that revision and the modification revision of the
-// (r.history+1)-th most recently changed object (0 when there are fewer):
-// a replay from before it would carry changes the ring cannot keep. A
-// collection written at once (10,000 ConfigMaps of 10 KiB, all within
-// BackfillRevisions) is then read by the fill's ranges, page by page, and
-// the replay carries its last r.history changes only, not 100 MB of watch
-// responses at once (bench/RESULTS.md, ## storm: cold fill backfill).
-func (r *Resource) newestChanges(ctx context.Context) (rev, newest int64, err error) {
+// revision and returns that revision, the keys and modification
+// revisions of the (r.history+1) most recently changed objects, newest
+// first, and how many objects there are. A collection written at once
+// (10,000 ConfigMaps of 10 KiB, all within BackfillRevisions) is then
+// read by the fill's ranges, page by page, and the replay carries its
+// last r.history changes only, not 100 MB of watch responses at once
+// (bench/RESULTS.md, ## storm: cold fill backfill).
+func (r *Resource) newestChanges(ctx context.Context) (rev int64, changes []keyRev, objects int64, err error) {
 	h := &revHeap{}
 	end := clientv3.GetPrefixRangeEnd(r.spec.Prefix)
 	key := r.spec.Prefix
@@ -584,17 +731,18 @@ func (r *Resource) newestChanges(ctx context.Context) (rev, newest int64, err er
 		}
 		resp, err := r.c.cfg.Client.Get(ctx, key, opts...)
 		if err != nil {
-			return 0, 0, fmt.Errorf("cannot list the keys of %s: %w", r.spec.Prefix, err)
+			return 0, nil, 0, fmt.Errorf("cannot list the keys of %s: %w", r.spec.Prefix, err)
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
 		}
+		objects += int64(len(resp.Kvs))
 		for _, kv := range resp.Kvs {
 			switch {
 			case h.Len() <= r.history:
-				heap.Push(h, kv.ModRevision)
-			case kv.ModRevision > (*h)[0]:
-				(*h)[0] = kv.ModRevision
+				heap.Push(h, keyRev{string(kv.Key), kv.ModRevision})
+			case kv.ModRevision > (*h)[0].rev:
+				(*h)[0] = keyRev{string(kv.Key), kv.ModRevision}
 				heap.Fix(h, 0)
 			}
 		}
@@ -603,19 +751,20 @@ func (r *Resource) newestChanges(ctx context.Context) (rev, newest int64, err er
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	if h.Len() > r.history {
-		newest = (*h)[0]
+	changes = make([]keyRev, h.Len())
+	for i := len(changes) - 1; i >= 0; i-- {
+		changes[i] = heap.Pop(h).(keyRev)
 	}
-	return rev, newest, nil
+	return rev, changes, objects, nil
 }
 
-// revHeap is a min-heap of revisions.
-type revHeap []int64
+// revHeap is a min-heap of changes by revision.
+type revHeap []keyRev
 
 func (h revHeap) Len() int           { return len(h) }
-func (h revHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h revHeap) Less(i, j int) bool { return h[i].rev < h[j].rev }
 func (h revHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *revHeap) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *revHeap) Push(x any)        { *h = append(*h, x.(keyRev)) }
 func (h *revHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -665,9 +814,15 @@ func (r *Resource) fill(ctx context.Context, d *deriver, at int64) (*tree, int64
 		if rev == 0 {
 			rev = resp.Header.Revision
 		}
+		var read int
+		for _, kv := range resp.Kvs {
+			read += len(kv.Key) + len(kv.Value)
+		}
+		r.fillRead.Add(read)
 		for _, kv := range resp.Kvs {
 			e := d.newEntry(kv.Key, kv.Value, kv.ModRevision)
 			if !r.charge(e.cost()) {
+				r.lastRefusal = refusal{objects: int64(t.n) + 1, bytes: charged + e.cost(), sampleMean: r.sampleMean}
 				r.uncharge(charged)
 				return nil, 0, fmt.Errorf("%w: %s needs more than the %d bytes left of --watch-cache-memory=%d after %d objects (%d bytes)",
 					errRefused, r.name, r.c.cfg.MemoryBytes-r.c.used.Load(), r.c.cfg.MemoryBytes, t.n, charged)
