@@ -34,7 +34,17 @@ import (
 //     minute: a LIST admitted as short whose response passes the threshold
 //     (the range's first values were small) starts to yield and makes the
 //     next LISTs of its collection bulk (bulkYield);
-//   - with limit, at most limit items.
+//   - with limit, at most limit items; but a resourceVersion=0 LIST
+//     without continue is answered whole from the watch cache
+//     (ignoresLimit), so its limit does not shrink the estimate. A
+//     reflector's first LIST (limit=500&resourceVersion=0) of a large
+//     collection is therefore bulk, as kube-apiserver's APF counts a LIST
+//     from its watch cache by the objects stored, not by its limit
+//     (list_work_estimator.go). Estimated at 500 items it was short: 256
+//     reflectors' LISTs of 10,000 ConfigMaps of 10 KiB took 256 short
+//     seats at once and shared the write throughput until the request
+//     timeout cut 255 of them (bench/RESULTS.md, ## storm: cache LISTs
+//     at the bulk level).
 //
 // The work of a LIST with a selector is the whole range, so selectors do
 // not make a LIST short.
@@ -219,10 +229,14 @@ func (s *Server) listResponseBytes(ctx context.Context, st *reqState, avg int64,
 	prefix := s.listPrefix(st.r, st.p.Namespace)
 	now := time.Now()
 	seen := s.stats.observedResponse(prefix, now)
+	limit := st.q.Limit
+	if s.ignoresLimit(&st.q) {
+		limit = 0
+	}
 	if cr != nil && cr.Ready() && st.p.Namespace == "" {
 		total := max(cr.Bytes(), seen)
-		if st.q.Limit > 0 && avg > 0 {
-			total = min(total, st.q.Limit*avg)
+		if limit > 0 && avg > 0 {
+			total = min(total, limit*avg)
 		}
 		return total, avg
 	}
@@ -241,10 +255,21 @@ func (s *Server) listResponseBytes(ctx context.Context, st *reqState, avg int64,
 		avg = max(sz.AvgBytes, defaultAvgValueBytes)
 	}
 	total := max(sz.Items*avg, seen)
-	if st.q.Limit > 0 {
-		total = min(total, st.q.Limit*avg)
+	if limit > 0 {
+		total = min(total, limit*avg)
 	}
 	return total, avg
+}
+
+// ignoresLimit reports whether a LIST is answered whole whatever its
+// limit: resourceVersion=0 without continue, when the server has a watch
+// cache. As kube-apiserver's watch cache, also while the cache fills
+// (etcd answers, streamed). client-go's reflector relies on it: a
+// paginated first LIST makes it page its re-lists with resourceVersion=X
+// (an Exact read at X) and re-watch from X, which a cache filled after X
+// (a restart) answers 410 Expired, forever.
+func (s *Server) ignoresLimit(q *Params) bool {
+	return s.cfg.Cache != nil && q.ResourceVersion == "0" && q.Continue == ""
 }
 
 // sampleRange counts the keys under prefix and samples the size of the

@@ -55,3 +55,8 @@ func (s *Server) SetEtcdDown(t time.Time) (recorded func() time.Time) {
 func (s *Server) ObservedResponse(key string) int64 {
 	return s.stats.observedResponse(key, time.Now())
 }
+
+// SetSizeHint sets the average value size the LISTs of the resource whose
+// hint key (etcd prefix + "/" + key prefix + "/") is key assume, as a
+// LIST's first page read from etcd does (collStats.setHint).
+func (s *Server) SetSizeHint(key string, avg int) { s.stats.setHint(key, avg) }

@@ -321,13 +321,7 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 			l.snap = snap
 			l.attrs = l.f.attrsCover(r)
 		}
-		if q.ResourceVersion == "0" && q.Continue == "" {
-			// As kube-apiserver's watch cache: resourceVersion=0 ignores
-			// limit, also while the cache fills (etcd answers, streamed).
-			// client-go's reflector relies on it: a paginated first LIST
-			// makes it page its re-lists with resourceVersion=X (an Exact
-			// read at X) and re-watch from X, which a cache filled after X
-			// (a restart) answers 410 Expired, forever.
+		if s.ignoresLimit(&q) {
 			l.limit = 0
 		}
 	}

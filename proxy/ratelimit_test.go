@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +19,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/ratelimit"
@@ -441,5 +445,194 @@ func TestRequestTimeoutMidStream(t *testing.T) {
 	}
 	if v, _ := metricValue(e.ms, `lazyapi_streams_aborted_total{reason="request_timeout"}`); v != 2 {
 		t.Errorf(`lazyapi_streams_aborted_total{reason="request_timeout"} = %v, want 2`, v)
+	}
+}
+
+// TestCacheListBulk is the 256-reflector storm of bench/RESULTS.md (## storm:
+// cache LISTs at the bulk level) at small scale: a reflector's first LIST
+// (limit=500&resourceVersion=0) is answered whole from the watch cache, so
+// it is admitted by the whole collection's size, at the bulk level, not
+// as a 500-item short LIST. The test holds the only bulk seat: such a
+// LIST then waits in its bulk queue and gets 429 with Retry-After, while
+// a LIST that honours its limit (from etcd) is short and served. Real
+// client-go reflector LISTs refused that way retry after Retry-After and
+// all complete once the seat is free. Counts and codes only: the queue
+// wait is the only duration, and it only delays.
+func TestCacheListBulk(t *testing.T) {
+	// 500 items are 0.55 MB, under the 1 MiB threshold; the collection
+	// is 3.3 MB, above it.
+	const (
+		items     = 3000
+		itemBytes = 1 << 10
+	)
+	cfg := ratelimit.DefaultConfig()
+	cfg.MaxInflightBytes = 64 << 20
+	cfg.MaxBulkInflight = 1
+	cfg.BulkListBytes = 1 << 20
+	cfg.MaxQueueWait = 500 * time.Millisecond
+	cfg.Metrics = metrics.NewSet()
+	lim, err := ratelimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *cache.Cache
+	e := startEnv(t, func(pc *proxy.Config) {
+		pc.Limiter = lim
+		c, err = cache.New(cache.Config{Client: pc.Client, MemoryBytes: 64 << 20, DefaultHistory: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		pc.Cache = c
+	})
+	payload := strings.Repeat("x", itemBytes)
+	for i := 0; i < items; i += 100 {
+		var ops []clientv3.Op
+		for j := i; j < min(i+100, items); j++ {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "storm", Name: fmt.Sprintf("cm-%05d", j)},
+				Data: map[string]string{"payload": payload}}
+			val, err := storagefmt.Protobuf(cm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops = append(ops, clientv3.OpPut(storagefmt.Key("/registry", "configmaps", "storm", cm.Name), string(val)))
+		}
+		if _, err := e.cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
+			t.Fatalf("cannot seed: %v", err)
+		}
+	}
+	r := c.Resource(cache.Spec{Name: "configmaps", Prefix: "/registry/configmaps/", Namespaced: true})
+	waitFor(t, "configmaps cached", func() error {
+		if !r.Ready() || r.Bytes() < items*itemBytes {
+			st, why := r.Status()
+			return fmt.Errorf("cache state %s (%d bytes): %s", st, r.Bytes(), why)
+		}
+		return nil
+	})
+
+	type answer struct {
+		code          int
+		retryAfter    string
+		items         int
+		continueToken string
+	}
+	list := func(query string) answer {
+		t.Helper()
+		resp, err := http.Get(e.url + "/api/v1/namespaces/storm/configmaps?" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := answer{code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+		if resp.StatusCode == http.StatusOK {
+			var l struct {
+				Metadata struct {
+					Continue string `json:"continue"`
+				} `json:"metadata"`
+				Items []json.RawMessage `json:"items"`
+			}
+			if err := json.Unmarshal(body, &l); err != nil {
+				t.Fatalf("cannot parse a 200 list: %v", err)
+			}
+			a.items, a.continueToken = len(l.Items), l.Metadata.Continue
+		}
+		return a
+	}
+
+	// The average value size, as any LIST read from etcd sets it (in the
+	// storm, one that came while the cache filled): 500 items of it are
+	// under the threshold.
+	e.srv.SetSizeHint("/registry/configmaps/", itemBytes+100)
+	seat, err := lim.Admit(context.Background(), ratelimit.Request{Client: "test", Kind: ratelimit.Bulk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A LIST that honours its limit (no resourceVersion: a consistent
+	// read, paged) is estimated at limit items: short.
+	if a := list("limit=5"); a.code != http.StatusOK || a.items != 5 || a.continueToken == "" {
+		t.Fatalf("LIST limit=5 (short, from etcd) with the bulk seat held = %+v, want 200 with 5 items and a continue token", a)
+	}
+	// resourceVersion=0 ignores limit: the whole collection from the
+	// cache, bulk (estimated at 500 × the hint it was short).
+	all := func() answer {
+		t.Helper()
+		resp, err := http.Get(e.url + "/api/v1/configmaps?limit=500&resourceVersion=0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		a := answer{code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+		if resp.StatusCode == http.StatusOK {
+			var l struct {
+				Items []json.RawMessage `json:"items"`
+			}
+			if err := json.Unmarshal(body, &l); err != nil {
+				t.Fatalf("cannot parse a 200 list: %v", err)
+			}
+			a.items = len(l.Items)
+		}
+		return a
+	}
+	if a := all(); a.code != http.StatusTooManyRequests || a.retryAfter == "" {
+		t.Fatalf("reflector LIST limit=500&resourceVersion=0 from the cache with the only bulk seat held = %+v, want 429 with Retry-After (bulk: the whole %d-byte collection is written)", a, items*itemBytes)
+	}
+
+	// Real reflector LISTs (client-go, JSON): refused with 429 while the
+	// seat is held, retried after Retry-After, all complete when it is
+	// free.
+	var throttled atomic.Int64
+	rc := rest.CopyConfig(e.jsonCfg)
+	rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != "" {
+				throttled.Add(1)
+			}
+			return resp, err
+		})
+	}
+	cs := kubernetes.NewForConfigOrDie(rc)
+	const reflectors = 4
+	type result struct {
+		items int
+		cont  string
+		err   error
+	}
+	results := make(chan result, reflectors)
+	for range reflectors {
+		go func() {
+			l, err := cs.CoreV1().ConfigMaps("").List(context.Background(), metav1.ListOptions{Limit: 500, ResourceVersion: "0"})
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			results <- result{items: len(l.Items), cont: l.Continue}
+		}()
+	}
+	waitFor(t, "every reflector LIST refused once", func() error {
+		if n := throttled.Load(); n < reflectors {
+			return fmt.Errorf("%d 429s with Retry-After, want %d", n, reflectors)
+		}
+		return nil
+	})
+	seat.Release(0)
+	for range reflectors {
+		select {
+		case res := <-results:
+			if res.err != nil || res.items != items || res.cont != "" {
+				t.Errorf("client-go LIST limit=500&resourceVersion=0 = %d items, continue %q, err %v; want %d items, no continue", res.items, res.cont, res.err, items)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("a client-go LIST did not end within a minute of the bulk seat's release")
+		}
+	}
+	t.Logf("429s with Retry-After seen by client-go: %d", throttled.Load())
+	if st := lim.Stats(); st.InflightBulk != 0 || st.InflightRequests != 0 || st.Queued != 0 {
+		t.Errorf("limiter after the LISTs = %+v, want nothing in flight or queued", st)
 	}
 }

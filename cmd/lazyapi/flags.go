@@ -192,6 +192,13 @@ func parseFlags(args []string) (*config, error) {
 	if c.requestTimeout <= 0 {
 		return nil, usageErrorf("invalid --request-timeout %s: must be greater than 0", c.requestTimeout)
 	}
+	if !fs.Changed("max-queue-wait") {
+		// As kube-apiserver's APF (getRequestWaitContext): a request
+		// waits for admission at most a quarter of its deadline, so that
+		// once admitted it has the rest to be served (the request timeout
+		// counts from before admission).
+		c.limits.MaxQueueWait = min(c.limits.MaxQueueWait, c.requestTimeout/4)
+	}
 	if err := c.logLevel.Set(logLevel); err != nil || c.logLevel < zapcore.DebugLevel || c.logLevel > zapcore.ErrorLevel {
 		return nil, usageErrorf("invalid --log-level %q: want debug, info, warn or error", logLevel)
 	}

@@ -28,6 +28,32 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if c.preloadFilter() != nil || c.writeTimeout != 10*time.Second {
 		t.Errorf("--watch-cache-preload %q, --write-timeout %s, want * and 10s", c.cachePreload, c.writeTimeout)
 	}
+	if c.limits.MaxQueueWait != 15*time.Second {
+		t.Errorf("--max-queue-wait = %s, want 15s (a quarter of --request-timeout=1m)", c.limits.MaxQueueWait)
+	}
+}
+
+// TestQueueWaitFromRequestTimeout: unset, --max-queue-wait is at most a
+// quarter of --request-timeout (kube-apiserver's APF queue wait); set, it
+// is what was given.
+func TestQueueWaitFromRequestTimeout(t *testing.T) {
+	tests := []struct {
+		args []string
+		want time.Duration
+	}{
+		{[]string{"--request-timeout=20s"}, 5 * time.Second},
+		{[]string{"--request-timeout=10m"}, 15 * time.Second},
+		{[]string{"--request-timeout=20s", "--max-queue-wait=30s"}, 30 * time.Second},
+	}
+	for _, tt := range tests {
+		c, err := parseFlags(tt.args)
+		if err != nil {
+			t.Fatalf("parseFlags(%q) = %v", tt.args, err)
+		}
+		if c.limits.MaxQueueWait != tt.want {
+			t.Errorf("parseFlags(%q): --max-queue-wait = %s, want %s", tt.args, c.limits.MaxQueueWait, tt.want)
+		}
+	}
 }
 
 func TestParseFlagsValues(t *testing.T) {

@@ -24,7 +24,7 @@ func addLimitFlags(fs *pflag.FlagSet, c *ratelimit.Config) {
 	fs.IntVar(&c.MaxQueued, "max-queued-requests", c.MaxQueued,
 		"Maximum number of requests waiting for admission over all clients; 0 rejects at once.")
 	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait,
-		"Maximum time a request waits for admission before a 429.")
+		"Maximum time a request waits for admission before a 429 with Retry-After. Default: 15s, at most a quarter of --request-timeout (as kube-apiserver's API Priority and Fairness).")
 	fs.IntVar(&c.MaxBulkInflight, "max-bulk-lists-inflight", c.MaxBulkInflight,
 		"Maximum number of bulk LISTs (estimated response above --bulk-list-threshold) served at once; others queue per client, then get a 429. 0 = half of GOMAXPROCS, at least 1.")
 	fs.Var((*byteSize)(&c.BulkListBytes), "bulk-list-threshold",
