@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -32,7 +33,7 @@ import (
 // resourceVersion=0, its items counted, then a watch from its
 // resourceVersion until the response headers). Each row runs against a
 // just-started server (cold) and then again against the same process
-// (warm). A 429 is counted and retried after its Retry-After.
+// (warm). A 429 is counted and retried as a reflector would (get).
 
 // Storm modes.
 const (
@@ -332,9 +333,14 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 	return res
 }
 
-// get issues a GET, retrying 429s after their Retry-After until the
-// deadline; it returns a 200 response.
+// get issues a GET, retrying 429s as a reflector does until the
+// deadline; it returns a 200 response. client-go's request retries a 429
+// that has Retry-After after that many seconds, at most clientGoRetries
+// times (rest.Request's maxRetries); then, or at once for a 429 without
+// Retry-After, the request fails and the reflector lists again after its
+// back-off (reflectorBackoff).
 func (s *stormState) get(ctx context.Context, path string) (*http.Response, error) {
+	retries, relists := 0, 0
 	for {
 		req, err := s.target.newRequest(ctx, path, "application/json")
 		if err != nil {
@@ -353,13 +359,18 @@ func (s *stormState) get(ctx context.Context, path string) (*http.Response, erro
 			return nil, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
 		}
 		s.throttled.Add(1)
-		wait := time.Second
+		wait, ok := time.Duration(0), false
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
-			if n, err := strconv.Atoi(ra); err == nil {
-				wait = time.Duration(n) * time.Second
+			if n, err := strconv.Atoi(ra); err == nil && n >= 0 {
+				wait, ok = time.Duration(n)*time.Second, true
 			}
 		} else {
 			s.noRetry.Add(1)
+		}
+		if retries++; !ok || retries > clientGoRetries {
+			wait = reflectorBackoff(relists)
+			retries = 0
+			relists++
 		}
 		select {
 		case <-ctx.Done():
@@ -367,6 +378,24 @@ func (s *stormState) get(ctx context.Context, path string) (*http.Response, erro
 		case <-time.After(wait):
 		}
 	}
+}
+
+// clientGoRetries is client-go's default of retries of a request answered
+// 429 with Retry-After (rest.Request's maxRetries).
+const clientGoRetries = 10
+
+// reflectorBackoff is the wait of a reflector before its n-th list again
+// (n from 0) after a failed one: client-go's reflector back-off, 800 ms
+// doubling up to 30 s, with jitter 1.0 (up to twice that).
+func reflectorBackoff(n int) time.Duration {
+	d := 800 * time.Millisecond
+	for range n {
+		if d *= 2; d >= 30*time.Second {
+			d = 30 * time.Second
+			break
+		}
+	}
+	return d + time.Duration(rand.Int64N(int64(d)))
 }
 
 // watchList reads a WatchList stream until its initial-events-end
