@@ -77,8 +77,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c.memoryLimit > 0 {
 		prev := ratelimit.ApplyMemoryLimit(c.memoryLimit)
 		defer debug.SetMemoryLimit(prev) // for in-process callers (tests)
-		lg.Info("memory limit set", zap.Int64("bytes", c.memoryLimit), zap.Int64("GOMEMLIMIT", ratelimit.GoMemoryLimit(c.memoryLimit)))
+		// Garbage above the live heap is capped too: with GOGC alone it
+		// could grow by the watch cache's size (ratelimit.GarbageHeadroom).
+		stopCap := ratelimit.CapGarbage(ratelimit.GarbageHeadroom(c.memoryLimit))
+		defer stopCap()
+		lg.Info("memory limit set", zap.Int64("bytes", c.memoryLimit), zap.Int64("GOMEMLIMIT", ratelimit.GoMemoryLimit(c.memoryLimit)),
+			zap.Int64("garbageHeadroom", ratelimit.GarbageHeadroom(c.memoryLimit)))
 	}
+	// GOGC as CapGarbage last set it (-1 when off).
+	ms.GetOrCreateGauge("lazyapi_gc_percent", func() float64 { return float64(ratelimit.GCPercent()) })
 	certs := &certfile.Reloader{Logger: lg.Named("certs")}
 	if c.etcdKeyPair != nil {
 		certs.AddKeyPair("--etcd-certfile/--etcd-keyfile", c.etcdKeyPair, nil)
