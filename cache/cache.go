@@ -9,15 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc/metadata"
+	"github.com/VictoriaMetrics/metrics"
 )
 
 // Sentinel errors, wrapped with %w; test them with errors.Is.
@@ -150,14 +146,15 @@ type Spec struct {
 // Resources are cached lazily: the first Resource call for a prefix starts
 // filling it.
 type Cache struct {
-	cfg     Config
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	watcher clientv3.Watcher
+	cfg    Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
-	used       atomic.Int64 // budget in use
-	progressCh chan struct{}
+	used atomic.Int64 // budget in use
+	// watchOpens counts the etcd watches opened (each on a gRPC stream of
+	// its own), progressRequests the progress requests sent on them.
+	watchOpens, progressRequests *metrics.Counter
 
 	mu        sync.Mutex
 	resources map[string]*Resource // by Spec.Prefix
@@ -172,19 +169,15 @@ func New(cfg Config) (*Cache, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
-		cfg:        cfg,
-		ctx:        ctx,
-		cancel:     cancel,
-		resources:  make(map[string]*Resource),
-		progressCh: make(chan struct{}, 1),
+		cfg:       cfg,
+		ctx:       ctx,
+		cancel:    cancel,
+		resources: make(map[string]*Resource),
 	}
 	cfg.Metrics.GetOrCreateGauge("lazyapi_cache_budget_bytes", func() float64 { return float64(cfg.MemoryBytes) })
 	cfg.Metrics.GetOrCreateGauge("lazyapi_cache_used_bytes", func() float64 { return float64(c.used.Load()) })
-	if !cfg.Disabled {
-		c.watcher = clientv3.NewWatcher(cfg.Client)
-		c.wg.Add(1)
-		go c.progressLoop()
-	}
+	c.watchOpens = cfg.Metrics.GetOrCreateCounter("lazyapi_cache_etcd_watches_opened_total")
+	c.progressRequests = cfg.Metrics.GetOrCreateCounter("lazyapi_cache_etcd_progress_requests_total")
 	return c, nil
 }
 
@@ -203,15 +196,11 @@ func (c *Cache) Close() error {
 	}
 	c.mu.Unlock()
 	c.cancel()
-	var err error
-	if c.watcher != nil {
-		err = c.watcher.Close()
-	}
 	c.wg.Wait()
 	for _, r := range rs {
 		r.reset(StateClosed, "cache closed")
 	}
-	return err
+	return nil
 }
 
 // UsedBytes returns the bytes of the budget in use.
@@ -305,55 +294,12 @@ func (c *Cache) ReserveBelow(n, limit int64) bool {
 // Release returns n bytes taken by ReserveBelow.
 func (c *Cache) Release(n int64) { c.release(n) }
 
-// requestProgress asks the progress loop for an etcd progress notification
-// soon (coalesced).
-func (c *Cache) requestProgress() {
-	select {
-	case c.progressCh <- struct{}{}:
-	default:
-	}
-}
-
-// progressLoop asks etcd for progress notifications, periodically and on
-// demand, so that idle resources learn etcd's revision (bookmarks,
-// consistent reads).
-func (c *Cache) progressLoop() {
-	defer c.wg.Done()
-	t := time.NewTicker(c.cfg.ProgressInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		case <-c.progressCh:
-		}
-		gen, _ := c.etcdMoved()
-		if err := c.watcher.RequestProgress(watchStreamCtx(c.ctx, gen)); err != nil && c.ctx.Err() == nil {
-			c.cfg.Logger.Debug("cannot request etcd watch progress", zap.Error(err))
-		}
-	}
-}
-
 // etcdMoved returns Config.EtcdMoved's answer, or 0 and nil without it.
 func (c *Cache) etcdMoved() (uint64, <-chan struct{}) {
 	if c.cfg.EtcdMoved == nil {
 		return 0, nil
 	}
 	return c.cfg.EtcdMoved()
-}
-
-// watchStreamCtx returns ctx for the watches of the etcd client's gen-th
-// endpoint switch. clientv3 multiplexes the watches whose contexts carry
-// the same outgoing metadata onto one gRPC stream, which stays on the
-// connection it was opened on; distinct metadata per switch puts the
-// watches opened after it on a new stream, on the new endpoints.
-// RequestProgress must be sent with the same metadata to reach them.
-func watchStreamCtx(ctx context.Context, gen uint64) context.Context {
-	if gen == 0 {
-		return ctx
-	}
-	return metadata.AppendToOutgoingContext(ctx, "lazyapi-watch-stream", strconv.FormatUint(gen, 10))
 }
 
 // metricName returns name{resource="r"[,extra]}.

@@ -390,7 +390,7 @@ func TestWatchFromHistoryFromZeroAndTooOld(t *testing.T) {
 	poll(t, "bookmark at etcd's revision", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		c.requestProgress()
+		r.requestProgress()
 		e, err := wb.Next(ctx)
 		if err != nil {
 			return err

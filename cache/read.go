@@ -240,12 +240,12 @@ func (r *Resource) waitRev(ctx context.Context, rev int64, timeout time.Duration
 		if deadline == nil {
 			deadline = time.NewTimer(timeout)
 			tick = time.NewTicker(100 * time.Millisecond)
-			r.c.requestProgress()
+			r.requestProgress()
 		}
 		select {
 		case <-ch:
 		case <-tick.C:
-			r.c.requestProgress()
+			r.requestProgress()
 		case <-deadline.C:
 			return fmt.Errorf("%w: %s is at revision %d, want %d (waited %s)", errTimeout, r.name, cur, rev, timeout)
 		case <-ctx.Done():
