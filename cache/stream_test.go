@@ -56,6 +56,10 @@ func (f *fakeMoves) move() {
 func TestConsistentReadsAcrossReopens(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cli := srv.Client
+	if _, err := cli.Get(context.Background(), "x"); err != nil { // the client's goroutines settle
+		t.Fatal(err)
+	}
+	goroutines := runtime.NumGoroutine()
 	moves := newFakeMoves()
 	c := newTestCache(t, cli, func(c *Config) {
 		c.EtcdMoved = moves.Moved
@@ -171,6 +175,14 @@ func TestConsistentReadsAcrossReopens(t *testing.T) {
 		t.Fatalf("consistent read at revision %d differs from etcd: %v", s.Rev(), err)
 	}
 	t.Logf("%d snapshots checked across %d fills and moves, %d writes meanwhile", checked, rounds, writes.Load())
+	// Each re-open closed the watch it replaced, with its stream.
+	c.Close()
+	poll(t, "goroutines return to the count before New", func() error {
+		if n := runtime.NumGoroutine(); n > goroutines {
+			return fmt.Errorf("%d goroutines, %d before", n, goroutines)
+		}
+		return nil
+	})
 }
 
 // requestProgressAll asks etcd for a progress notification for every
