@@ -77,4 +77,9 @@ func TestFollowsFailover(t *testing.T) {
 	if n := r.relists.Get(); n != 0 {
 		t.Fatalf("the cache re-listed %d times; a move should resume its watch", n)
 	}
+	// One watch for the fill, a new one (on a stream of its own) at each
+	// of the two moves.
+	if n := c.watchOpens.Get(); n < 3 {
+		t.Fatalf("%d etcd watches opened, want at least 3: one re-opened at each move", n)
+	}
 }
