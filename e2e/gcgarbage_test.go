@@ -48,6 +48,7 @@ func TestMemoryLimitCapsGarbage(t *testing.T) {
 		gogc, err := metricValue(p.URL, "lazyapi_gc_percent")
 		cached, _ := metricValue(p.URL, "lazyapi_cache_used_bytes")
 		if err == nil && gogc >= 1 && gogc <= 45 && cached >= 35<<20 {
+			t.Logf("lazyapi_gc_percent %v with %.1f MiB cached", gogc, cached/(1<<20))
 			break
 		}
 		if time.Now().After(deadline) {
