@@ -166,6 +166,20 @@ func (b *byteCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 func (b *byteCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (b *byteCounter) HandleConn(context.Context, stats.ConnStats)                       {}
 
+// countingClient returns an etcd client of endpoint whose received bytes
+// the returned byteCounter counts, closed when the test ends.
+func countingClient(t *testing.T, endpoint string) (*clientv3.Client, *byteCounter) {
+	t.Helper()
+	counted := new(byteCounter)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithStatsHandler(counted)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli, counted
+}
+
 // TestFillReadsValuesOnce: filling a resource whose objects were all
 // written within the history's revisions reads each value from etcd once
 // (the state at the history's start, then the watch of the changes), not
@@ -186,13 +200,7 @@ func TestFillReadsValuesOnce(t *testing.T) {
 	}
 	for _, history := range []int{1000, 20} {
 		t.Run(fmt.Sprint("history ", history), func(t *testing.T) {
-			var counted byteCounter
-			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-				DialOptions: []grpc.DialOption{grpc.WithStatsHandler(&counted)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cli.Close() })
+			cli, counted := countingClient(t, srv.Endpoint)
 			c := newTestCache(t, cli, func(cfg *Config) { cfg.Sizes = map[string]int{"configmaps": history} })
 			r := c.Resource(cmSpec)
 			waitState(t, r, StateReady)
@@ -347,13 +355,7 @@ func TestFillReplayByteBound(t *testing.T) {
 		replay bool
 	}{{"1 MiB", 1 << 20, true}, {"100 KiB", 100 << 10, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			var counted byteCounter
-			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-				DialOptions: []grpc.DialOption{grpc.WithStatsHandler(&counted)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cli.Close() })
+			cli, counted := countingClient(t, srv.Endpoint)
 			c := newTestCache(t, cli, func(cfg *Config) { cfg.ReplayBytes = tc.bound })
 			r := c.Resource(cmSpec)
 			waitState(t, r, StateReady)
