@@ -26,16 +26,7 @@ func BenchmarkEncryptedEtcdList(b *testing.B) {
 	} {
 		for _, p := range order {
 			url := e.url + "/api/v1/namespaces/" + p + "/secrets" + c.query
-			discardGet(b, url, c.accept) // the KMS DEK seed cached
-			b.Run("list="+c.name+"/provider="+p, func(b *testing.B) {
-				var nb int64
-				cpu0 := processCPU()
-				for b.Loop() {
-					nb = discardGet(b, url, c.accept)
-				}
-				reportCPU(b, cpu0)
-				b.SetBytes(nb)
-			})
+			benchGets(b, "list="+c.name+"/provider="+p, url, c.accept)
 		}
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -73,22 +72,7 @@ func TestListFloodAdmission(t *testing.T) {
 	}
 	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
 	// etcd takes requests up to 2 MiB: 10 puts of 100 KiB per transaction.
-	payload := strings.Repeat("x", itemBytes)
-	for i := 0; i < items; i += 10 {
-		var ops []clientv3.Op
-		for j := i; j < min(i+10, items); j++ {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "flood", Name: fmt.Sprintf("cm-%05d", j)},
-				Data: map[string]string{"payload": payload}}
-			val, err := storagefmt.Protobuf(cm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ops = append(ops, clientv3.OpPut(storagefmt.Key("/registry", "configmaps", "flood", cm.Name), string(val)))
-		}
-		if _, err := e.cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
-			t.Fatalf("cannot seed: %v", err)
-		}
-	}
+	seedBig(t, e, "flood", items, itemBytes)
 	const listPath = "/api/v1/namespaces/flood/configmaps"
 
 	type outcome struct {
@@ -485,22 +469,7 @@ func TestCacheListBulk(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		pc.Cache = c
 	})
-	payload := strings.Repeat("x", itemBytes)
-	for i := 0; i < items; i += 100 {
-		var ops []clientv3.Op
-		for j := i; j < min(i+100, items); j++ {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "storm", Name: fmt.Sprintf("cm-%05d", j)},
-				Data: map[string]string{"payload": payload}}
-			val, err := storagefmt.Protobuf(cm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ops = append(ops, clientv3.OpPut(storagefmt.Key("/registry", "configmaps", "storm", cm.Name), string(val)))
-		}
-		if _, err := e.cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
-			t.Fatalf("cannot seed: %v", err)
-		}
-	}
+	seedBig(t, e, "storm", items, itemBytes)
 	r := c.Resource(cache.Spec{Name: "configmaps", Prefix: "/registry/configmaps/", Namespaced: true})
 	waitFor(t, "configmaps cached", func() error {
 		if !r.Ready() || r.Bytes() < items*itemBytes {
