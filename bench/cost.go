@@ -22,10 +22,13 @@ type CostConfig struct {
 	EtcdServers []string
 	// Prefix is the etcd prefix.
 	Prefix string
-	// Objects and Size describe the ConfigMaps seeded (config text) in one
-	// namespace.
-	Objects int
-	Size    SizeDist
+	// Objects and Size describe the ConfigMaps seeded (config text), spread
+	// over Namespaces namespaces (0 means 1); the phases read the first
+	// namespace, so the others only grow the servers' caches and live
+	// heaps (e.g. to a heap the garbage cap of --memory-limit binds on).
+	Objects    int
+	Namespaces int
+	Size       SizeDist
 	// Clients is the number of concurrent clients per phase; Duration the
 	// length of each phase.
 	Clients  int
@@ -34,6 +37,12 @@ type CostConfig struct {
 	LinkRate float64
 	// LazyAPIFlags are extra lazyapi flags.
 	LazyAPIFlags []string
+	// LazyAPIVariants, when set, run lazyapi once per entry, each a
+	// space-separated list of flags added to LazyAPIFlags ("" for none), in
+	// this order and before kube-apiserver: e.g. {"--memory-limit=1Gi", ""}
+	// measures the garbage cap's cost in the same run. A variant's target is
+	// named "lazyapi" followed by its flags.
+	LazyAPIVariants []string
 	// SkipKube leaves kube-apiserver out.
 	SkipKube bool
 	// UpdateResults rewrites the ## serving cost section of
@@ -107,23 +116,42 @@ func RunCost(ctx context.Context, cfg CostConfig) (*Report, error) {
 	logf, logDir, cli, etcd := h.logf, h.logDir, h.cli, h.etcd
 	rep := &Report{Date: time.Now().UTC().Truncate(time.Second), Command: cfg.Command, Machine: ThisMachine()}
 	kind := Kinds[0]
-	sr, err := h.seed(ctx, SeedConfig{Prefix: cfg.Prefix, Kind: kind, Count: cfg.Objects, Namespaces: 1, Size: cfg.Size, Seed: 1}, true)
+	sr, err := h.seed(ctx, SeedConfig{Prefix: cfg.Prefix, Kind: kind, Count: cfg.Objects, Namespaces: max(cfg.Namespaces, 1), Size: cfg.Size, Seed: 1}, true)
 	if err != nil {
 		return nil, err
 	}
 	rep.Seed = &sr
 	ns := NamespaceName(DefaultNamespacePrefix, 0)
 	rep.Data = fmt.Sprintf("%d ConfigMaps of config text in namespace %s, sizes %s, %s stored (protobuf)", sr.Objects, ns, cfg.Size, HumanBytes(sr.Bytes))
+	if sr.Namespaces > 1 {
+		rep.Data = fmt.Sprintf("%d ConfigMaps of config text in %d namespaces, sizes %s, %s stored (protobuf); the phases read namespace %s (%d objects)",
+			sr.Objects, sr.Namespaces, cfg.Size, HumanBytes(sr.Bytes), ns, (sr.Objects+sr.Namespaces-1)/sr.Namespaces)
+	}
 	if n := commitNote(ctx, cfg.Repo); n != "" {
 		rep.Notes = append(rep.Notes, n)
 	}
-	starters := []starter{{"lazyapi", "/readyz", func() (*Proc, error) {
-		bin, err := BuildLazyAPI(ctx, cfg.Repo, cfg.Out)
-		if err != nil {
-			return nil, err
+	variants := cfg.LazyAPIVariants
+	if len(variants) == 0 {
+		variants = []string{""}
+	}
+	var starters []starter
+	for _, v := range variants {
+		name, flags := "lazyapi", append([]string(nil), cfg.LazyAPIFlags...)
+		if f := strings.Fields(v); len(f) > 0 {
+			name, flags = name+" "+strings.Join(f, " "), append(flags, f...)
 		}
-		return StartLazyAPI(bin, etcd, cfg.Prefix, logDir, cfg.LazyAPIFlags...)
-	}}}
+		starters = append(starters, starter{name, "/readyz", func() (*Proc, error) {
+			bin, err := BuildLazyAPI(ctx, cfg.Repo, cfg.Out)
+			if err != nil {
+				return nil, err
+			}
+			p, err := StartLazyAPI(bin, etcd, cfg.Prefix, logDir, flags...)
+			if p != nil {
+				p.Target.Name = name
+			}
+			return p, err
+		}})
+	}
 	script := filepath.Join(cfg.Repo, "bench", "kube-apiserver.sh")
 	if kubeBin, kerr := KubeAPIServerBinary(ctx, script); kerr == nil && !cfg.SkipKube {
 		rep.Peer = "kube-apiserver v1.37.2 (" + kubeBin + ") with its watch cache, over TLS"
@@ -151,11 +179,20 @@ func RunCost(ctx context.Context, cfg CostConfig) (*Report, error) {
 			if ctx.Err() != nil {
 				break
 			}
+			gc0 := costGCMetrics(ctx, p.Target)
 			r, err := RunScenario(ctx, env, p.Target, s)
 			if err != nil {
 				logf("  %s %s: %v", p.Target.Name, costLabel(s), err)
 			}
-			logf("  %s %s: %s MiB, server CPU %.2f s, %.0f MiB per CPU-second", p.Target.Name, costLabel(s), mib(r.Bytes), r.ServerCPU.Seconds(), r.MiBPerCPUSecond)
+			if gc0 != nil {
+				if gc1 := costGCMetrics(ctx, p.Target); gc1 != nil {
+					r.GCCycles = int64(gc1[gcCyclesMetric] - gc0[gcCyclesMetric])
+					r.GCCPU = gc1[gcCPUMetric] - gc0[gcCPUMetric]
+					r.GCPercent = gc1[gcPercentMetric]
+				}
+			}
+			logf("  %s %s: %s MiB, server CPU %.2f s, %.0f MiB per CPU-second, %d GCs (%.2f s, GOGC %.0f)", p.Target.Name, costLabel(s), mib(r.Bytes),
+				r.ServerCPU.Seconds(), r.MiBPerCPUSecond, r.GCCycles, r.GCCPU, r.GCPercent)
 			rep.Results = append(rep.Results, r)
 		}
 		p.Stop()
@@ -171,6 +208,27 @@ func RunCost(ctx context.Context, cfg CostConfig) (*Report, error) {
 	return rep, ctx.Err()
 }
 
+// The Go runtime metrics lazyapi's /metrics exposes that costGCMetrics
+// reads.
+const (
+	gcCyclesMetric  = "go_gc_duration_seconds_count"
+	gcCPUMetric     = "go_gc_cpu_seconds_total"
+	gcPercentMetric = "lazyapi_gc_percent"
+)
+
+// costGCMetrics scrapes lazyapi's collector figures from t's /metrics; nil
+// for other targets or when the scrape fails.
+func costGCMetrics(ctx context.Context, t Target) map[string]float64 {
+	if !strings.HasPrefix(t.Name, "lazyapi") {
+		return nil
+	}
+	m, err := scrapeMetrics(ctx, t, gcCyclesMetric, gcCPUMetric, gcPercentMetric)
+	if err != nil || len(m) < 3 {
+		return nil
+	}
+	return m
+}
+
 // CostMarkdown renders the ## serving cost section: per phase, each
 // target's server CPU per MiB served and lazyapi's ratio to the peer.
 func (r *Report) CostMarkdown() string {
@@ -180,20 +238,23 @@ func (r *Report) CostMarkdown() string {
 		fmt.Fprintf(&b, "- note: %s\n", n)
 	}
 	b.WriteString("\nServer CPU = utime+stime of the server process (/proc) during the phase; MiB = response bytes after decoding (uncompressed); wire = bytes read from the connections (TLS, HTTP, gzip included).\n\n")
-	b.WriteString("| phase | target | requests | MiB served | wire MiB | server CPU s | MiB per CPU-s | lazyapi ÷ kube-apiserver | p50 ms | p99 ms | codes |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| phase | target | requests | MiB served | wire MiB | server CPU s | MiB per CPU-s | lazyapi ÷ kube-apiserver | GCs (GC CPU s, GOGC) | p50 ms | p99 ms | codes |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	peer := map[string]float64{}
 	for _, res := range r.Results {
-		if res.Target != "lazyapi" {
+		if !strings.HasPrefix(res.Target, "lazyapi") {
 			peer[costLabel(res.Scenario)] = res.MiBPerCPUSecond
 		}
 	}
 	for _, res := range r.Results {
-		ratio := "-"
-		if p := peer[costLabel(res.Scenario)]; res.Target == "lazyapi" && p > 0 && res.MiBPerCPUSecond > 0 {
+		ratio, gc := "-", "-"
+		if p := peer[costLabel(res.Scenario)]; strings.HasPrefix(res.Target, "lazyapi") && p > 0 && res.MiBPerCPUSecond > 0 {
 			ratio = f1(res.MiBPerCPUSecond/p) + "×"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", costLabel(res.Scenario), res.Target, res.Requests,
-			mib(res.Bytes), mib(res.WireBytes), f2(res.ServerCPU.Seconds()), f1(res.MiBPerCPUSecond), ratio, f1(res.Latency.P50), f1(res.Latency.P99), codes(res.StatusCodes))
+		if res.GCPercent != 0 {
+			gc = fmt.Sprintf("%d (%s, %.0f)", res.GCCycles, f2(res.GCCPU), res.GCPercent)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", costLabel(res.Scenario), res.Target, res.Requests,
+			mib(res.Bytes), mib(res.WireBytes), f2(res.ServerCPU.Seconds()), f1(res.MiBPerCPUSecond), ratio, gc, f1(res.Latency.P50), f1(res.Latency.P99), codes(res.StatusCodes))
 	}
 	return b.String()
 }

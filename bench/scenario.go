@@ -163,6 +163,13 @@ type Result struct {
 	// WireBytes are the bytes read from the target's connections (TLS,
 	// headers, framing, compression included).
 	WireBytes int64 `json:"wire_bytes,omitempty"`
+	// GCCycles and GCCPU are the collections the target's Go runtime ran
+	// and their CPU during the phase, scraped from its /metrics before and
+	// after (lazybench cost, lazyapi only; 0: not scraped); GCPercent is
+	// GOGC at the end of the phase (lazyapi_gc_percent).
+	GCCycles  int64   `json:"gc_cycles,omitempty"`
+	GCCPU     float64 `json:"gc_cpu_s,omitempty"`
+	GCPercent float64 `json:"gc_percent,omitempty"`
 
 	Memory      []MemSample `json:"memory,omitempty"`
 	IdleRSS     int64       `json:"idle_rss_bytes"`

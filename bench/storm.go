@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -515,31 +516,43 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 // scrapeMetric returns a metric's value from t's /metrics, -1 when absent.
 func scrapeMetric(ctx context.Context, t Target, name string) int64 {
+	m, err := scrapeMetrics(ctx, t, name)
+	if v, ok := m[name]; ok && err == nil {
+		return int64(v)
+	}
+	return -1
+}
+
+// scrapeMetrics returns the values of the named unlabelled metrics found
+// in t's /metrics.
+func scrapeMetrics(ctx context.Context, t Target, names ...string) (map[string]float64, error) {
 	hc, err := t.httpClient(1)
 	if err != nil {
-		return -1
+		return nil, err
 	}
 	defer hc.CloseIdleConnections()
 	req, err := t.newRequest(ctx, "/metrics", "text/plain")
 	if err != nil {
-		return -1
+		return nil, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return -1
+		return nil, err
 	}
 	defer resp.Body.Close()
+	m := make(map[string]float64, len(names))
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return int64(f)
-			}
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(names, name) {
+			continue
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			m[name] = f
 		}
 	}
-	return -1
+	return m, sc.Err()
 }
 
 // profileAtPeak polls t's RSS every second until ctx ends and, each time it

@@ -450,12 +450,14 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Lookup("etcd-servers").Usage = "external etcd (default: an embedded etcd)"
 	repo := fs.String("repo", d.Repo, "lazyapi source tree")
 	out := fs.String("out", d.Out, "results folder")
-	objects := fs.Int("objects", d.Objects, "ConfigMaps to seed (one namespace)")
+	objects := fs.Int("objects", d.Objects, "ConfigMaps to seed")
+	namespaces := fs.Int("namespaces", 1, "namespaces the ConfigMaps are spread over; the phases read the first (the others grow the caches)")
 	size := fs.String("size", d.Size.String(), "stored object size distribution")
 	clients := fs.Int("clients", d.Clients, "concurrent clients per phase")
 	dur := fs.Duration("duration", d.Duration, "length of each phase")
 	link := fs.Float64("link-rate", d.LinkRate, "bytes/s of the throttled link of the gzip phases (125e6 = 1 Gbit/s)")
 	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
+	variants := fs.StringArray("lazyapi-variant", nil, `run lazyapi once per variant, with these space-separated flags added ("" for none; repeatable, e.g. --lazyapi-variant=--memory-limit=1Gi --lazyapi-variant "")`)
 	skipKube := fs.Bool("skip-kube-apiserver", false, "measure lazyapi only")
 	noUpdate := fs.Bool("no-update-results", false, "do not rewrite the ## serving cost section of bench/RESULTS.md")
 	if help, err := parse(fs, args); help || err != nil {
@@ -465,8 +467,8 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("invalid --size: %w", err)
 	}
-	cfg := bench.CostConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Objects: *objects, Size: sd,
-		Clients: *clients, Duration: *dur, LinkRate: *link, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, UpdateResults: !*noUpdate,
+	cfg := bench.CostConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Objects: *objects, Namespaces: *namespaces, Size: sd,
+		Clients: *clients, Duration: *dur, LinkRate: *link, LazyAPIFlags: *lazyFlags, LazyAPIVariants: *variants, SkipKube: *skipKube, UpdateResults: !*noUpdate,
 		Command: commandName() + " cost " + strings.Join(args, " "), Log: stderr}
 	rep, err := bench.RunCost(ctx, cfg)
 	if rep != nil {
