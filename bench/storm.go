@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,11 @@ type StormConfig struct {
 	Rows []StormRow
 	// Timeout bounds one run of a row.
 	Timeout time.Duration
+	// InformerTransform is what the informers of the informers rows keep
+	// of each object (InformerTransformNone: all of it, client-go's
+	// default; InformerTransformStripData: its metadata, its data counted
+	// and checked against etcd's).
+	InformerTransform string
 	// LazyAPIFlags are extra lazyapi flags (e.g. --memory-limit).
 	LazyAPIFlags []string
 	SkipKube     bool
@@ -98,6 +104,16 @@ type StormResult struct {
 	// CacheBytes is lazyapi's watch cache budget in use before the run
 	// (lazyapi_cache_used_bytes; -1 for other servers).
 	CacheBytes int64 `json:"cache_bytes"`
+	// DataBytes is the data the informers' strip-data transforms counted,
+	// all informers together (0 without a transform).
+	DataBytes int64 `json:"data_bytes"`
+	// The harness process's own RSS (the informers and clients; the
+	// embedded etcd too when no --etcd-servers) before and during the run,
+	// and the peak of its Go heap live after a collection
+	// (runtime/metrics /gc/heap/live:bytes).
+	HarnessIdleRSS  int64 `json:"harness_idle_rss_bytes"`
+	HarnessPeakRSS  int64 `json:"harness_peak_rss_bytes"`
+	HarnessPeakLive int64 `json:"harness_peak_live_heap_bytes"`
 }
 
 // StormReport is a storm's results.
@@ -128,6 +144,20 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 	rep.Data = fmt.Sprintf("%d %s (%s) in namespace %s, %s stored (protobuf); informers read protobuf (client-go's default), WatchList and LIST+WATCH streams JSON", sr.Objects, cfg.Kind.Resource, cfg.Size, ns, HumanBytes(sr.Bytes))
 	if n := commitNote(ctx, cfg.Repo); n != "" {
 		rep.Notes = append(rep.Notes, n)
+	}
+	if err := CheckInformerTransform(cfg.InformerTransform); err != nil {
+		return rep, err
+	}
+	expectedData := int64(-1)
+	if cfg.InformerTransform != InformerTransformNone && slices.ContainsFunc(cfg.Rows, func(r StormRow) bool { return r.Mode == StormInformers }) {
+		if expectedData, err = storedDataBytes(ctx, h.cli, cfg.Prefix, cfg.Kind, ns); err != nil {
+			return rep, err
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("informer transform %s: each informer keeps its objects' metadata only; each must count %s of data (decoded from etcd as kube-apiserver does)",
+			cfg.InformerTransform, HumanBytes(expectedData)))
+	}
+	if len(cfg.EtcdServers) == 0 {
+		rep.Notes = append(rep.Notes, "harness RSS includes the embedded etcd (--etcd-servers: a separate one)")
 	}
 	var starters []starter
 	if !cfg.SkipLazyAPI {
@@ -173,14 +203,15 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 				}
 			}
 			for _, warm := range []bool{false, true} {
-				r := runStormRow(ctx, p.Target, cfg, row, warm, ns, expected)
+				r := runStormRow(ctx, p.Target, cfg, row, warm, ns, expected, expectedData)
 				r.Warm = warm
 				phase := "cold"
 				if warm {
 					phase = "warm"
 				}
-				logf("%s %s %d %s: %d/%d synced in %s, peak RSS %s MiB (idle %s, cache %s), 429: %d, errors %d %s", r.Target, row.Mode, row.Clients, phase,
-					r.Synced, row.Clients, r.AllTime.Round(time.Millisecond), mib(r.PeakRSS), mib(r.IdleRSS), mib(r.CacheBytes), r.Throttled, r.Errors, r.FirstError)
+				logf("%s %s %d %s: %d/%d synced (%d wrong) in %s, peak RSS %s MiB (idle %s, cache %s), 429: %d, errors %d; harness RSS %s -> %s MiB (live heap %s), data counted %s MiB %s", r.Target, row.Mode, row.Clients, phase,
+					r.Synced, row.Clients, r.Wrong, r.AllTime.Round(time.Millisecond), mib(r.PeakRSS), mib(r.IdleRSS), mib(r.CacheBytes), r.Throttled, r.Errors,
+					mib(r.HarnessIdleRSS), mib(r.HarnessPeakRSS), mib(r.HarnessPeakLive), mib(r.DataBytes), r.FirstError)
 				rep.Results = append(rep.Results, r)
 			}
 			pstop()
@@ -203,15 +234,15 @@ func (r *StormReport) Markdown() string {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "- note: %s\n", n)
 	}
-	b.WriteString("\n| clients | target | phase | synced (wrong count) | time to all synced s | p50 s | idle RSS MiB | peak RSS MiB | cache MiB | 429 (without Retry-After) | errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| clients | target | phase | synced (wrong count) | time to all synced s | p50 s | idle RSS MiB | peak RSS MiB | cache MiB | 429 (without Retry-After) | errors | harness RSS MiB idle → peak (live heap) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, res := range r.Results {
 		phase := "cold"
 		if res.Warm {
 			phase = "warm"
 		}
-		fmt.Fprintf(&b, "| %d %s | %s | %s | %d/%d (%d) | %s | %s | %s | %s | %s | %d (%d) | %d |\n", res.Row.Clients, res.Row.Mode, res.Target, phase,
+		fmt.Fprintf(&b, "| %d %s | %s | %s | %d/%d (%d) | %s | %s | %s | %s | %s | %d (%d) | %d | %s → %s (%s) |\n", res.Row.Clients, res.Row.Mode, res.Target, phase,
 			res.Synced, res.Row.Clients, res.Wrong, f1(res.AllTime.Seconds()), f1(res.P50.Seconds()), mib(res.IdleRSS), mib(res.PeakRSS), mib(res.CacheBytes),
-			res.Throttled, res.NoRetryAfter, res.Errors)
+			res.Throttled, res.NoRetryAfter, res.Errors, mib(res.HarnessIdleRSS), mib(res.HarnessPeakRSS), mib(res.HarnessPeakLive))
 	}
 	return b.String()
 }
@@ -225,10 +256,15 @@ type stormState struct {
 	firstErr                 string
 	start                    time.Time
 	expected                 int64
-	target                   Target
-	client                   *http.Client
-	path                     string
-	deadline                 time.Time
+	// transform and expectedData: the informers' transform and the data
+	// each must count with it (-1: not checked); dataRead adds up all.
+	transform    string
+	expectedData int64
+	dataRead     atomic.Int64
+	target       Target
+	client       *http.Client
+	path         string
+	deadline     time.Time
 }
 
 func (s *stormState) fail(err error) {
@@ -250,7 +286,16 @@ func (s *stormState) synced(items int64) {
 	s.mu.Unlock()
 }
 
-func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, warm bool, ns string, expected int64) StormResult {
+// syncedWrong records a client synced with the wrong data.
+func (s *stormState) syncedWrong() {
+	d := time.Since(s.start)
+	s.mu.Lock()
+	s.times = append(s.times, d)
+	s.wrong++
+	s.mu.Unlock()
+}
+
+func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, warm bool, ns string, expected, expectedData int64) StormResult {
 	res := StormResult{Target: t.Name, Row: row, CacheBytes: -1}
 	if t.Name == "lazyapi" {
 		res.CacheBytes = scrapeMetric(ctx, t, "lazyapi_cache_used_bytes")
@@ -263,8 +308,11 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 	sctx, stop := context.WithCancel(ctx)
 	var swg sync.WaitGroup
 	swg.Go(func() { sampler.run(sctx) })
+	self := &selfSampler{idle: true}
+	swg.Go(func() { self.run(sctx, 100*time.Millisecond) })
 	time.Sleep(300 * time.Millisecond) // idle samples
 	idleEnd := time.Since(sampler.start)
+	self.idleEnd()
 
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -278,7 +326,8 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 			swg.Go(func() { profileAtPeak(sctx, t, dir, fmt.Sprintf("%s-%d-%s", row.Mode, row.Clients, phase)) })
 		}
 	}
-	st := &stormState{start: time.Now(), expected: expected, target: t, path: cfg.Kind.Path(ns), deadline: time.Now().Add(cfg.Timeout)}
+	st := &stormState{start: time.Now(), expected: expected, target: t, path: cfg.Kind.Path(ns), deadline: time.Now().Add(cfg.Timeout),
+		transform: cfg.InformerTransform, expectedData: expectedData}
 	if row.Mode == StormInformers {
 		st.runInformers(rctx, cfg.Kind, ns, row.Clients)
 	} else {
@@ -331,7 +380,55 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 	}
 	res.Throttled, res.NoRetryAfter, res.Errors = st.throttled.Load(), st.noRetry.Load(), st.errs.Load()
 	res.FirstError = st.firstErr
+	res.DataBytes = st.dataRead.Load()
+	res.HarnessIdleRSS, res.HarnessPeakRSS, res.HarnessPeakLive = self.result()
 	return res
+}
+
+// selfSampler samples the harness process's own RSS and live Go heap.
+type selfSampler struct {
+	mu                       sync.Mutex
+	idle                     bool // still before the run
+	idleRSS, peakRSS, peakLv int64
+}
+
+func (s *selfSampler) run(ctx context.Context, every time.Duration) {
+	ms := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		rss, err := ProcRSS(os.Getpid())
+		metrics.Read(ms)
+		s.mu.Lock()
+		if err == nil {
+			if s.idle {
+				s.idleRSS = rss
+			} else {
+				s.peakRSS = max(s.peakRSS, rss)
+			}
+		}
+		if !s.idle && ms[0].Value.Kind() == metrics.KindUint64 {
+			s.peakLv = max(s.peakLv, int64(ms[0].Value.Uint64()))
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *selfSampler) idleEnd() {
+	s.mu.Lock()
+	s.idle = false
+	s.mu.Unlock()
+}
+
+func (s *selfSampler) result() (idle, peak, live int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idleRSS, max(s.peakRSS, s.idleRSS), s.peakLv
 }
 
 // get issues a GET, retrying 429s as a reflector does until the
@@ -493,7 +590,7 @@ func (s *stormState) runInformers(ctx context.Context, k Kind, ns string, n int)
 	sc := Scenario{Kind: k, Namespace: ns}
 	var wg sync.WaitGroup
 	for range n {
-		inf, err := newInformer(rest.CopyConfig(base), &sc)
+		inf, read, err := newStormInformer(rest.CopyConfig(base), &sc, s.transform)
 		if err != nil {
 			s.fail(err)
 			return
@@ -504,10 +601,41 @@ func (s *stormState) runInformers(ctx context.Context, k Kind, ns string, n int)
 				s.fail(fmt.Errorf("informer not synced: %w", ctx.Err()))
 				return
 			}
-			s.synced(int64(len(inf.GetStore().ListKeys())))
+			items := int64(len(inf.GetStore().ListKeys()))
+			if read != nil {
+				got := read.Load()
+				s.dataRead.Add(got)
+				if s.expectedData >= 0 && got != s.expectedData {
+					s.mu.Lock()
+					if s.firstErr == "" {
+						s.firstErr = fmt.Sprintf("an informer counted %d bytes of data, etcd holds %d", got, s.expectedData)
+					}
+					s.mu.Unlock()
+					s.syncedWrong()
+					return
+				}
+			}
+			s.synced(items)
 		})
 	}
 	wg.Wait()
+}
+
+// newStormInformer is newInformer with the storm's transform set before
+// Run; read (nil without a transform) is the data its transform counted.
+func newStormInformer(cfg *rest.Config, s *Scenario, transform string) (cache.SharedIndexInformer, *atomic.Int64, error) {
+	if err := CheckInformerTransform(transform); err != nil {
+		return nil, nil, err
+	}
+	inf, err := newInformer(cfg, s)
+	if err != nil || transform == InformerTransformNone {
+		return inf, nil, err
+	}
+	read := new(atomic.Int64)
+	if err := inf.SetTransform(stripData(read)); err != nil {
+		return nil, nil, err
+	}
+	return inf, read, nil
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

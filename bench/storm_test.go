@@ -1,8 +1,16 @@
 package bench
 
 import (
+	"context"
+	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/lazyapi/lazyapi/internal/etcdtest"
 )
 
 // TestReflectorBackoff: the storm's re-list waits are client-go's
@@ -16,5 +24,76 @@ func TestReflectorBackoff(t *testing.T) {
 				t.Fatalf("reflectorBackoff(%d) = %s, want in [%s, %s)", n, d, base, 2*base)
 			}
 		}
+	}
+}
+
+// TestStormInformersStripData: with --informer-transform=strip-data the
+// storm's client-go informers (protobuf, WatchList) count every Secret's
+// data as decoded from etcd and keep its metadata only, and a count other
+// than etcd's marks the informer wrong.
+func TestStormInformersStripData(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sec, _ := LookupKind("secret")
+	const n = 30
+	if _, err := Seed(ctx, srv.Client, SeedConfig{Kind: sec, Count: n, Namespaces: 1, Size: SizeDist{Kind: "fixed", Size: 16 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	ns := NamespaceName(DefaultNamespacePrefix, 0)
+	want, err := storedDataBytes(ctx, srv.Client, "/registry", sec, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want < n*8<<10 {
+		t.Fatalf("etcd's %d Secrets hold %d bytes of data; want about 16 KiB each", n, want)
+	}
+	hs := httptest.NewServer(NewRefServer(srv.Client, "/registry"))
+	t.Cleanup(hs.Close)
+	target := Target{Name: "reference", URL: hs.URL, PID: os.Getpid()}
+
+	// One informer: what its store keeps.
+	cfg, err := target.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf, read, err := newStormInformer(cfg, &Scenario{Kind: sec, Namespace: ns}, InformerTransformStripData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	go inf.Run(stop)
+	synced := cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+	close(stop)
+	if !synced {
+		t.Fatal("informer not synced")
+	}
+	if got := read.Load(); got != want {
+		t.Errorf("transform counted %d bytes of data, etcd holds %d", got, want)
+	}
+	objs := inf.GetStore().List()
+	if len(objs) != n {
+		t.Fatalf("store holds %d objects, want %d", len(objs), n)
+	}
+	for _, o := range objs {
+		s := o.(*corev1.Secret)
+		if s.Data != nil || s.StringData != nil || s.ManagedFields != nil || s.Name == "" || s.Namespace != ns || s.ResourceVersion == "" {
+			t.Fatalf("stored %s/%s rv %q: %d data keys, managedFields %v; want metadata only", s.Namespace, s.Name, s.ResourceVersion, len(s.Data), s.ManagedFields)
+		}
+	}
+
+	// The storm's informers row: checked against etcd's count.
+	scfg := StormConfig{Kind: sec, Timeout: 30 * time.Second, InformerTransform: InformerTransformStripData}
+	row := StormRow{Mode: StormInformers, Clients: 2}
+	r := runStormRow(ctx, target, scfg, row, false, ns, n, want)
+	if r.Synced != 2 || r.Wrong != 0 || r.Errors != 0 || r.DataBytes != 2*want || r.HarnessPeakRSS == 0 {
+		t.Errorf("storm row %+v; want 2 synced, %d bytes of data counted, the harness's RSS", r, 2*want)
+	}
+	r = runStormRow(ctx, target, scfg, row, false, ns, n, want+1)
+	if r.Synced != 2 || r.Wrong != 2 {
+		t.Errorf("storm row expecting one byte more: %+v; want 2 synced wrong", r)
+	}
+	if err := CheckInformerTransform("strip"); err == nil {
+		t.Error("CheckInformerTransform(strip) = nil, want an error")
 	}
 }

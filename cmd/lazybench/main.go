@@ -494,12 +494,16 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	skipLazy := fs.Bool("skip-lazyapi", false, "measure kube-apiserver only")
 	noUpdate := fs.Bool("no-update-results", false, "do not rewrite the ## informer storm section of bench/RESULTS.md")
 	profile := fs.Bool("profile", false, "run lazyapi with --profiling and save its heap profile and metrics at each run's peak RSS to OUT/profiles")
+	transform := fs.String("informer-transform", "", "what the informers rows' informers keep of each object (client-go SetTransform): empty keeps it whole; strip-data counts its data (checked against etcd's) and keeps its metadata only")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
 	k, ok := bench.LookupKind(*kind)
 	if !ok {
 		return fmt.Errorf("unknown --kind %q", *kind)
+	}
+	if err := bench.CheckInformerTransform(*transform); err != nil {
+		return fmt.Errorf("invalid --informer-transform: %w", err)
 	}
 	sd, err := bench.ParseSizeDist(*size)
 	if err != nil {
@@ -515,7 +519,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rs = append(rs, bench.StormRow{Mode: mode, Clients: c})
 	}
 	cfg := bench.StormConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Kind: k, Objects: *objects, Size: sd,
-		Rows: rs, Timeout: *timeout, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: !*noUpdate, Profile: *profile,
+		Rows: rs, Timeout: *timeout, InformerTransform: *transform, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: !*noUpdate, Profile: *profile,
 		Command: commandName() + " storm " + strings.Join(args, " "), Log: stderr}
 	rep, err := bench.RunStorm(ctx, cfg)
 	if rep != nil {
