@@ -417,20 +417,28 @@ func TestFillReplayByteBound(t *testing.T) {
 	}
 }
 
-// TestRefusedFillRetriesUnread: a resource refused because it does not
-// fit the budget is refused again at its retries without reading its
-// values (only a keys-only list and a sample of a few values), while its
-// estimate is still well over the budget left; once it shrinks to fit,
-// a retry fills it.
+// TestRefusedFillRetriesUnread: a resource whose fill was refused after
+// reading values (its estimate was within the margin: it costs 10/9 of
+// the budget) is refused again at its retries without reading its values
+// (only a keys-only list and a sample of a few values) once its measure,
+// times its objects now, is well over the budget left (it doubled); once
+// it shrinks to fit, a retry fills it.
 func TestRefusedFillRetriesUnread(t *testing.T) {
 	srv := etcdtest.Start(t)
-	const n, size, budget = 64, 64 << 10, 2 << 20 // 4 MiB of values, a 2 MiB budget
-	keys := make([]string, n)
-	for i := range n {
-		k, v := configMap(t, "ns", fmt.Sprintf("cm-%03d", i), nil, size, uint64(i))
-		keys[i] = k
-		put(t, srv.Client, k, v)
+	const n, size = 40, 64 << 10 // 2.5 MiB of values
+	keys := make([]string, 2*n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%sns/cm-%03d", cmPrefix, i)
 	}
+	value := func(i int) []byte {
+		_, v := configMap(t, "ns", fmt.Sprintf("cm-%03d", i), nil, size, uint64(i))
+		return v
+	}
+	for i := range n {
+		put(t, srv.Client, keys[i], value(i))
+	}
+	cost := fillCost(t, srv.Client, cmSpec, nil)
+	budget := cost * 9 / 10
 	core, logs := observer.New(zap.WarnLevel)
 	c := newTestCache(t, srv.Client, func(cfg *Config) {
 		cfg.MemoryBytes = budget
@@ -438,34 +446,53 @@ func TestRefusedFillRetriesUnread(t *testing.T) {
 		cfg.Logger = zap.New(core)
 	})
 	r := c.Resource(cmSpec)
-	const tries = 5
-	poll(t, "wait for refusals", func() error {
-		if got := r.refused.Get(); got < tries {
-			return fmt.Errorf("%d refusals, want %d", got, tries)
+	poll(t, "wait for the first refusal", func() error {
+		if got := r.refused.Get(); got < 1 {
+			return fmt.Errorf("%d refusals, want 1", got)
 		}
 		return nil
 	})
-	// Read before the refusals: the bytes counted belong to the refusals
-	// counted and the try running. The first try reads up to the budget
-	// and one more range (a small first page, then 1 MiB); every try
-	// reads a sample of at most replaySamples values.
-	read := int64(r.fillRead.Get())
-	refused, unread := int64(r.refused.Get()), int64(r.refusedUnread.Get())
+	if read := int64(r.fillRead.Get()); read < budget/2 || r.refusedEstimated.Get() != 0 {
+		t.Fatalf("the first refusal read %d bytes, %d by estimate; want the real fill's (up to the %d-byte budget)", read, r.refusedEstimated.Get(), budget)
+	}
+	// Grown to twice its size: the retries are refused unread.
+	for i := n; i < 2*n; i++ {
+		put(t, srv.Client, keys[i], value(i))
+	}
+	poll(t, "wait for a refusal unread", func() error {
+		if got := r.refusedUnread.Get(); got < 1 {
+			return fmt.Errorf("%d refusals unread, want 1", got)
+		}
+		return nil
+	})
+	// A try counts its reads before its refusal: read the reads after
+	// the refusals, so that they cover those counted and one running.
+	refused0 := int64(r.refused.Get())
+	read0, unread0 := int64(r.fillRead.Get()), int64(r.refusedUnread.Get())
+	const tries = 3
+	poll(t, "wait for refusals", func() error {
+		if got := int64(r.refused.Get()); got < refused0+tries {
+			return fmt.Errorf("%d refusals, want %d", got, refused0+tries)
+		}
+		return nil
+	})
+	refused := int64(r.refused.Get()) - refused0
+	read, unread := int64(r.fillRead.Get())-read0, int64(r.refusedUnread.Get())-unread0
 	sample := int64(replaySamples * (size + 1<<10))
-	if limit := budget + 1<<20 + (refused+1)*sample; read > limit {
-		t.Errorf("%d refusals read %d bytes, want at most %d (one fill up to the %d-byte budget, then samples only)", refused, read, limit, budget)
+	if limit := (refused + 1) * sample; read > limit {
+		t.Errorf("%d refusals read %d bytes, want at most %d (samples only)", refused, read, limit)
 	}
-	if unread < refused-1 {
-		t.Errorf("%d of %d refusals without reading values, want all but the first", unread, refused)
+	if unread < refused || r.refusedEstimated.Get() != 0 {
+		t.Errorf("%d of %d refusals without reading values (%d by estimate), want all (none)", unread, refused, r.refusedEstimated.Get())
 	}
-	t.Logf("%d refusals (%d unread) read %d bytes", refused, unread, read)
+	t.Logf("%d refusals (%d unread) read %d bytes; before them %d refusals read %d", refused, unread, read, refused0, read0)
 	entries := logs.FilterMessageSnippet("resource not cached").All()
 	if len(entries) < 2 {
 		t.Fatalf("%d refusal log lines, want at least 2", len(entries))
 	}
-	for i, e := range entries[:2] {
+	for i, e := range []observer.LoggedEntry{entries[0], entries[len(entries)-1]} {
 		reason, _ := e.ContextMap()["reason"].(string)
-		if unreadReason := strings.Contains(reason, "at the last refusal"); unreadReason != (i > 0) || !strings.Contains(reason, "--watch-cache-memory") {
+		if unreadReason := strings.Contains(reason, "measured at the last refusal"); unreadReason != (i > 0) || !strings.Contains(reason, "--watch-cache-memory") {
 			t.Errorf("refusal %d: reason %q", i, reason)
 		}
 	}

@@ -66,14 +66,19 @@ type Resource struct {
 	// fillRead counts the key and value bytes fills read with ranges and
 	// samples; replayed those of the events a fill replays from etcd's
 	// watch before the resource is ready; refusedUnread the refusals
-	// decided from the last refusal's measure, without reading values.
-	fillRead, replayed, refusedUnread *metrics.Counter
+	// decided without reading values (beyond a few samples), from the last
+	// refusal's measure or from an estimate (tooLargeByEstimate);
+	// refusedEstimated those decided from an estimate.
+	fillRead, replayed, refusedUnread, refusedEstimated *metrics.Counter
 }
 
 // refusal is what a fill refused for the budget measured: the cost of
 // the objects it charged, and the mean sampled value size at the time.
+// An estimated refusal holds the estimate of the cost of all the objects
+// (tooLargeByEstimate) instead of a measure.
 type refusal struct {
 	objects, bytes, sampleMean int64
+	estimated                  bool
 }
 
 func newResource(c *Cache, s Spec, history int) *Resource {
@@ -104,6 +109,7 @@ func newResource(c *Cache, s Spec, history int) *Resource {
 	r.fillRead = m.GetOrCreateCounter(metricName("lazyapi_cache_fill_read_bytes_total", n, ""))
 	r.replayed = m.GetOrCreateCounter(metricName("lazyapi_cache_replay_bytes_total", n, ""))
 	r.refusedUnread = m.GetOrCreateCounter(metricName("lazyapi_cache_refused_unread_total", n, ""))
+	r.refusedEstimated = m.GetOrCreateCounter(metricName("lazyapi_cache_refused_estimated_total", n, ""))
 	return r
 }
 
@@ -645,7 +651,9 @@ func (r *Resource) filled() {
 //
 // A resource whose last fill was refused for the budget is refused again
 // at once, without reading its values, while the estimate of what it
-// needs is still well over the budget left (stillTooLarge).
+// needs is still well over the budget left (stillTooLarge). One without a
+// refusal is refused before its values are read when its objects times a
+// sampled object's cost is well over the budget left (tooLargeByEstimate).
 func (r *Resource) fillForHistory(ctx context.Context, d *deriver) (*tree, int64, int64, error) {
 	r.sampleMean = 0
 	n := r.c.cfg.BackfillRevisions
@@ -653,15 +661,19 @@ func (r *Resource) fillForHistory(ctx context.Context, d *deriver) (*tree, int64
 		t, rev, err := r.fill(ctx, d, 0)
 		return t, rev, rev, err
 	}
-	target, changes, objects, err := r.newestChanges(ctx)
+	var spread spreadSample
+	target, changes, objects, err := r.newestChanges(ctx, &spread)
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	largest, err := r.sampleChanges(ctx, changes)
+	largest, samples, err := r.sampleChanges(ctx, d, changes)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	if err := r.stillTooLarge(objects); err != nil {
+		return nil, 0, 0, err
+	}
+	if err := r.tooLargeByEstimate(ctx, d, objects, int64(len(changes)) >= objects, samples, &spread); err != nil {
 		return nil, 0, 0, err
 	}
 	at := r.historyStart(target, changes, largest)
@@ -737,33 +749,30 @@ const maxValueBytes = 3 << 19
 // (newest first), one in the middle of each of as many equal strata, at
 // etcd's current revision (a key deleted since counts its key only), and
 // returns the largest key and value size (maxValueBytes when changes is
-// empty). It records their mean in r.sampleMean.
-func (r *Resource) sampleChanges(ctx context.Context, changes []keyRev) (int64, error) {
+// empty) and the samples (readSample). It records their mean size in
+// r.sampleMean.
+func (r *Resource) sampleChanges(ctx context.Context, d *deriver, changes []keyRev) (int64, []sample, error) {
 	m := len(changes)
 	s := min(replaySamples, m)
 	if s == 0 {
-		return maxValueBytes, nil
+		return maxValueBytes, nil, nil
 	}
 	var total, largest int64
+	samples := make([]sample, 0, s)
 	lo := 0
 	for i := range s {
 		hi := (i + 1) * m / s
-		key := changes[(lo+hi)/2].key
-		resp, err := r.c.cfg.Client.Get(ctx, key, clientv3.WithSerializable())
+		sm, err := r.readSample(ctx, d, changes[(lo+hi)/2].key)
 		if err != nil {
-			return 0, fmt.Errorf("cannot read a sample of %s: %w", r.spec.Prefix, err)
+			return 0, nil, err
 		}
-		size := int64(len(key))
-		if len(resp.Kvs) > 0 {
-			size = int64(len(resp.Kvs[0].Key) + len(resp.Kvs[0].Value))
-		}
-		r.fillRead.Add(int(size))
-		total += size
-		largest = max(largest, size)
+		samples = append(samples, sm)
+		total += sm.size
+		largest = max(largest, sm.size)
 		lo = hi
 	}
 	r.sampleMean = total / int64(s)
-	return largest, nil
+	return largest, samples, nil
 }
 
 // stillTooLarge refuses the fill of objects objects at once when the last
@@ -786,19 +795,24 @@ func (r *Resource) stillTooLarge(objects int64) error {
 		return nil
 	}
 	r.refusedUnread.Inc()
-	return fmt.Errorf("%w: %s's %d objects need about %.0f bytes (%d bytes for %d objects at the last refusal), more than the %d bytes left of --watch-cache-memory=%d",
-		errRefused, r.name, objects, need, last.bytes, last.objects, free, r.c.cfg.MemoryBytes)
+	measured := "measured"
+	if last.estimated {
+		measured = "estimated"
+	}
+	return fmt.Errorf("%w: %s's %d objects need about %.0f bytes (%d bytes for %d objects %s at the last refusal), more than the %d bytes left of --watch-cache-memory=%d",
+		errRefused, r.name, objects, need, last.bytes, last.objects, measured, free, r.c.cfg.MemoryBytes)
 }
 
 // newestChanges reads the resource's keys (no values) at etcd's current
 // revision and returns that revision, the keys and modification
 // revisions of the (r.history+1) most recently changed objects, newest
-// first, and how many objects there are. A collection written at once
-// (10,000 ConfigMaps of 10 KiB, all within BackfillRevisions) is then
-// read by the fill's ranges, page by page, and the replay carries its
-// last r.history changes only, not 100 MB of watch responses at once
-// (bench/RESULTS.md, ## storm: cold fill backfill).
-func (r *Resource) newestChanges(ctx context.Context) (rev int64, changes []keyRev, objects int64, err error) {
+// first, and how many objects there are; spread receives every key. A
+// collection written at once (10,000 ConfigMaps of 10 KiB, all within
+// BackfillRevisions) is then read by the fill's ranges, page by page,
+// and the replay carries its last r.history changes only, not 100 MB of
+// watch responses at once (bench/RESULTS.md, ## storm: cold fill
+// backfill).
+func (r *Resource) newestChanges(ctx context.Context, spread *spreadSample) (rev int64, changes []keyRev, objects int64, err error) {
 	h := &revHeap{}
 	end := clientv3.GetPrefixRangeEnd(r.spec.Prefix)
 	key := r.spec.Prefix
@@ -816,6 +830,7 @@ func (r *Resource) newestChanges(ctx context.Context) (rev int64, changes []keyR
 		}
 		objects += int64(len(resp.Kvs))
 		for _, kv := range resp.Kvs {
+			spread.add(kv.Key)
 			switch {
 			case h.Len() <= r.history:
 				heap.Push(h, keyRev{string(kv.Key), kv.ModRevision})
