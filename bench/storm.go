@@ -69,6 +69,13 @@ type StormConfig struct {
 	// default; InformerTransformStripData: its metadata, its data counted
 	// and checked against etcd's).
 	InformerTransform string
+	// OwnConnections gives each informer its own transport, so its own
+	// connection, as informers in different pods have. Without it the
+	// informers share client-go's cached transport (identical configs):
+	// one HTTP/2 connection for all of them to a server that speaks
+	// HTTP/2 (kube-apiserver), one HTTP/1.1 connection each to one that
+	// does not (lazyapi).
+	OwnConnections bool
 	// LazyAPIFlags are extra lazyapi flags (e.g. --memory-limit).
 	LazyAPIFlags []string
 	SkipKube     bool
@@ -158,6 +165,13 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 	}
 	if len(cfg.EtcdServers) == 0 {
 		rep.Notes = append(rep.Notes, "harness RSS includes the embedded etcd (--etcd-servers: a separate one)")
+	}
+	if slices.ContainsFunc(cfg.Rows, func(r StormRow) bool { return r.Mode == StormInformers }) {
+		if cfg.OwnConnections {
+			rep.Notes = append(rep.Notes, "informers: a transport and connection each (--informer-own-connections)")
+		} else {
+			rep.Notes = append(rep.Notes, "informers: client-go's shared transport (one HTTP/2 connection for all to kube-apiserver, one HTTP/1.1 connection each to lazyapi)")
+		}
 	}
 	var starters []starter
 	if !cfg.SkipLazyAPI {
@@ -261,6 +275,7 @@ type stormState struct {
 	transform    string
 	expectedData int64
 	dataRead     atomic.Int64
+	ownConns     bool
 	target       Target
 	client       *http.Client
 	path         string
@@ -327,7 +342,7 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 		}
 	}
 	st := &stormState{start: time.Now(), expected: expected, target: t, path: cfg.Kind.Path(ns), deadline: time.Now().Add(cfg.Timeout),
-		transform: cfg.InformerTransform, expectedData: expectedData}
+		transform: cfg.InformerTransform, expectedData: expectedData, ownConns: cfg.OwnConnections}
 	if row.Mode == StormInformers {
 		st.runInformers(rctx, cfg.Kind, ns, row.Clients)
 	} else {
@@ -585,12 +600,27 @@ func (s *stormState) runInformers(ctx context.Context, k Kind, ns string, n int)
 			return resp, err
 		})
 	})
+	var conns connSet
+	defer conns.closeAll()
 	stop := make(chan struct{})
 	defer close(stop)
 	sc := Scenario{Kind: k, Namespace: ns}
 	var wg sync.WaitGroup
 	for range n {
-		inf, read, err := newStormInformer(rest.CopyConfig(base), &sc, s.transform)
+		cfg := rest.CopyConfig(base)
+		if s.ownConns {
+			// A Dial makes client-go's transport uncacheable: a transport,
+			// so a connection, of the informer's own.
+			d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+			cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := d.DialContext(ctx, network, addr)
+				if err == nil {
+					conns.add(c)
+				}
+				return c, err
+			}
+		}
+		inf, read, err := newStormInformer(cfg, &sc, s.transform)
 		if err != nil {
 			s.fail(err)
 			return
@@ -636,6 +666,28 @@ func newStormInformer(cfg *rest.Config, s *Scenario, transform string) (cache.Sh
 		return nil, nil, err
 	}
 	return inf, read, nil
+}
+
+// connSet closes the connections of the informers' own transports when
+// their run ends (their transports are not shared, nothing else would).
+type connSet struct {
+	mu sync.Mutex
+	cs []net.Conn
+}
+
+func (c *connSet) add(conn net.Conn) {
+	c.mu.Lock()
+	c.cs = append(c.cs, conn)
+	c.mu.Unlock()
+}
+
+func (c *connSet) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.cs {
+		conn.Close()
+	}
+	c.cs = nil
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

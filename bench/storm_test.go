@@ -2,8 +2,13 @@ package bench
 
 import (
 	"context"
+	"maps"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,5 +100,45 @@ func TestStormInformersStripData(t *testing.T) {
 	}
 	if err := CheckInformerTransform("strip"); err == nil {
 		t.Error("CheckInformerTransform(strip) = nil, want an error")
+	}
+}
+
+// TestStormInformersOwnConnections: the storm's informers share client-go's
+// cached transport (their requests on one HTTP/2 connection to a server
+// that speaks it) unless OwnConnections gives each its own.
+func TestStormInformersOwnConnections(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cm, _ := LookupKind("configmap")
+	if _, err := Seed(ctx, srv.Client, SeedConfig{Kind: cm, Count: 5, Namespaces: 1, Size: SizeDist{Kind: "fixed", Size: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	rs := NewRefServer(srv.Client, "/registry")
+	var mu sync.Mutex
+	conns := map[string]bool{} // the client addresses requests came from
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		conns[r.Proto+" "+r.RemoteAddr] = true
+		mu.Unlock()
+		rs.ServeHTTP(w, r)
+	}))
+	hs.EnableHTTP2 = true
+	hs.StartTLS()
+	t.Cleanup(hs.Close)
+	target := Target{Name: "reference", URL: hs.URL, PID: os.Getpid()}
+	ns := NamespaceName(DefaultNamespacePrefix, 0)
+	row := StormRow{Mode: StormInformers, Clients: 3}
+	for own, want := range map[bool]int{false: 1, true: 3} {
+		mu.Lock()
+		clear(conns)
+		mu.Unlock()
+		r := runStormRow(ctx, target, StormConfig{Kind: cm, Timeout: 30 * time.Second, OwnConnections: own}, row, false, ns, 5, -1)
+		mu.Lock()
+		got := slices.Sorted(maps.Keys(conns))
+		mu.Unlock()
+		if r.Synced != 3 || r.Wrong != 0 || len(got) != want || !strings.HasPrefix(got[0], "HTTP/2.0 ") {
+			t.Errorf("own connections %v: %d synced (%d wrong, %s), requests from %v; want 3 synced over %d HTTP/2 connections", own, r.Synced, r.Wrong, r.FirstError, got, want)
+		}
 	}
 }
