@@ -240,13 +240,9 @@ func (s *Server) listResponseBytes(ctx context.Context, st *reqState, avg int64,
 		}
 		return total, avg
 	}
-	sz, ok := s.stats.size(prefix, now)
-	if !ok {
-		var err error
-		if sz, err = s.sampleRange(ctx, prefix); err != nil {
-			return 0, avg
-		}
-		s.stats.setSize(prefix, sz, now)
+	sz, err := s.stats.sampleSize(ctx, prefix, now, func() (collSize, error) { return s.sampleRange(ctx, prefix) })
+	if err != nil {
+		return 0, avg
 	}
 	if avg <= 0 {
 		// No LIST of the resource yet: one value is a poor sample (the

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"math"
 	"sync"
 	"time"
@@ -45,9 +46,21 @@ type collStats struct {
 	hints sync.Map
 
 	max      int        // most entries of sizes and of observed
-	mu       sync.Mutex // guards sizes and observed
+	mu       sync.Mutex // guards sizes, observed, sampling and waiting
 	sizes    map[string]sizeEntry
 	observed map[string]observedEntry
+	// sampling holds the samples of collection sizes in flight
+	// (sampleSize), waiting the callers waiting for one (for tests).
+	sampling map[string]*sizeSample
+	waiting  int
+}
+
+// sizeSample is a sample of a collection's size in flight; sz and err are
+// set before done is closed.
+type sizeSample struct {
+	done chan struct{}
+	sz   collSize
+	err  error
 }
 
 // sizeEntry is a remembered collection size.
@@ -63,7 +76,50 @@ type observedEntry struct {
 }
 
 func newCollStats(max int) *collStats {
-	return &collStats{max: max, sizes: map[string]sizeEntry{}, observed: map[string]observedEntry{}}
+	return &collStats{max: max, sizes: map[string]sizeEntry{}, observed: map[string]observedEntry{}, sampling: map[string]*sizeSample{}}
+}
+
+// sampleSize returns the size remembered for the collection key (size),
+// else the one sample returns, called once for all the callers that ask
+// while it is in flight (and remembered with setSize when it succeeds).
+// A burst of LISTs of a collection that is not cached (or still filling)
+// thus reads one value from etcd, not one each: 256 LIST+WATCH streams on
+// 400 Secrets of 1 MiB read 256 values of 1 MiB at once, outside
+// admission (bench/RESULTS.md, ## storm: 400 Secrets, lazyapi and
+// kube-apiserver in one run). A waiting caller whose ctx ends returns its
+// error; the sample goes on for the others.
+func (c *collStats) sampleSize(ctx context.Context, key string, now time.Time, sample func() (collSize, error)) (collSize, error) {
+	if sz, ok := c.size(key, now); ok {
+		return sz, nil
+	}
+	c.mu.Lock()
+	if sm, ok := c.sampling[key]; ok {
+		c.waiting++
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			c.waiting--
+			c.mu.Unlock()
+		}()
+		select {
+		case <-sm.done:
+			return sm.sz, sm.err
+		case <-ctx.Done():
+			return collSize{}, ctx.Err()
+		}
+	}
+	sm := &sizeSample{done: make(chan struct{})}
+	c.sampling[key] = sm
+	c.mu.Unlock()
+	sm.sz, sm.err = sample()
+	if sm.err == nil {
+		c.setSize(key, sm.sz, now)
+	}
+	c.mu.Lock()
+	delete(c.sampling, key)
+	c.mu.Unlock()
+	close(sm.done)
+	return sm.sz, sm.err
 }
 
 // hint returns the average stored size of the collection's values last

@@ -1,7 +1,11 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -91,5 +95,92 @@ func TestEstimateList(t *testing.T) {
 		if got := estimateList(tt.avg, tt.items, tt.buf); got != tt.want {
 			t.Errorf("estimateList(%d, %d, %d) = %d, want %d", tt.avg, tt.items, tt.buf, got, tt.want)
 		}
+	}
+}
+
+// TestCollStatsSampleSizeOnce: 32 callers asking for the size of one
+// collection while its sample is in flight share that one sample (a burst
+// of LISTs of a collection that is not cached read one value from etcd,
+// not one each); once it returned, the size is remembered; a failed
+// sample is not, and a waiter whose context ends returns its error.
+func TestCollStatsSampleSizeOnce(t *testing.T) {
+	c := newCollStats(8)
+	now := time.Unix(1000, 0)
+	release := make(chan struct{})
+	var calls atomic.Int32
+	sample := func() (collSize, error) {
+		calls.Add(1)
+		<-release
+		return collSize{Items: 400, AvgBytes: 1 << 20}, nil
+	}
+	const n = 32
+	var wg sync.WaitGroup
+	got := make([]collSize, n)
+	wg.Go(func() {
+		sz, err := c.sampleSize(context.Background(), "s", now, sample)
+		if err != nil {
+			t.Error(err)
+		}
+		got[0] = sz
+	})
+	pollUntil(t, func() bool { return calls.Load() == 1 })
+	for i := 1; i < n; i++ {
+		wg.Go(func() {
+			sz, err := c.sampleSize(context.Background(), "s", now, sample)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = sz
+		})
+	}
+	pollUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.waiting == n-1 })
+	close(release)
+	wg.Wait()
+	if calls.Load() != 1 {
+		t.Fatalf("%d samples for %d concurrent callers, want 1", calls.Load(), n)
+	}
+	for i, sz := range got {
+		if sz != (collSize{400, 1 << 20}) {
+			t.Fatalf("caller %d got %+v", i, sz)
+		}
+	}
+	if sz, _ := c.sampleSize(context.Background(), "s", now.Add(time.Second), sample); sz.Items != 400 || calls.Load() != 1 {
+		t.Fatalf("within sizeTTL: %+v after %d samples, want the remembered size and no new sample", sz, calls.Load())
+	}
+
+	// A failed sample is not remembered; a waiter whose context ends
+	// returns its error.
+	boom := errors.New("boom")
+	fail := make(chan struct{})
+	failing := func() (collSize, error) { <-fail; return collSize{}, boom }
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.sampleSize(context.Background(), "f", now, failing)
+		errc <- err
+	}()
+	pollUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.sampling["f"] != nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.sampleSize(ctx, "f", now, failing); !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiter with an ended context: %v, want context.Canceled", err)
+	}
+	close(fail)
+	if err := <-errc; !errors.Is(err, boom) {
+		t.Fatalf("failed sample: %v", err)
+	}
+	if _, ok := c.size("f", now); ok {
+		t.Fatal("a failed sample was remembered")
+	}
+}
+
+// pollUntil polls cond until it holds, failing t after a minute.
+func pollUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within a minute")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
