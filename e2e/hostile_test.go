@@ -547,8 +547,9 @@ func TestHostileStormNotCached(t *testing.T) {
 	codes, errs, took := stormErrs(target{url: p.URL, timeout: 3 * time.Minute}, 16)
 	p99, n := pr.finish(t, h, "storm not cached")
 	rss := report(t, fmt.Sprintf("reconnect storm on %d MiB not cached N=16", items*hostileItemLen>>20), p,
-		fmt.Sprintf("codes %v, all synced after %s; fills refused %v; other client: %d requests, p99 %s", codes, took.Round(time.Millisecond),
-			scrape(p.URL, `lazyapi_cache_not_cached_total{resource="configmaps",reason="too_large"}`), n, p99.Round(time.Millisecond)))
+		fmt.Sprintf("codes %v, all synced after %s; fills refused %v (by estimate, before reading values: %v); other client: %d requests, p99 %s", codes, took.Round(time.Millisecond),
+			scrape(p.URL, `lazyapi_cache_not_cached_total{resource="configmaps",reason="too_large"}`),
+			scrape(p.URL, `lazyapi_cache_refused_estimated_total{resource="configmaps"}`), n, p99.Round(time.Millisecond)))
 	h.checkRSS(t, "storm not cached", rss)
 	if codes[200] != 16 || codes[0] > 0 {
 		h.failf(t, "storm not cached: codes %v, broken streams' errors %v: want 16 synced (429s retried by clients)\nlazyapi's warnings and errors:\n%s",
