@@ -9,7 +9,8 @@ import (
 
 // GarbageHeadroom returns the most garbage CapGarbage lets the heap gather
 // above its live bytes under a memory limit of limit bytes: a sixteenth of
-// it (64 MiB at --memory-limit=1Gi), at least 8 MiB.
+// it (64 MiB at --memory-limit=1Gi), at least 8 MiB and at most
+// MaxGarbageHeadroom.
 //
 // Why a fixed amount rather than GOGC's proportion: the watch cache is
 // most of the live heap and lives for the whole process, so with GOGC=100
@@ -21,7 +22,20 @@ import (
 // values are pointer-free blocks, cheap to mark, so collecting more often
 // costs little: that storm allocated 0.8 GB in all (the streams share
 // their frames), 17 collections with GOGC=100.
-func GarbageHeadroom(limit int64) int64 { return max(limit/16, 8<<20) }
+//
+// Why at most MaxGarbageHeadroom: the garbage is what requests leave
+// behind, made at the rate lazyapi serves, not in proportion to the
+// limit; a larger limit is there to hold a larger cache, and a sixteenth
+// of it only lets the RSS rise further above the cache (issue 15 allows
+// cache + 256 MiB at every limit). 256 WatchList streams on 400 Secrets of 1 MiB,
+// cached under --memory-limit=2Gi, made 0.85 byte of garbage per byte
+// served; the 128 MiB a sixteenth allowed took the warm RSS to 657.1 MiB,
+// 1.1 MiB over the 400 MiB cache + 256 MiB (bench/RESULTS.md, ## storm:
+// 400 Secrets, lazyapi and kube-apiserver in one run).
+func GarbageHeadroom(limit int64) int64 { return min(max(limit/16, 8<<20), MaxGarbageHeadroom) }
+
+// MaxGarbageHeadroom is the largest GarbageHeadroom: a sixteenth of 1 GiB.
+const MaxGarbageHeadroom = 64 << 20
 
 // CapGarbage keeps the collector's heap goal at most headroom bytes above
 // the heap it found live (plus goroutine stacks and globals, which the goal

@@ -143,3 +143,20 @@ func BenchmarkCapGarbage(b *testing.B) {
 	runtime.KeepAlive(cache)
 	runtime.KeepAlive(index)
 }
+
+// TestGarbageHeadroom: a sixteenth of the limit, at least 8 MiB and at
+// most 64 MiB, so that a larger limit (a larger cache) does not let more
+// garbage gather above the cache.
+func TestGarbageHeadroom(t *testing.T) {
+	for _, c := range []struct{ limit, want int64 }{
+		{64 << 20, 8 << 20},
+		{256 << 20, 16 << 20},
+		{1 << 30, 64 << 20},
+		{2 << 30, 64 << 20},
+		{16 << 30, 64 << 20},
+	} {
+		if got := GarbageHeadroom(c.limit); got != c.want {
+			t.Errorf("GarbageHeadroom(%d MiB) = %d MiB, want %d MiB", c.limit>>20, got>>20, c.want>>20)
+		}
+	}
+}
