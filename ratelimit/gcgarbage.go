@@ -42,7 +42,7 @@ const MaxGarbageHeadroom = 64 << 20
 // counts as well): after every collection it sets GOGC (debug.SetGCPercent)
 // to headroom as a percentage of that, never above the GOGC in force when
 // it started (100 unless the GOGC environment variable said otherwise) and
-// never below 1. A small heap thus keeps GOGC's proportion; a large one,
+// never below minCapPercent. A small heap thus keeps GOGC's proportion; a large one,
 // whose proportion would let more than headroom of garbage gather, gets
 // the fixed headroom. GOMEMLIMIT (ApplyMemoryLimit) still bounds the goal
 // from above. With GOGC=off it does nothing. stop restores the starting
@@ -106,15 +106,32 @@ func (c *garbageCap) tune() bool {
 			scan += int64(s.Value.Uint64())
 		}
 	}
-	pct := c.base
-	if scan > 0 {
-		pct = min(pct, max(c.headroom*100/scan, 1))
-	}
+	pct := capPercent(c.base, c.headroom, scan)
 	if pct != c.pct {
 		debug.SetGCPercent(int(pct))
 		c.pct = pct
 	}
 	return true
+}
+
+// minCapPercent is the lowest GOGC CapGarbage sets. The fixed headroom
+// (at most MaxGarbageHeadroom) over a large live heap would otherwise ask
+// for a collection every few MiB allocated, each marking the whole heap:
+// with a 4 GiB cache, 64 MiB is GOGC 1. At 10 the collector runs at most
+// ten times as often as Go's default; the floor binds only above 640 MiB
+// scanned at the 64 MiB headroom (every storm measured in bench/RESULTS.md
+// has a smaller heap, so their figures stand), and above it the garbage
+// may reach a tenth of the live heap.
+const minCapPercent = 10
+
+// capPercent is the GOGC CapGarbage sets for a collection that found scan
+// bytes to scan: headroom as a percentage of scan, at most base (the GOGC
+// it started with) and at least minCapPercent (or base, if lower).
+func capPercent(base, headroom, scan int64) int64 {
+	if scan <= 0 {
+		return base
+	}
+	return min(base, max(headroom*100/scan, minCapPercent))
 }
 
 // GCPercent returns GOGC (-1 when off) without changing it.

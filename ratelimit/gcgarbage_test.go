@@ -160,3 +160,22 @@ func TestGarbageHeadroom(t *testing.T) {
 		}
 	}
 }
+
+// TestCapPercent: the headroom as a percentage of the scanned heap, never
+// above the starting GOGC and never below minCapPercent, so that a large
+// cache does not turn the cap into a collection every few MiB.
+func TestCapPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct{ base, headroom, scan, want int64 }{
+		{100, 64 * mib, 0, 100},         // nothing scanned yet: the starting GOGC
+		{100, 64 * mib, 32 * mib, 100},  // a small heap keeps GOGC's proportion
+		{100, 64 * mib, 256 * mib, 25},  // the fixed headroom
+		{100, 64 * mib, 430 * mib, 14},  // 400 MiB of cached Secrets: unchanged by the floor
+		{100, 64 * mib, 4096 * mib, 10}, // a 4 GiB cache: the floor, not GOGC 1
+		{5, 64 * mib, 4096 * mib, 5},    // never above the starting GOGC
+	} {
+		if got := capPercent(c.base, c.headroom, c.scan); got != c.want {
+			t.Errorf("capPercent(%d, %d MiB, %d MiB) = %d, want %d", c.base, c.headroom/mib, c.scan/mib, got, c.want)
+		}
+	}
+}
