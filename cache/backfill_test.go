@@ -439,12 +439,7 @@ func TestRefusedFillRetriesUnread(t *testing.T) {
 	}
 	cost := fillCost(t, srv.Client, cmSpec, nil)
 	budget := cost * 9 / 10
-	core, logs := observer.New(zap.WarnLevel)
-	c := newTestCache(t, srv.Client, func(cfg *Config) {
-		cfg.MemoryBytes = budget
-		cfg.RetryInterval = 10 * time.Millisecond
-		cfg.Logger = zap.New(core)
-	})
+	c, logs := budgetCache(t, srv.Client, budget, 10*time.Millisecond)
 	r := c.Resource(cmSpec)
 	poll(t, "wait for the first refusal", func() error {
 		if got := r.refused.Get(); got < 1 {

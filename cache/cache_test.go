@@ -79,6 +79,20 @@ func newTestCache(t testing.TB, cli *clientv3.Client, mutate func(*Config)) *Cac
 	return c
 }
 
+// budgetCache is newTestCache with a budget of budget bytes, fills
+// retried every retry and warnings logged to the returned observer (the
+// refusal tests read the refusal's log line).
+func budgetCache(t testing.TB, cli *clientv3.Client, budget int64, retry time.Duration) (*Cache, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zap.WarnLevel)
+	c := newTestCache(t, cli, func(cfg *Config) {
+		cfg.MemoryBytes = budget
+		cfg.RetryInterval = retry
+		cfg.Logger = zap.New(core)
+	})
+	return c, logs
+}
+
 // poll calls f until it returns nil or the deadline passes.
 func poll(t testing.TB, what string, f func() error) {
 	t.Helper()

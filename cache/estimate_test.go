@@ -63,12 +63,7 @@ func TestFillRefusedByEstimate(t *testing.T) {
 
 	t.Run("first fill", func(t *testing.T) {
 		cli, counted := countingClient(t, srv.Endpoint)
-		core, logs := observer.New(zap.WarnLevel)
-		c := newTestCache(t, cli, func(cfg *Config) {
-			cfg.MemoryBytes = budget
-			cfg.RetryInterval = time.Hour // one try only
-			cfg.Logger = zap.New(core)
-		})
+		c, logs := budgetCache(t, cli, budget, time.Hour) // one try only
 		r := c.Resource(cmSpec)
 		waitState(t, r, StateRefused)
 		got, read := counted.all.Load(), int64(r.fillRead.Get())
@@ -97,12 +92,7 @@ func TestFillRefusedByEstimate(t *testing.T) {
 	})
 
 	t.Run("retries", func(t *testing.T) {
-		core, logs := observer.New(zap.WarnLevel)
-		c := newTestCache(t, srv.Client, func(cfg *Config) {
-			cfg.MemoryBytes = budget
-			cfg.RetryInterval = 10 * time.Millisecond
-			cfg.Logger = zap.New(core)
-		})
+		c, logs := budgetCache(t, srv.Client, budget, 10*time.Millisecond)
 		r := c.Resource(cmSpec)
 		const tries = 4
 		poll(t, "wait for refusals", func() error {
