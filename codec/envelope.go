@@ -52,6 +52,10 @@ var (
 	encryptedMagic = []byte("k8s:enc:")
 )
 
+// IsProtobuf reports whether stored is in kube-apiserver's protobuf
+// envelope ("k8s\x00"): Unwrap gives FormatProtobuf for it, or an error.
+func IsProtobuf(stored []byte) bool { return bytes.HasPrefix(stored, protobufMagic) }
+
 // Unwrap removes the storage envelope of a stored value.
 //
 // "k8s\x00" + runtime.Unknown gives FormatProtobuf with APIVersion and Kind

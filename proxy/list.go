@@ -67,6 +67,11 @@ type lister struct {
 	// items' cache.Attrs.
 	snap  *cache.Snapshot
 	attrs bool
+	// render, when set, is the rendering cache a JSON list's items are
+	// looked up in before their values are unwrapped (item), renderFull
+	// whether the items carry their type meta (custom resources).
+	render     *renderCache
+	renderFull bool
 
 	// Set by firstPage and plan.
 	opts          store.ListOptions // the range read, at rev
@@ -102,12 +107,17 @@ type walkState struct {
 	partial   bool   // onePage walk stopped at the page's end with more pages
 }
 
-// walkItem is one matching item of a walk: its object (decoded) and, in a
-// size pass of a sized encoder, its item size.
+// walkItem is one matching item of a walk: its object (decoded) or its
+// kept JSON rendering, and, in a size pass of a sized encoder, its item
+// size.
 type walkItem struct {
 	obj     codec.Object
-	decoded bool // obj is set (always in the write pass)
-	size    int
+	decoded bool // obj is set (in the write pass unless json is)
+	// json, when set, is the item's kept rendering (renderCache.kept,
+	// never modified): the value was not unwrapped, obj has only its
+	// Format.
+	json []byte
+	size int
 }
 
 // item evaluates the filter on kv, the i-th item of pg's last page, and
@@ -127,6 +137,14 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, sizing bool) (walkIt
 	byAttrs := !l.f.empty() && cached && l.attrs && attrs.Valid()
 	if byAttrs && !l.f.matchesAttrs(attrs) {
 		return walkItem{}, false, nil // not decrypted, not unwrapped
+	}
+	if l.render != nil && (l.f.empty() || byAttrs) {
+		// A JSON item whose rendering is kept is copied from it: its
+		// value is not unwrapped, in the size pass nor in the write
+		// pass (8.5% of a cached JSON LIST's CPU, perf, 2026-12-03).
+		if b := l.keptJSON(kv, cached); b != nil {
+			return walkItem{obj: codec.Object{Format: codec.FormatProtobuf}, json: b}, true, nil
+		}
 	}
 	if sizing && l.pre == nil && l.s.decrypts(l.gr, kv.Value, cached) {
 		// Whether it matches is known without the plaintext, or not
@@ -187,6 +205,29 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, sizing bool) (walkIt
 		}
 	}
 	return it, true, nil
+}
+
+// keptJSON returns the kept JSON rendering of kv's item, or nil: only for
+// a value in the protobuf envelope that is served without a transformer
+// (a value that is decrypted must be, to fail as it would otherwise).
+func (l *lister) keptJSON(kv *mvccpb.KeyValue, cached bool) []byte {
+	if !codec.IsProtobuf(kv.Value) || l.s.decrypts(l.gr, kv.Value, cached) {
+		return nil
+	}
+	return l.render.rendering(kv.Key, kv.ModRevision, l.renderFull)
+}
+
+// appendItem appends it, the item of kv, to dst: its kept rendering, or
+// encoded by Server.listItem.
+func (l *lister) appendItem(dst []byte, it *walkItem, kv *mvccpb.KeyValue, first bool) ([]byte, error) {
+	if it.json == nil {
+		return l.s.listItem(l.enc, dst, kv.Key, kv.Value, it.obj, kv.ModRevision, first)
+	}
+	l.render.hits.Inc()
+	if !first {
+		dst = codec.AppendJSONListSep(dst)
+	}
+	return append(dst, it.json...), nil
 }
 
 // unwrap decrypts and unwraps kv's value (kv itself is not changed).
@@ -294,6 +335,11 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 	r, q := st.r, st.q
 	l := &lister{s: s, st: st, prefix: s.listPrefix(r, st.p.Namespace), limit: q.Limit, now: time.Now(),
 		uri: string(rc.RequestURI()), enc: st.enc, ctx: ctx, gr: r.GroupResource()}
+	if je, ok := st.enc.(*jsonEncoder); ok && s.render != nil {
+		// As Server.listItem: items of a built-in list carry no
+		// apiVersion and kind.
+		l.render, l.renderFull = s.render, je.r.Custom
+	}
 	var err error
 	l.f, err = parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
 	if err != nil {
@@ -493,11 +539,11 @@ func (l *lister) sizeEmit(it *walkItem, kv *mvccpb.KeyValue) error {
 		}
 	}
 	if l.pre != nil {
-		if !it.decoded {
+		if !it.decoded && it.json == nil {
 			panic("BUG: a size pass that encodes skipped the decoding")
 		}
 		var err error
-		if *l.pre, err = l.s.listItem(l.enc, *l.pre, kv.Key, kv.Value, it.obj, kv.ModRevision, l.ws.n == 0); err != nil {
+		if *l.pre, err = l.appendItem(*l.pre, it, kv, l.ws.n == 0); err != nil {
 			l.s.decodeErrs.Inc()
 			return &decodeError{key: string(kv.Key), err: err}
 		}
@@ -842,14 +888,14 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 	}
 	emit := func(it *walkItem, kv *mvccpb.KeyValue) error {
 		start := len(sw.buf)
-		sw.buf, err = l.s.listItem(enc, sw.buf, kv.Key, kv.Value, it.obj, kv.ModRevision, ws.n == 0)
+		sw.buf, err = l.appendItem(sw.buf, it, kv, ws.n == 0)
 		if err != nil {
 			l.s.decodeErrs.Inc()
 			return &decodeError{key: string(kv.Key), err: err}
 		}
 		written += len(sw.buf) - start
 		lastObj = it.obj
-		if l.snap == nil && enc.sized() && l.s.sizes != nil && encryption.Encrypted(kv.Value) {
+		if l.snap == nil && enc.sized() && it.decoded && l.s.sizes != nil && encryption.Encrypted(kv.Value) {
 			// For the size pass of the next LIST of this value.
 			l.s.sizes.put(kv.Key, kv.ModRevision, codec.SizesOf(it.obj))
 		}

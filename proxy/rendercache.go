@@ -203,6 +203,21 @@ func (s *Server) object(enc encoder, dst, key, stored []byte, obj codec.Object, 
 	return append(dst, '\n'), nil // as jsonEncoder.object
 }
 
+// keptObject returns the kept rendering of a JSON GET's object, or nil:
+// the object Server.object would copy from the rendering cache, looked up
+// before value (stored, or its plaintext) is unwrapped. key is the
+// object's etcd key, stored its value as stored, rev its mod revision.
+func (s *Server) keptObject(enc encoder, key, stored, value []byte, rev int64) []byte {
+	if _, ok := enc.(*jsonEncoder); !ok || !codec.IsProtobuf(value) {
+		return nil
+	}
+	rc := s.renderOf(stored)
+	if rc == nil {
+		return nil
+	}
+	return rc.rendering(key, rev, true)
+}
+
 // watchEvent is enc.watchEvent, with a JSON event's object from the
 // rendering cache when it is kept there: the initial events of many
 // WatchList watchers (an informer storm) then copy one rendering instead of
@@ -234,13 +249,9 @@ func (rc *renderCache) appendJSON(sc *codec.Schema, dst []byte, key []byte, obj 
 	full := !opts.OmitTypeMeta
 	h := rc.hash(key, rv, full)
 	sh := &rc.shards[h%renderShards]
-	sh.mu.RLock()
-	e := sh.m[h]
-	sh.mu.RUnlock()
-	if e != nil && e.rev == rv && e.full == full && e.key == bytesutil.ToUnsafeString(key) {
-		e.ref.Store(true)
+	if b := rc.lookup(sh, h, key, rv, full); b != nil {
 		rc.hits.Inc()
-		return append(dst, e.b...), nil
+		return append(dst, b...), nil
 	}
 	rc.misses.Inc()
 	start := len(dst)
@@ -255,6 +266,34 @@ func (rc *renderCache) appendJSON(sc *codec.Schema, dst []byte, key []byte, obj 
 	}
 	rc.keep(sh, &renderEntry{hash: h, key: string(key), rev: rv, full: full, b: append([]byte(nil), dst[start:]...)})
 	return dst, nil
+}
+
+// rendering returns the kept rendering of the object version (key, rev; type
+// meta written when full), or nil. It counts no hit: the caller counts
+// rc.hits when it serves the bytes. The bytes are never modified; they
+// stay readable after the entry is evicted.
+//
+// A kept rendering is what appendJSON would transcode from the value
+// stored at key with mod revision rev, so a caller holding such a value
+// may serve it without unwrapping the value at all (lister.item,
+// Server.keptObject): the value of a key at a revision never changes.
+func (rc *renderCache) rendering(key []byte, rev int64, full bool) []byte {
+	h := rc.hash(key, rev, full)
+	return rc.lookup(&rc.shards[h%renderShards], h, key, rev, full)
+}
+
+// lookup returns the rendering with hash h in sh, or nil.
+func (rc *renderCache) lookup(sh *renderShard, h uint64, key []byte, rev int64, full bool) []byte {
+	sh.mu.RLock()
+	e := sh.m[h]
+	sh.mu.RUnlock()
+	if e == nil || e.rev != rev || e.full != full || e.key != bytesutil.ToUnsafeString(key) {
+		return nil
+	}
+	if !e.ref.Load() {
+		e.ref.Store(true) // no store (a shared cache line) when already set
+	}
+	return e.b
 }
 
 // keep adds e to sh, evicting (CLOCK) to stay within maxBytes and the

@@ -27,6 +27,7 @@ func TestRenderCacheIdentical(t *testing.T) {
 	tw.waitCached(t, rev)
 	paths := []string{"/api/v1/namespaces/ns/configmaps?resourceVersion=0", "/api/v1/configmaps?resourceVersion=0",
 		"/api/v1/namespaces/ns/configmaps", "/api/v1/namespaces/ns/configmaps?limit=50",
+		"/api/v1/namespaces/ns/configmaps?resourceVersion=0&labelSelector=parity%3Deven",
 		"/api/v1/namespaces/ns/configmaps/cm-00003", "/api/v1/namespaces/ns/configmaps/cm-00003?resourceVersion=0"}
 	check := func(round int) {
 		t.Helper()
@@ -47,6 +48,28 @@ func TestRenderCacheIdentical(t *testing.T) {
 	hits, err := metricValue(e.ms, `lazyapi_render_cache_total{result="hit"}`)
 	if err != nil || hits < 120 {
 		t.Fatalf("render cache hits = %v (%v), want >= 120 after three rounds", hits, err)
+	}
+	// Warm: a JSON LIST and GET copy every item from the rendering cache,
+	// one hit per item (the size pass's lookups count none) and no miss.
+	for _, c := range []struct {
+		path string
+		hits float64
+	}{
+		{"/api/v1/namespaces/ns/configmaps?resourceVersion=0", 120},
+		{"/api/v1/namespaces/ns/configmaps?resourceVersion=0&labelSelector=parity%3Deven", 60},
+		{"/api/v1/namespaces/ns/configmaps?limit=50", 50},
+		{"/api/v1/namespaces/ns/configmaps/cm-00003?resourceVersion=0", 1},
+	} {
+		h0, _ := metricValue(e.ms, `lazyapi_render_cache_total{result="hit"}`)
+		m0, _ := metricValue(e.ms, `lazyapi_render_cache_total{result="miss"}`)
+		if code, _, _ := e.raw(t, "GET", c.path, "application/json"); code != 200 {
+			t.Fatalf("GET %s: %d", c.path, code)
+		}
+		h1, _ := metricValue(e.ms, `lazyapi_render_cache_total{result="hit"}`)
+		m1, _ := metricValue(e.ms, `lazyapi_render_cache_total{result="miss"}`)
+		if h1-h0 != c.hits || m1 != m0 {
+			t.Errorf("warm GET %s: %v render cache hits, %v misses, want %v and 0", c.path, h1-h0, m1-m0, c.hits)
+		}
 	}
 	kept, _ := metricValue(e.ms, "lazyapi_render_cache_bytes")
 	if kept <= 0 || usedBudget(t, e)-used0 < int64(kept) {

@@ -405,22 +405,37 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 		s.serveScale(rc, st, ef, value, kv.ModRevision)
 		return
 	}
-	mkv := mvccpb.KeyValue{Key: kv.Key, Value: value, ModRevision: kv.ModRevision}
-	obj, err := s.unwrap(r, &mkv)
-	if err != nil {
-		s.log.Error("cannot decode stored object", zap.String("key", key), zap.Error(err))
-		st.fail(rc, ef, internalErr(err.Error()))
-		return
+	var obj codec.Object
+	kept := s.keptObject(st.enc, kv.Key, kv.Value, value, kv.ModRevision)
+	if kept != nil {
+		obj.Format = codec.FormatProtobuf // not unwrapped: served from kept
+	} else {
+		mkv := mvccpb.KeyValue{Key: kv.Key, Value: value, ModRevision: kv.ModRevision}
+		if obj, err = s.unwrap(r, &mkv); err != nil {
+			s.log.Error("cannot decode stored object", zap.String("key", key), zap.Error(err))
+			st.fail(rc, ef, internalErr(err.Error()))
+			return
+		}
 	}
 	buf := getBuf()
 	defer putBuf(buf)
-	if need := len(obj.Raw)*4/3 + 4<<10; cap(*buf) < need {
+	need := len(obj.Raw)*4/3 + 4<<10
+	if kept != nil {
+		need = len(kept) + 1
+	}
+	if cap(*buf) < need {
 		// The encoding in one allocation (a large object's JSON grown by
 		// append would leave its smaller copies to the collector).
 		// 4/3: the base64 of a Secret's data.
 		*buf = make([]byte, 0, need)
 	}
-	b, err := s.object(st.enc, (*buf)[:0], kv.Key, kv.Value, obj, kv.ModRevision)
+	var b []byte
+	if kept != nil {
+		s.render.hits.Inc()
+		b = append(append((*buf)[:0], kept...), '\n') // as jsonEncoder.object
+	} else {
+		b, err = s.object(st.enc, (*buf)[:0], kv.Key, kv.Value, obj, kv.ModRevision)
+	}
 	*buf = b
 	if err != nil {
 		s.decodeErrs.Inc()
