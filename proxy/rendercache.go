@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -74,9 +75,11 @@ type renderEntry struct {
 	slot int         // index in its shard's clock (guarded by the shard's mu)
 }
 
-func (e *renderEntry) cost() int64 {
-	return int64(len(e.b)+len(e.key)) + renderEntryOverhead
-}
+func (e *renderEntry) cost() int64 { return renderCost(len(e.b), len(e.key)) }
+
+// renderCost is the cost of an entry of n bytes of rendering and a key of
+// k bytes.
+func renderCost(n, k int) int64 { return int64(n+k) + renderEntryOverhead }
 
 type renderShard struct {
 	mu    sync.RWMutex
@@ -264,7 +267,7 @@ func (rc *renderCache) appendJSON(sc *codec.Schema, dst []byte, key []byte, obj 
 		slot.Store(h) // first sight: remember, keep on the second
 		return dst, nil
 	}
-	rc.keep(sh, &renderEntry{hash: h, key: string(key), rev: rv, full: full, b: append([]byte(nil), dst[start:]...)})
+	rc.keep(sh, h, key, rv, full, dst[start:])
 	return dst, nil
 }
 
@@ -296,29 +299,36 @@ func (rc *renderCache) lookup(sh *renderShard, h uint64, key []byte, rev int64, 
 	return e.b
 }
 
-// keep adds e to sh, evicting (CLOCK) to stay within maxBytes and the
-// watch cache budget; when the budget is tight e is dropped.
-func (rc *renderCache) keep(sh *renderShard, e *renderEntry) {
-	cost := e.cost()
+// keep adds a copy of rendering b (of key at rv, full or not) to sh,
+// evicting (CLOCK) to stay within maxBytes and the watch cache budget; when
+// the budget is tight nothing is kept. b is copied only once its room is
+// reserved: while the budget stays tight (a watch cache over
+// renderBudgetNum/Den full, the 400-Secret storm at --memory-limit=2Gi)
+// every second sight of an object version would otherwise copy its
+// rendering and drop it, ~1 byte of garbage per byte served by the
+// storm's transcodes (bench/RESULTS.md ## mem: the storm's garbage).
+func (rc *renderCache) keep(sh *renderShard, h uint64, key []byte, rv int64, full bool, b []byte) {
+	cost := renderCost(len(b), len(key))
 	shardMax := rc.maxBytes / renderShards
 	if cost > shardMax {
 		return
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if old := sh.m[e.hash]; old != nil {
+	if old := sh.m[h]; old != nil {
 		rc.removeLocked(sh, old)
 	}
 	for sh.bytes+cost > shardMax && rc.evictOneLocked(sh) {
 	}
 	for !rc.budget.ReserveBelow(cost, rc.limit) {
 		// The watch cache needs its budget: give back what this shard
-		// holds, oldest first, and keep e only if that makes room.
+		// holds, oldest first, and keep b only if that makes room.
 		if !rc.evictOneLocked(sh) {
 			return
 		}
 	}
-	sh.m[e.hash] = e
+	e := &renderEntry{hash: h, key: string(key), rev: rv, full: full, b: bytes.Clone(b)}
+	sh.m[h] = e
 	e.slot = len(sh.clock)
 	sh.clock = append(sh.clock, e)
 	sh.bytes += cost
