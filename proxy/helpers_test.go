@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
+	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
 	"github.com/lazyapi/lazyapi/openapi"
@@ -234,4 +235,17 @@ func metricValue(ms *metrics.Set, name string) (float64, error) {
 		}
 	}
 	return 0, errors.New(fmt.Sprint("no metric ", name))
+}
+
+// waitCached waits until r is ready (filled), failing with its cache
+// state and reason.
+func waitCached(t testing.TB, r *cache.Resource, what string) {
+	t.Helper()
+	waitFor(t, what, func() error {
+		if !r.Ready() {
+			st, why := r.Status()
+			return fmt.Errorf("cache state %s: %s", st, why)
+		}
+		return nil
+	})
 }

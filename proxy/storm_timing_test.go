@@ -70,13 +70,7 @@ func BenchmarkSecretStreams(b *testing.B) {
 		e.putRaw(b, storagefmt.Key("/registry", "secrets", "ns", s.Name), v)
 	}
 	cr := c.Resource(cache.Spec{Name: "secrets", Prefix: "/registry/secrets/", Namespaced: true})
-	waitFor(b, "secrets cached", func() error {
-		if !cr.Ready() {
-			st, why := cr.Status()
-			return fmt.Errorf("cache state %s: %s", st, why)
-		}
-		return nil
-	})
+	waitCached(b, cr, "secrets cached")
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, ReadBufferSize: 64 << 10, DisableCompression: true}
 	b.Cleanup(tr.CloseIdleConnections)
 	hc := &http.Client{Transport: tr}

@@ -41,13 +41,7 @@ func watchEnv(t *testing.T, cached bool, history int) *env {
 	})
 	if cached {
 		r := c.Resource(cache.Spec{Name: "configmaps", Prefix: "/registry/configmaps/", Namespaced: true})
-		waitFor(t, "configmaps cached", func() error {
-			if !r.Ready() {
-				st, why := r.Status()
-				return fmt.Errorf("cache state %s: %s", st, why)
-			}
-			return nil
-		})
+		waitCached(t, r, "configmaps cached")
 	}
 	return e
 }

@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -59,13 +58,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 		e.putRaw(b, key(i), []byte(vals[i]))
 	}
 	r := c.Resource(cache.Spec{Name: "configmaps", Prefix: "/registry/configmaps/", Namespaced: true})
-	waitFor(b, "configmaps cached", func() error {
-		if !r.Ready() {
-			st, why := r.Status()
-			return fmt.Errorf("cache state %s: %s", st, why)
-		}
-		return nil
-	})
+	waitCached(b, r, "configmaps cached")
 	tr := &http.Transport{MaxIdleConnsPerHost: 1000}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
