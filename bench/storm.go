@@ -739,7 +739,8 @@ func scrapeMetrics(ctx context.Context, t Target, names ...string) (map[string]f
 // passes its previous peak, saves the server's heap profile
 // (/debug/pprof/heap: lazyapi with --profiling) and its /metrics to
 // dir/name.heap and dir/name.metrics, so that the files describe the
-// process at (about) its peak RSS.
+// process at (about) its peak RSS; and a CPU profile of 30 s from 20 s in
+// (dir/name.cpu).
 func profileAtPeak(ctx context.Context, t Target, dir, name string) {
 	hc, err := t.httpClient(1)
 	if err != nil {
@@ -764,6 +765,16 @@ func profileAtPeak(ctx context.Context, t Target, dir, name string) {
 			_ = os.WriteFile(filepath.Join(dir, file), b, 0o644)
 		}
 	}
+	// One CPU profile of 30 s, 20 s into the run (the storm's steady
+	// state: streams admitted and reading).
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Second):
+		}
+		fetch("/debug/pprof/profile?seconds=30", name+".cpu")
+	}()
 	var peak int64
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
