@@ -60,3 +60,16 @@ func (s *Server) ObservedResponse(key string) int64 {
 // hint key (etcd prefix + "/" + key prefix + "/") is key assume, as a
 // LIST's first page read from etcd does (collStats.setHint).
 func (s *Server) SetSizeHint(key string, avg int) { s.stats.setHint(key, avg) }
+
+// DisableSharedScans makes every watch with initial events from etcd read
+// its own list (sharedscan.go), the path before shared scans; call it
+// before the server serves.
+func (s *Server) DisableSharedScans() { s.scans = nil }
+
+// SetScanWindowBytes sets the shared scans' window (sharedscan.go) and
+// returns a func restoring it.
+func SetScanWindowBytes(n int64) (restore func()) {
+	old := scanWindowBytes
+	scanWindowBytes = n
+	return func() { scanWindowBytes = old }
+}

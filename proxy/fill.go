@@ -74,8 +74,9 @@ func listNeedsCache(q *Params) bool {
 // admitEtcdList admits the initial list of a watch served from etcd like a
 // LIST of its collection (short or bulk by its estimated response), so that
 // its pages are reserved before they are read. The returned release must
-// be called once the initial list is written (or the watch ends).
-func (s *Server) admitEtcdList(ctx context.Context, rc *fasthttp.RequestCtx, r *resource.Resource, ns string) (func(), error) {
+// be called once the initial list is written (or the watch ends). extra is
+// reserved besides the list's pages (a shared scan's window).
+func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.Resource, ns string, extra int64) (func(), error) {
 	l := s.cfg.Limiter
 	if l == nil {
 		return func() {}, nil
@@ -89,8 +90,8 @@ func (s *Server) admitEtcdList(ctx context.Context, rc *fasthttp.RequestCtx, r *
 	}
 	avg = max(avg, defaultAvgValueBytes)
 	items := etcdListItems(s.store.Config(), avg)
-	t, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Class: "watchlist/" + r.GroupResource(), Kind: kind,
-		Bytes: estimateList(avg, items, streamBufferBytes)})
+	t, err := l.Admit(ctx, ratelimit.Request{Client: client, Class: "watchlist/" + r.GroupResource(), Kind: kind,
+		Bytes: estimateList(avg, items, streamBufferBytes) + extra})
 	if err != nil {
 		return nil, err
 	}
@@ -132,16 +133,10 @@ func (l *rateLog) warn(client, topic, msg string, fields ...zap.Field) {
 }
 
 // admitEtcdWatchList admits the initial list of a watch that etcd serves
-// (admitEtcdList) and sets ew.listDone; it logs, once per client and
-// minute, why the cache did not serve it. It returns the Status to answer
-// on refusal.
-func (s *Server) admitEtcdWatchList(ctx context.Context, rc *fasthttp.RequestCtx, r *resource.Resource, ns string, cr *cache.Resource, ew *etcdWatch) *StatusError {
-	if cr != nil && !cr.Ready() {
-		st, why := cr.Status()
-		s.rateLog.warn(clientKey(rc), "etcdlist", "watch reads its initial list from etcd: its resource is not in the watch cache",
-			zap.String("resource", r.GroupResource()), zap.String("cache", st.String()+": "+why))
-	}
-	done, err := s.admitEtcdList(ctx, rc, r, ns)
+// (admitEtcdList) and sets ew.listDone. It returns the Status to answer on
+// refusal.
+func (s *Server) admitEtcdWatchList(ctx context.Context, rc *fasthttp.RequestCtx, r *resource.Resource, ns string, ew *etcdWatch) *StatusError {
+	done, err := s.admitEtcdList(ctx, clientKey(rc), r, ns, 0)
 	if err != nil {
 		var se *StatusError
 		if errors.As(err, &se) {

@@ -169,6 +169,9 @@ type Server struct {
 	stats *collStats
 	// frames shares encoded watch frames among watchers (watchframes.go).
 	frames *frameCache
+	// scans shares the etcd reads of concurrent watches' initial states
+	// (sharedscan.go); nil: every watch reads its own.
+	scans *scanGroups
 	// initialRun bounds the watches encoding initial events at once
 	// (watchWriter.run): a reconnect storm's encoders leave the other
 	// cores' run queues to short requests.
@@ -240,6 +243,7 @@ func New(cfg Config) (*Server, error) {
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)
 	s.panics = s.ms.GetOrCreateCounter("lazyapi_handler_panics_total")
 	s.frames = newFrameCache(s.ms, frameCacheBytes)
+	s.scans = newScanGroups(s.ms)
 	if cfg.Encryption != nil {
 		s.sizes = newSizeMemo(s.ms)
 	}

@@ -284,8 +284,23 @@ func (w *watchReq) source() (run func(sw *watchWriter) error, se *StatusError) {
 	}
 	s.watchMetrics().fallback.Inc()
 	ew := &etcdWatch{s: s, enc: w.enc, f: &w.f, prefix: w.prefix, ws: w.ws, bookmarks: w.q.AllowWatchBookmarks}
+	if w.ws.initial && cr != nil && !cr.Ready() {
+		// Logged once per client and minute: why the cache did not serve it.
+		st, why := cr.Status()
+		s.rateLog.warn(clientKey(w.rc), "etcdlist", "watch reads its initial list from etcd: its resource is not in the watch cache",
+			zap.String("resource", w.r.GroupResource()), zap.String("cache", st.String()+": "+why))
+	}
 	if w.ws.initial {
-		if se := s.admitEtcdWatchList(w.ctx, w.rc, w.r, w.ns, cr, ew); se != nil {
+		// Concurrent watches of the collection share one scan
+		// (sharedscan.go).
+		if ok, se := w.joinScan(ew); ok {
+			if se != nil {
+				return nil, se
+			}
+			ctx := w.ctx
+			return func(sw *watchWriter) error { return ew.run(ctx, sw) }, nil
+		}
+		if se := s.admitEtcdWatchList(w.ctx, w.rc, w.r, w.ns, ew); se != nil {
 			return nil, se
 		}
 		w.releases = append(w.releases, ew.listDone)
@@ -676,6 +691,10 @@ type etcdWatch struct {
 	// listDone releases the admission of the initial list (fill.go);
 	// called once the list is written, idempotent, nil without one.
 	listDone func()
+	// shared, when set, is the watch's membership of a shared scan of
+	// its initial state (sharedscan.go): run writes the group's segments
+	// instead of reading pages itself.
+	shared *scanMember
 
 	meta codec.Meta
 	pg   *store.Pager
@@ -748,6 +767,18 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer wcancel()
 	wch := w.Watch(wctx, ew.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(ew.rev+1))
+	if ew.shared != nil {
+		if err := ew.runShared(ctx, sw); err != nil || e.failed {
+			return err
+		}
+		if ew.ws.initialEnd {
+			sw.buf = e.enc.watchBookmark(sw.buf, ew.rev, true)
+			sw.m.events.Inc()
+		}
+		if err := sw.flush(); err != nil {
+			return err
+		}
+	}
 	if ew.pg != nil {
 		page := ew.page
 		for {

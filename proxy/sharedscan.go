@@ -1,0 +1,764 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/resource"
+	"github.com/lazyapi/lazyapi/store"
+)
+
+// Shared scans (issue 15): one etcd scan for concurrent WatchLists.
+//
+// A watch with initial events whose resource is not in the watch cache
+// reads its initial state from etcd. Hundreds of informers re-watching at
+// once (a rollout, a restart) used to run one paged list each, one after
+// the other on the bulk seat: each read the whole collection from etcd and
+// transcoded it, so 256 WatchLists of 400 Secrets of 1 MiB read and
+// encoded ~143 GB and did not finish in 15 minutes (bench/RESULTS.md,
+// ## storm: 400 Secrets not cached, 256 WatchList streams, with the
+// estimate). Their initial events are byte-identical: same collection at
+// the same revision, same output, same selector.
+//
+// So such watches join a scanGroup, keyed by (resource, output, prefix,
+// selectors, serializable): the group holds one admission (the bulk seat
+// and the bytes of its window, as one LIST), reads the collection at one
+// revision R, page by page, encodes each page's ADDED frames once (a
+// segment) and every member writes the same bytes to its connection. Each
+// member then sends the initial-events-end bookmark at R and follows its
+// own etcd watch from R+1, as a watch that read its own list does.
+//
+// Memory is bounded by the window: the segments produced and not yet
+// written by every member that needs them, at most scanWindowBytes (plus
+// the segment being encoded), counted in the group's admission. A member
+// pins the one segment it is writing; a segment leaves the window when
+// every member that needs it took it, or, when the window is full, after
+// scanLagWait for members that do not take it: they are marked lagging
+// (not waited for again until they catch up) and get the segment on the
+// next cycle. A stalled client therefore holds at most one segment until
+// --write-timeout ends it, and a slow one does not pace the others.
+//
+// Joining: a group scans circularly. A member that joins while a scan runs
+// takes the segments from the window on, to the end of the collection,
+// then the group reads the segments it missed again, at the same revision
+// R (segment boundaries are the keys of the first cycle's pages, so each
+// segment is the same bytes every cycle). Informers do not depend on the
+// order of initial events (kube-apiserver's watch cache sends them in key
+// order only by accident of its store). A member joins a group only if R
+// is new enough for it: resourceVersion="" (a consistent read) needs R at
+// least etcd's revision when the request arrived, so a request that finds
+// the group pinned already reads etcd's revision (one cheap range) and
+// joins only if it is still R, else it starts a new group (the old one
+// goes on for its members); resourceVersion=N needs R >= N;
+// resourceVersion=0 (serializable) joins any serializable group. A
+// member that joins a group before R is pinned needs no check: R is read
+// after its arrival.
+
+// scanWindowBytes bounds the encoded segments a group holds (a variable
+// for tests).
+var scanWindowBytes int64 = 16 << 20
+
+const (
+	// scanLagWait is how long a full window waits for a member to take
+	// its oldest segment before dropping it for that member.
+	scanLagWait = 2 * time.Second
+)
+
+// errScanEnded ends a member whose group stopped before the member had
+// every segment (a segment failed to decrypt, or the server shuts down).
+var errScanEnded = errors.New("shared scan ended")
+
+// scanKey identifies the groups whose members write byte-identical
+// initial events.
+type scanKey struct {
+	r            *resource.Resource
+	out          output
+	prefix       string
+	selectors    string
+	serializable bool
+}
+
+// scanGroups is the server's registry of open groups.
+type scanGroups struct {
+	mu sync.Mutex
+	m  map[scanKey]*scanGroup
+
+	groups, joins, segments, dropped *metrics.Counter
+	held                             atomic.Int64 // the groups' held bytes
+}
+
+func newScanGroups(ms *metrics.Set) *scanGroups {
+	r := &scanGroups{
+		m:        make(map[scanKey]*scanGroup),
+		groups:   ms.GetOrCreateCounter("lazyapi_watch_shared_scans_total"),
+		joins:    ms.GetOrCreateCounter("lazyapi_watch_shared_scan_members_total"),
+		segments: ms.GetOrCreateCounter("lazyapi_watch_shared_scan_segments_total"),
+		dropped:  ms.GetOrCreateCounter("lazyapi_watch_shared_scan_segments_dropped_total"),
+	}
+	ms.GetOrCreateGauge("lazyapi_watch_shared_scan_bytes", func() float64 { return float64(r.held.Load()) })
+	return r
+}
+
+// scanSeg is a segment's key range: [start, end], both inclusive.
+type scanSeg struct{ start, end string }
+
+// scanSegment is one encoded segment in (or pinned past) the window.
+type scanSegment struct {
+	seq      int64
+	idx      int
+	data     []byte
+	events   int
+	failed   bool // data ends with an ERROR event: the members end after it
+	readers  int  // members writing it
+	inWindow bool
+}
+
+func (sg *scanSegment) size() int64 { return int64(cap(sg.data)) + 256 }
+
+// scanMember is one watch in a group.
+type scanMember struct {
+	g        *scanGroup
+	cursor   int64 // the next seq it may take
+	have     []bool
+	count    int
+	lastTake time.Time
+	lagging  bool
+	once     sync.Once
+}
+
+// scanGroup is one shared scan.
+type scanGroup struct {
+	reg    *scanGroups
+	s      *Server
+	key    scanKey
+	gw     *etcdWatch // the group's own encoder and filter
+	client string
+	ns     string
+	ctx    context.Context
+	cancel context.CancelFunc
+	pinned chan struct{} // closed once rev (or err) is set
+
+	rev int64
+	err *StatusError // the admission or first read failed: the members answer it
+
+	mu      sync.Mutex
+	changed chan struct{}
+	members map[*scanMember]struct{}
+	segs    []scanSeg
+	cycled  bool // segs is complete
+	window  []*scanSegment
+	held    int64
+	nextSeq int64
+	stopped bool // no more segments will come
+	closed  bool // no more joins
+	isPin   bool // rev is set
+}
+
+// scanKeyOf returns the group key of a watch with initial events, ok
+// false when it cannot share (Table output: its frames read the clock).
+func (w *watchReq) scanKeyOf() (scanKey, bool) {
+	out := w.enc.enc.output()
+	if out.target == targetTable || w.s.scans == nil {
+		return scanKey{}, false
+	}
+	sel := w.q.LabelSelector + "\x00" + w.q.FieldSelector
+	if !w.f.empty() {
+		// The legacy /watch/.../{name} adds a metadata.name requirement
+		// to f that the query does not show.
+		for _, fr := range w.f.fields {
+			sel += "\x00" + fr.field + "=" + fr.value
+			if fr.not {
+				sel += "!"
+			}
+		}
+	}
+	return scanKey{r: w.r, out: out, prefix: w.prefix, selectors: sel, serializable: w.ws.any}, true
+}
+
+// joinScan makes the watch a member of a shared scan of its initial
+// state. ok is false when the watch cannot share (it reads on its own).
+// On success ew.shared and ew.rev are set and the member leaves the group
+// when the watch ends.
+func (w *watchReq) joinScan(ew *etcdWatch) (ok bool, se *StatusError) {
+	key, ok := w.scanKeyOf()
+	if !ok {
+		return false, nil
+	}
+	s, ctx := w.s, w.ctx
+	consistent := w.q.ResourceVersion == "" && !w.ws.any
+	minRev := int64(0)
+	if !w.ws.any && w.ws.rv > 0 {
+		// NotOlderThan N: as prepare, wait for etcd to reach N.
+		if err := s.waitForRV(ctx, w.ws.rv); err != nil {
+			return true, storeStatus(err, false, w.ws.rv)
+		}
+		minRev = w.ws.rv
+	}
+	knowRev := !consistent
+	for {
+		g, m := s.scans.join(w, key, minRev, knowRev)
+		if g == nil {
+			// The group is pinned: R must be at least etcd's revision now.
+			rev, err := s.store.Revision(ctx)
+			if err != nil {
+				return true, storeStatus(err, false, 0)
+			}
+			minRev, knowRev = max(minRev, rev), true
+			continue
+		}
+		select {
+		case <-g.pinned:
+		case <-ctx.Done():
+			m.leave()
+			return true, storeStatus(ctx.Err(), false, 0)
+		}
+		if g.err != nil {
+			m.leave()
+			return true, g.err
+		}
+		ew.shared, ew.rev = m, g.rev
+		w.releases = append(w.releases, m.leave)
+		return true, nil
+	}
+}
+
+// join adds a member for w to the open group of key, or to a new one. It
+// returns nil when the open group is pinned and knowRev is false (the
+// caller reads etcd's revision first); a pinned group older than minRev
+// is replaced by a new one.
+func (r *scanGroups) join(w *watchReq, key scanKey, minRev int64, knowRev bool) (*scanGroup, *scanMember) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.m[key]
+	if g != nil {
+		g.mu.Lock()
+		switch {
+		case g.closed || g.stopped || (g.isPin && g.rev < minRev):
+			g.closed = true
+			g.mu.Unlock()
+			g = nil
+		case g.isPin && !knowRev:
+			g.mu.Unlock()
+			return nil, nil
+		default:
+			m := g.addLocked()
+			g.mu.Unlock()
+			r.joins.Inc()
+			return g, m
+		}
+	}
+	g = w.newScanGroup(key)
+	r.m[key] = g
+	g.mu.Lock()
+	m := g.addLocked()
+	g.mu.Unlock()
+	r.groups.Inc()
+	r.joins.Inc()
+	go g.run()
+	return g, m
+}
+
+func (w *watchReq) newScanGroup(key scanKey) *scanGroup {
+	s := w.s
+	g := &scanGroup{reg: s.scans, s: s, key: key, client: clientKey(w.rc), ns: w.ns, pinned: make(chan struct{}),
+		changed: make(chan struct{}), members: make(map[*scanMember]struct{})}
+	g.ctx, g.cancel = context.WithCancel(s.baseCtx)
+	enc := newEncoder(s.schema, w.r, key.out, nil, includeObject(w.q.IncludeObject), time.Time{})
+	f := w.f
+	g.gw = &etcdWatch{s: s, enc: &watchEncoder{s: s, r: w.r, enc: enc, ctx: g.ctx, gr: w.r.GroupResource()},
+		f: &f, prefix: w.prefix, ws: w.ws}
+	return g
+}
+
+// addLocked adds a member; it takes the segments from the window on.
+func (g *scanGroup) addLocked() *scanMember {
+	m := &scanMember{g: g, cursor: g.nextSeq, lastTake: time.Now()}
+	if len(g.window) > 0 {
+		m.cursor = g.window[0].seq
+	}
+	g.members[m] = struct{}{}
+	return m
+}
+
+// addHeld counts n more bytes held by the group (g.mu held).
+func (g *scanGroup) addHeld(n int64) {
+	g.held += n
+	g.reg.held.Add(n)
+}
+
+// broadcastLocked wakes everyone waiting for a change.
+func (g *scanGroup) broadcastLocked() {
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// leave removes the member (idempotent); the last one out closes the group.
+func (m *scanMember) leave() {
+	m.once.Do(func() {
+		g := m.g
+		g.reg.mu.Lock()
+		g.mu.Lock()
+		delete(g.members, m)
+		last := len(g.members) == 0
+		if last {
+			g.closed = true
+			if g.reg.m[g.key] == g {
+				delete(g.reg.m, g.key)
+			}
+		}
+		g.broadcastLocked()
+		g.mu.Unlock()
+		g.reg.mu.Unlock()
+		if last {
+			g.cancel()
+		}
+	})
+}
+
+func (m *scanMember) needs(idx int) bool { return idx >= len(m.have) || !m.have[idx] }
+
+func (m *scanMember) doneLocked() bool { return m.g.cycled && m.count == len(m.g.segs) }
+
+// take returns the next segment for the member to write (pinned: call
+// release after writing it), or done when it has them all.
+func (m *scanMember) take(ctx context.Context) (sg *scanSegment, done bool, err error) {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for {
+		if m.doneLocked() {
+			return nil, true, nil
+		}
+		for _, x := range g.window {
+			if x.seq >= m.cursor && m.needs(x.idx) {
+				x.readers++
+				m.cursor = x.seq + 1
+				m.lastTake = time.Now()
+				if m.lagging && x.seq >= g.nextSeq-2 {
+					m.lagging = false
+				}
+				return x, false, nil
+			}
+		}
+		m.cursor = g.nextSeq
+		if m.lagging {
+			m.lagging = false // at the head: caught up
+		}
+		if g.stopped {
+			return nil, false, errScanEnded
+		}
+		ch := g.changed
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			g.mu.Lock()
+			return nil, false, ctx.Err()
+		}
+		g.mu.Lock()
+	}
+}
+
+// release unpins a segment the member wrote.
+func (m *scanMember) release(sg *scanSegment) {
+	g := m.g
+	g.mu.Lock()
+	sg.readers--
+	if !sg.inWindow && sg.readers == 0 {
+		g.addHeld(-sg.size())
+	}
+	for len(m.have) <= sg.idx {
+		m.have = append(m.have, false)
+	}
+	if !m.have[sg.idx] {
+		m.have[sg.idx] = true
+		m.count++
+	}
+	m.lastTake = time.Now()
+	g.broadcastLocked()
+	g.mu.Unlock()
+}
+
+// run admits the group, pins its revision and scans until no member is
+// left.
+func (g *scanGroup) run() {
+	s := g.s
+	defer func() {
+		g.mu.Lock()
+		g.stopped = true
+		for _, x := range g.window {
+			x.inWindow = false
+			if x.readers == 0 {
+				g.addHeld(-x.size())
+			}
+		}
+		g.window = nil
+		g.broadcastLocked()
+		g.mu.Unlock()
+		g.reg.mu.Lock()
+		if g.reg.m[g.key] == g {
+			delete(g.reg.m, g.key)
+		}
+		g.reg.mu.Unlock()
+		g.cancel()
+	}()
+	ctx := g.ctx
+	done, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, scanWindowBytes+int64(frameBytes(s.store.Config().PageBytes)))
+	if err != nil {
+		var se *StatusError
+		switch {
+		case errors.As(err, &se):
+		case ctx.Err() != nil:
+			se = storeStatus(err, false, 0)
+		default:
+			se = tooManyRequests(err)
+		}
+		g.pin(0, se)
+		return
+	}
+	defer done()
+	hint := s.stats.hint(s.listPrefix(g.key.r, ""))
+	pg := s.store.NewPager(store.ListOptions{Prefix: g.key.prefix, Serializable: g.key.serializable, SizeHint: hint})
+	page, err := pg.Next(ctx)
+	if err != nil {
+		g.pin(0, storeStatus(err, false, 0))
+		return
+	}
+	g.pin(pg.Rev(), nil)
+	var yield func()
+	if l := s.cfg.Limiter; l != nil {
+		yield = func() { l.Yield(ctx) }
+	}
+	// The first cycle: the pages define the segments.
+	start := g.key.prefix
+	for {
+		if !g.waitRoom() {
+			return
+		}
+		seg := scanSeg{start: start}
+		if len(page) > 0 {
+			seg.end = string(page[len(page)-1].Key)
+			start = seg.end + "\x00"
+		}
+		sg := g.encode(page)
+		last := !pg.More() || len(page) == 0
+		if !g.publish(sg, seg, last) {
+			return
+		}
+		if last {
+			break
+		}
+		if yield != nil {
+			yield()
+		}
+		if page, err = pg.Next(ctx); err != nil {
+			g.fail()
+			return
+		}
+	}
+	// Later cycles: the segments some member still needs.
+	pos := 0
+	for {
+		idx, ok := g.nextNeeded(pos)
+		if !ok {
+			return
+		}
+		seg := g.segs[idx] // segs is complete: read without the lock
+		spg := s.store.NewPager(store.ListOptions{Prefix: g.key.prefix, Start: seg.start, End: seg.end, Rev: g.rev,
+			Serializable: g.key.serializable, SizeHint: hint})
+		var kvs []*mvccpb.KeyValue
+		for {
+			p, err := spg.Next(ctx)
+			if err != nil {
+				g.fail()
+				return
+			}
+			kvs = append(kvs, p...)
+			if !spg.More() || len(p) == 0 {
+				break
+			}
+		}
+		sg := g.encode(kvs)
+		sg.idx = idx
+		if !g.publishAgain(sg) {
+			return
+		}
+		pos = (idx + 1) % len(g.segs)
+		if yield != nil {
+			yield()
+		}
+	}
+}
+
+// pin sets the group's revision (or its failure) and wakes the joiners.
+func (g *scanGroup) pin(rev int64, se *StatusError) {
+	g.mu.Lock()
+	g.rev, g.err, g.isPin = rev, se, true
+	if se != nil {
+		g.stopped, g.closed = true, true
+	}
+	g.mu.Unlock()
+	close(g.pinned)
+}
+
+// fail stops the group after a failed read: members without every
+// segment end (errScanEnded), as a watch whose own list read failed.
+func (g *scanGroup) fail() {
+	g.mu.Lock()
+	g.stopped, g.closed = true, true
+	g.broadcastLocked()
+	g.mu.Unlock()
+}
+
+// encode encodes the ADDED frames of a page's matching values.
+func (g *scanGroup) encode(page []*mvccpb.KeyValue) *scanSegment {
+	ew := g.gw
+	n := 0
+	for _, kv := range page {
+		n += frameBytes(len(kv.Value))
+	}
+	sg := &scanSegment{data: make([]byte, 0, n)}
+	for _, kv := range page {
+		plain, ok := ew.match(kv)
+		if !ok {
+			continue
+		}
+		sg.data = ew.enc.event(sg.data, codec.EventAdded, string(kv.Key), kv.Value, plain, kv.ModRevision)
+		sg.events++
+		if ew.enc.failed {
+			sg.failed = true
+			break
+		}
+	}
+	g.reg.segments.Inc()
+	return sg
+}
+
+// publish adds a first-cycle segment; last completes the segments. It
+// returns false when the group is over.
+func (g *scanGroup) publish(sg *scanSegment, seg scanSeg, last bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	sg.idx = len(g.segs)
+	g.segs = append(g.segs, seg)
+	if last {
+		g.cycled = true
+	}
+	return g.addLocked2(sg)
+}
+
+// publishAgain adds a segment read again for members that missed it.
+func (g *scanGroup) publishAgain(sg *scanSegment) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.addLocked2(sg)
+}
+
+func (g *scanGroup) addLocked2(sg *scanSegment) bool {
+	if g.stopped || len(g.members) == 0 {
+		return false
+	}
+	sg.seq = g.nextSeq
+	g.nextSeq++
+	sg.inWindow = true
+	g.window = append(g.window, sg)
+	g.addHeld(sg.size())
+	if sg.failed {
+		g.stopped, g.closed = true, true
+	}
+	g.broadcastLocked()
+	return !sg.failed
+}
+
+// pendingLocked reports whether a member still waits for sg: it needs it,
+// has not passed it, and (when lag is set) is not lagging.
+func (g *scanGroup) pendingLocked(sg *scanSegment, lag bool, now time.Time) (pending, stale bool) {
+	for m := range g.members {
+		if m.cursor > sg.seq || !m.needs(sg.idx) {
+			continue
+		}
+		if lag && (m.lagging || now.Sub(m.lastTake) >= scanLagWait) {
+			stale = true
+			continue
+		}
+		return true, stale
+	}
+	return false, stale
+}
+
+// trimLocked drops the window's oldest segments that no member waits
+// for; when full, also those only lagging members wait for.
+func (g *scanGroup) trimLocked(full bool) {
+	now := time.Now()
+	for len(g.window) > 0 {
+		x := g.window[0]
+		pending, _ := g.pendingLocked(x, false, now)
+		if pending {
+			if !full {
+				return
+			}
+			var stale bool
+			if pending, stale = g.pendingLocked(x, true, now); pending {
+				return
+			}
+			if stale {
+				for m := range g.members {
+					if m.cursor <= x.seq && m.needs(x.idx) {
+						m.lagging = true
+					}
+				}
+				g.reg.dropped.Inc()
+			}
+		}
+		g.window[0] = nil
+		g.window = g.window[1:]
+		x.inWindow = false
+		if x.readers == 0 {
+			g.addHeld(-x.size())
+		}
+	}
+}
+
+// waitRoom waits until the window has room for a segment; false when the
+// group is over.
+func (g *scanGroup) waitRoom() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for {
+		if g.stopped || len(g.members) == 0 || g.ctx.Err() != nil {
+			return false
+		}
+		g.trimLocked(false)
+		if g.held < scanWindowBytes {
+			return true
+		}
+		g.trimLocked(true)
+		if g.held < scanWindowBytes {
+			return true
+		}
+		if !g.waitLocked(scanLagWait / 4) {
+			return false
+		}
+	}
+}
+
+// waitLocked waits for a change or d; false when the group's context ended.
+func (g *scanGroup) waitLocked(d time.Duration) bool {
+	ch := g.changed
+	g.mu.Unlock()
+	t := time.NewTimer(d)
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-g.ctx.Done():
+	}
+	t.Stop()
+	g.mu.Lock()
+	return g.ctx.Err() == nil
+}
+
+// nextNeeded waits for room and a segment some member needs and does not
+// find in the window, from pos on (circularly).
+func (g *scanGroup) nextNeeded(pos int) (int, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := len(g.segs)
+	for {
+		if g.stopped || len(g.members) == 0 || g.ctx.Err() != nil || n == 0 {
+			return 0, false
+		}
+		g.trimLocked(false)
+		if g.held >= scanWindowBytes {
+			g.trimLocked(true)
+		}
+		if g.held < scanWindowBytes {
+			for i := 0; i < n; i++ {
+				idx := (pos + i) % n
+				if g.neededLocked(idx) {
+					return idx, true
+				}
+			}
+		}
+		if !g.waitLocked(scanLagWait / 4) {
+			return 0, false
+		}
+	}
+}
+
+// neededLocked reports whether a member needs segment idx and will not
+// find it in the window.
+func (g *scanGroup) neededLocked(idx int) bool {
+	for m := range g.members {
+		if !m.needs(idx) {
+			continue
+		}
+		found := false
+		for _, x := range g.window {
+			if x.idx == idx && x.seq >= m.cursor {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return true
+		}
+	}
+	return false
+}
+
+// runShared streams a member's initial events from its group: the
+// segments, then the initial-events-end bookmark at the group's revision.
+func (ew *etcdWatch) runShared(ctx context.Context, sw *watchWriter) error {
+	m := ew.shared
+	defer m.leave()
+	for {
+		sg, done, err := m.take(ctx)
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		err = ew.writeSegment(sw, sg)
+		m.release(sg)
+		if err != nil {
+			return err
+		}
+		if sg.failed {
+			ew.enc.failed = true
+			return nil
+		}
+		if sw.yield != nil {
+			sw.yield()
+		}
+	}
+	m.leave()
+	return nil
+}
+
+// writeSegment writes a segment's bytes as they are (one chunk).
+func (ew *etcdWatch) writeSegment(sw *watchWriter, sg *scanSegment) error {
+	if len(sg.data) == 0 {
+		return nil
+	}
+	if err := sw.flush(); err != nil {
+		return err
+	}
+	sw.guard.arm()
+	_, err := sw.w.Write(sg.data)
+	if err == nil {
+		err = sw.w.Flush()
+	}
+	if err != nil {
+		return err
+	}
+	sw.m.events.Add(sg.events)
+	return nil
+}

@@ -1,0 +1,366 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/lazyapi/lazyapi/proxy"
+)
+
+// Shared scans (sharedscan.go): concurrent WatchLists of a collection that
+// is not cached read it from etcd once.
+
+const sharedWatchList = "/api/v1/namespaces/ns/configmaps?watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"
+
+// putConfigMaps stores n ConfigMaps of about size bytes and returns the
+// last revision.
+func putConfigMaps(t *testing.T, e *env, from, n, size int) int64 {
+	t.Helper()
+	var rev int64
+	for i := from; i < from+n; i++ {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("cm-%04d", i), UID: "uid"},
+			Data: map[string]string{"k": strings.Repeat(string(rune('a'+i%26)), size)}}
+		rev = e.put(t, "configmaps", cm)
+	}
+	return rev
+}
+
+// wlStream is one raw WatchList stream.
+type wlStream struct {
+	resp   *http.Response
+	r      *bufio.Reader
+	frames []string // the initial ADDED frames, as sent
+	names  []string
+	endRV  int64
+}
+
+func openWatchList(t *testing.T, ctx context.Context, e *env, path string) *wlStream {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+path, nil)
+	tr := &http.Transport{DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("watch: status %d", resp.StatusCode)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return &wlStream{resp: resp, r: bufio.NewReaderSize(resp.Body, 1<<20)}
+}
+
+type wlEvent struct {
+	Type   string `json:"type"`
+	Object struct {
+		Metadata struct {
+			Name            string            `json:"name"`
+			ResourceVersion string            `json:"resourceVersion"`
+			Annotations     map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	} `json:"object"`
+}
+
+func (s *wlStream) next() (wlEvent, string, error) {
+	line, err := s.r.ReadString('\n')
+	if err != nil {
+		return wlEvent{}, "", err
+	}
+	var ev wlEvent
+	if err := json.Unmarshal([]byte(line), &ev); err != nil {
+		return ev, line, fmt.Errorf("decode %.100q: %w", line, err)
+	}
+	return ev, line, nil
+}
+
+// initial reads the initial events up to the initial-events-end bookmark.
+func (s *wlStream) initial() error {
+	for {
+		ev, line, err := s.next()
+		if err != nil {
+			return err
+		}
+		switch ev.Type {
+		case "ADDED":
+			s.frames = append(s.frames, line)
+			s.names = append(s.names, ev.Object.Metadata.Name)
+		case "BOOKMARK":
+			if ev.Object.Metadata.Annotations["k8s.io/initial-events-end"] != "true" {
+				continue
+			}
+			s.endRV, err = strconv.ParseInt(ev.Object.Metadata.ResourceVersion, 10, 64)
+			return err
+		default:
+			return fmt.Errorf("unexpected %s event before the bookmark: %.200s", ev.Type, line)
+		}
+	}
+}
+
+// checkInitial checks that s got exactly names, each once.
+func (s *wlStream) checkInitial(t *testing.T, what string, want []string) {
+	t.Helper()
+	got := slices.Clone(s.names)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: %d initial events, want %d (first got %v)", what, len(got), len(want), got[:min(3, len(got))])
+	}
+}
+
+func cmNames(from, n int) []string {
+	var names []string
+	for i := from; i < from+n; i++ {
+		names = append(names, fmt.Sprintf("cm-%04d", i))
+	}
+	return names
+}
+
+func metricInt(t *testing.T, e *env, name string) int {
+	t.Helper()
+	v, err := metricValue(e.ms, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(v)
+}
+
+// TestSharedScanStalledMember: a WatchList whose client stops reading
+// pins its group's revision; 12 more join it (the collection did not
+// change), and all of them get exactly the collection at that revision
+// and the bookmark while the first is stalled; one etcd scan serves all,
+// with a bounded number of segments read again for the stalled one, which
+// gets everything once it reads again. Then a change reaches every
+// stream.
+func TestSharedScanStalledMember(t *testing.T) {
+	const window = 4 << 20
+	t.Cleanup(proxy.SetScanWindowBytes(window))
+	// The stalled stream is not cut by the write timeout while the others
+	// read (slow under -race).
+	e := startEnv(t, func(c *proxy.Config) { c.WriteTimeout = 5 * time.Minute })
+	const n, size = 200, 100 << 10 // 20 MB: more than the window and the socket buffers of the stalled stream
+	rev := putConfigMaps(t, e, 0, n, size)
+	want := cmNames(0, n)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stalled := openWatchList(t, ctx, e, sharedWatchList)
+	start := time.Now()
+	const others = 12
+	streams := make([]*wlStream, others)
+	var wg sync.WaitGroup
+	errs := make([]error, others)
+	for i := range streams {
+		streams[i] = openWatchList(t, ctx, e, sharedWatchList)
+		wg.Go(func() { errs[i] = streams[i].initial() })
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	peak := 0
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-time.After(60 * time.Second):
+			t.Fatal("the streams did not get their initial events while one stream was stalled")
+		case <-time.After(5 * time.Millisecond):
+			peak = max(peak, metricInt(t, e, "lazyapi_watch_shared_scan_bytes"))
+		}
+	}
+	// The window, the segment the stalled stream pins and the one being
+	// published past the window (segments are pages of about 1 MiB).
+	if limit := window + 2*(1<<20+64<<10); peak > limit {
+		t.Errorf("the group held %d bytes, over its bound %d", peak, limit)
+	}
+	t.Logf("peak held: %d bytes; the others synced in %v", peak, time.Since(start))
+	for i, s := range streams {
+		if errs[i] != nil {
+			t.Fatalf("stream %d: %v", i, errs[i])
+		}
+		s.checkInitial(t, fmt.Sprintf("stream %d", i), want)
+		if s.endRV != rev {
+			t.Errorf("stream %d: bookmark at %d, want %d", i, s.endRV, rev)
+		}
+	}
+	if err := stalled.initial(); err != nil {
+		t.Fatalf("stalled stream: %v", err)
+	}
+	stalled.checkInitial(t, "stalled stream", want)
+	if stalled.endRV != rev {
+		t.Errorf("stalled stream: bookmark at %d, want %d", stalled.endRV, rev)
+	}
+	if got := metricInt(t, e, "lazyapi_watch_shared_scans_total"); got != 1 {
+		t.Errorf("lazyapi_watch_shared_scans_total = %d, want 1", got)
+	}
+	if got := metricInt(t, e, "lazyapi_watch_shared_scan_members_total"); got != others+1 {
+		t.Errorf("lazyapi_watch_shared_scan_members_total = %d, want %d", got, others+1)
+	}
+	segs := metricInt(t, e, "lazyapi_watch_shared_scan_segments_total")
+	t.Logf("segments read: %d; dropped for the stalled stream: %d", segs, metricInt(t, e, "lazyapi_watch_shared_scan_segments_dropped_total"))
+	if dropped := metricInt(t, e, "lazyapi_watch_shared_scan_segments_dropped_total"); dropped == 0 {
+		t.Errorf("no segment dropped for the stalled stream: the window did not bound the group")
+	}
+	if segs > 3*n {
+		t.Errorf("%d segments read for %d objects: the scan was not shared", segs, n)
+	}
+	// Later events reach every stream.
+	newRev := putConfigMaps(t, e, n, 1, 10)
+	for i, s := range append(streams, stalled) {
+		ev, line, err := s.next()
+		if err != nil {
+			t.Fatalf("stream %d after the bookmark: %v", i, err)
+		}
+		if ev.Type != "ADDED" || ev.Object.Metadata.Name != cmNames(n, 1)[0] || ev.Object.Metadata.ResourceVersion != strconv.FormatInt(newRev, 10) {
+			t.Errorf("stream %d: got %.200s, want ADDED %s at %d", i, line, cmNames(n, 1)[0], newRev)
+		}
+	}
+}
+
+// TestSharedScanIdentical: the frames of shared initial events are the
+// bytes the unshared path sends (same set of frames, each once), for
+// JSON and for a label selector.
+func TestSharedScanIdentical(t *testing.T) {
+	for _, path := range []string{sharedWatchList, sharedWatchList + "&labelSelector=app%3Dx"} {
+		var outs [2][]string
+		for i, shared := range []bool{false, true} {
+			e := startEnv(t)
+			if !shared {
+				e.srv.DisableSharedScans()
+			}
+			for j := range 60 {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("cm-%04d", j), UID: "uid",
+					Labels: map[string]string{"app": []string{"x", "y"}[j%2]}},
+					Data: map[string]string{"k": strings.Repeat("v\n\"é", 2000)}}
+				e.put(t, "configmaps", cm)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var all []string
+			for range 3 {
+				s := openWatchList(t, ctx, e, path)
+				if err := s.initial(); err != nil {
+					t.Fatal(err)
+				}
+				frames := slices.Clone(s.frames)
+				slices.Sort(frames)
+				if all == nil {
+					all = frames
+				} else if !slices.Equal(all, frames) {
+					t.Errorf("%s shared=%v: streams differ", path, shared)
+				}
+			}
+			cancel()
+			outs[i] = all
+			if shared && metricInt(t, e, "lazyapi_watch_shared_scan_members_total") != 3 {
+				t.Errorf("shared path not taken")
+			}
+		}
+		if len(outs[0]) == 0 || !slices.Equal(outs[0], outs[1]) {
+			t.Errorf("%s: shared frames (%d) differ from unshared (%d)", path, len(outs[1]), len(outs[0]))
+		}
+	}
+}
+
+// TestSharedScanConsistentJoin: a consistent WatchList (resourceVersion
+// "") that arrives after a write does not join a group pinned before the
+// write: it gets the write in its initial state and a bookmark at or after
+// it.
+func TestSharedScanConsistentJoin(t *testing.T) {
+	e := startEnv(t)
+	const n = 120
+	putConfigMaps(t, e, 0, n, 100<<10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stalled := openWatchList(t, ctx, e, sharedWatchList) // pins the first group, holds it open
+	rev := putConfigMaps(t, e, n, 1, 10)
+	late := openWatchList(t, ctx, e, sharedWatchList)
+	if err := late.initial(); err != nil {
+		t.Fatal(err)
+	}
+	late.checkInitial(t, "late stream", cmNames(0, n+1))
+	if late.endRV < rev {
+		t.Errorf("late stream: bookmark at %d, before the write at %d", late.endRV, rev)
+	}
+	if got := metricInt(t, e, "lazyapi_watch_shared_scans_total"); got != 2 {
+		t.Errorf("lazyapi_watch_shared_scans_total = %d, want 2", got)
+	}
+	if err := stalled.initial(); err != nil {
+		t.Fatal(err)
+	}
+	stalled.checkInitial(t, "stalled stream", cmNames(0, n))
+	if stalled.endRV >= rev {
+		t.Errorf("stalled stream: bookmark at %d, want before %d", stalled.endRV, rev)
+	}
+	// Its etcd watch then sends the write.
+	ev, _, err := stalled.next()
+	if err != nil || ev.Type != "ADDED" || ev.Object.Metadata.Name != cmNames(n, 1)[0] {
+		t.Errorf("stalled stream after its bookmark: %+v, %v", ev.Type, err)
+	}
+}
+
+// TestSharedScanClientGo: 16 client-go WatchLists (JSON and protobuf) at
+// once each get the collection and the bookmark.
+func TestSharedScanClientGo(t *testing.T) {
+	e := startEnv(t)
+	const n = 200
+	putConfigMaps(t, e, 0, n, 4<<10)
+	want := cmNames(0, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var rvs []string
+	for i := range 16 {
+		cs := e.cs
+		if i%2 == 1 {
+			cs = e.pcs
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			yes := true
+			w, err := cs.CoreV1().ConfigMaps("ns").Watch(ctx, metav1.ListOptions{SendInitialEvents: &yes,
+				ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer w.Stop()
+			var got []string
+			for ev := range w.ResultChan() {
+				switch ev.Type {
+				case watch.Added:
+					got = append(got, ev.Object.(*corev1.ConfigMap).Name)
+					continue
+				case watch.Bookmark:
+					cm := ev.Object.(*corev1.ConfigMap)
+					if cm.Annotations[metav1.InitialEventsAnnotationKey] != "true" {
+						continue
+					}
+					mu.Lock()
+					rvs = append(rvs, cm.ResourceVersion)
+					mu.Unlock()
+				default:
+					t.Errorf("unexpected %s", ev.Type)
+				}
+				break
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("watch %d: %d initial events, want %d", i, len(got), n)
+			}
+		})
+	}
+	wg.Wait()
+	if len(rvs) != 16 {
+		t.Fatalf("%d bookmarks, want 16", len(rvs))
+	}
+	t.Logf("scans: %d for 16 watches", metricInt(t, e, "lazyapi_watch_shared_scans_total"))
+}
