@@ -149,7 +149,8 @@ type scanGroup struct {
 	err *StatusError // the admission or first read failed: the members answer it
 
 	mu      sync.Mutex
-	changed chan struct{}
+	changed chan struct{} // closed and replaced when a segment is published or the group stops
+	scanCh  chan struct{} // closed and replaced when the scanner may have work
 	members map[*scanMember]struct{}
 	segs    []scanSeg
 	cycled  bool // segs is complete
@@ -268,7 +269,7 @@ func (r *scanGroups) join(w *watchReq, key scanKey, minRev int64, knowRev bool) 
 func (w *watchReq) newScanGroup(key scanKey) *scanGroup {
 	s := w.s
 	g := &scanGroup{reg: s.scans, s: s, key: key, client: clientKey(w.rc), ns: w.ns, pinned: make(chan struct{}),
-		changed: make(chan struct{}), members: make(map[*scanMember]struct{})}
+		changed: make(chan struct{}), scanCh: make(chan struct{}), members: make(map[*scanMember]struct{})}
 	g.ctx, g.cancel = context.WithCancel(s.baseCtx)
 	enc := newEncoder(s.schema, w.r, key.out, nil, includeObject(w.q.IncludeObject), time.Time{})
 	f := w.f
@@ -284,6 +285,7 @@ func (g *scanGroup) addLocked() *scanMember {
 		m.cursor = g.window[0].seq
 	}
 	g.members[m] = struct{}{}
+	g.wakeScannerLocked()
 	return m
 }
 
@@ -293,10 +295,21 @@ func (g *scanGroup) addHeld(n int64) {
 	g.reg.held.Add(n)
 }
 
-// broadcastLocked wakes everyone waiting for a change.
+// broadcastLocked wakes the members waiting for a segment (one was
+// published, or the group stopped) and the scanner.
 func (g *scanGroup) broadcastLocked() {
 	close(g.changed)
 	g.changed = make(chan struct{})
+	g.wakeScannerLocked()
+}
+
+// wakeScannerLocked wakes the scanner waiting for room or for a member
+// that needs a segment (a member joined, wrote a segment or left).
+// Members are not woken: hundreds of them would contend for g.mu after
+// every write.
+func (g *scanGroup) wakeScannerLocked() {
+	close(g.scanCh)
+	g.scanCh = make(chan struct{})
 }
 
 // leave removes the member (idempotent); the last one out closes the group.
@@ -313,7 +326,7 @@ func (m *scanMember) leave() {
 				delete(g.reg.m, g.key)
 			}
 		}
-		g.broadcastLocked()
+		g.wakeScannerLocked()
 		g.mu.Unlock()
 		g.reg.mu.Unlock()
 		if last {
@@ -382,7 +395,7 @@ func (m *scanMember) release(sg *scanSegment) {
 		m.count++
 	}
 	m.lastTake = time.Now()
-	g.broadcastLocked()
+	g.wakeScannerLocked()
 	g.mu.Unlock()
 }
 
@@ -651,7 +664,7 @@ func (g *scanGroup) waitRoom() bool {
 
 // waitLocked waits for a change or d; false when the group's context ended.
 func (g *scanGroup) waitLocked(d time.Duration) bool {
-	ch := g.changed
+	ch := g.scanCh
 	g.mu.Unlock()
 	t := time.NewTimer(d)
 	select {
@@ -679,9 +692,14 @@ func (g *scanGroup) nextNeeded(pos int) (int, bool) {
 			g.trimLocked(true)
 		}
 		if g.held < scanWindowBytes {
+			// The newest seq of each segment in the window.
+			inWindow := make(map[int]int64, len(g.window))
+			for _, x := range g.window {
+				inWindow[x.idx] = x.seq
+			}
 			for i := 0; i < n; i++ {
 				idx := (pos + i) % n
-				if g.neededLocked(idx) {
+				if g.neededLocked(idx, inWindow) {
 					return idx, true
 				}
 			}
@@ -694,19 +712,10 @@ func (g *scanGroup) nextNeeded(pos int) (int, bool) {
 
 // neededLocked reports whether a member needs segment idx and will not
 // find it in the window.
-func (g *scanGroup) neededLocked(idx int) bool {
+func (g *scanGroup) neededLocked(idx int, inWindow map[int]int64) bool {
+	seq, ok := inWindow[idx]
 	for m := range g.members {
-		if !m.needs(idx) {
-			continue
-		}
-		found := false
-		for _, x := range g.window {
-			if x.idx == idx && x.seq >= m.cursor {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if m.needs(idx) && (!ok || seq < m.cursor) {
 			return true
 		}
 	}
