@@ -295,6 +295,18 @@ func (g *scanGroup) addHeld(n int64) {
 	g.reg.held.Add(n)
 }
 
+// clearWindowLocked drops every segment from the window (those being
+// written are counted until released).
+func (g *scanGroup) clearWindowLocked() {
+	for _, x := range g.window {
+		x.inWindow = false
+		if x.readers == 0 {
+			g.addHeld(-x.size())
+		}
+	}
+	g.window = nil
+}
+
 // broadcastLocked wakes the members waiting for a segment (one was
 // published, or the group stopped) and the scanner.
 func (g *scanGroup) broadcastLocked() {
@@ -322,6 +334,9 @@ func (m *scanMember) leave() {
 		last := len(g.members) == 0
 		if last {
 			g.closed = true
+			if g.stopped {
+				g.clearWindowLocked()
+			}
 			if g.reg.m[g.key] == g {
 				delete(g.reg.m, g.key)
 			}
@@ -353,6 +368,14 @@ func (m *scanMember) take(ctx context.Context) (sg *scanSegment, done bool, err 
 			if x.seq >= m.cursor && m.needs(x.idx) {
 				x.readers++
 				m.cursor = x.seq + 1
+				// Counted as had now: the scanner must not read it
+				// again while it is written (a failed write ends the
+				// member).
+				for len(m.have) <= x.idx {
+					m.have = append(m.have, false)
+				}
+				m.have[x.idx] = true
+				m.count++
 				m.lastTake = time.Now()
 				if m.lagging && x.seq >= g.nextSeq-2 {
 					m.lagging = false
@@ -387,13 +410,6 @@ func (m *scanMember) release(sg *scanSegment) {
 	if !sg.inWindow && sg.readers == 0 {
 		g.addHeld(-sg.size())
 	}
-	for len(m.have) <= sg.idx {
-		m.have = append(m.have, false)
-	}
-	if !m.have[sg.idx] {
-		m.have[sg.idx] = true
-		m.count++
-	}
 	m.lastTake = time.Now()
 	g.wakeScannerLocked()
 	g.mu.Unlock()
@@ -406,13 +422,9 @@ func (g *scanGroup) run() {
 	defer func() {
 		g.mu.Lock()
 		g.stopped = true
-		for _, x := range g.window {
-			x.inWindow = false
-			if x.readers == 0 {
-				g.addHeld(-x.size())
-			}
-		}
-		g.window = nil
+		if n := len(g.window); len(g.members) == 0 || n == 0 || !g.window[n-1].failed {
+			g.clearWindowLocked()
+		} // else the members take the failed segment (its ERROR event); the last one out clears it
 		g.broadcastLocked()
 		g.mu.Unlock()
 		g.reg.mu.Lock()
