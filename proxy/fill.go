@@ -89,6 +89,10 @@ func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.R
 		kind = ratelimit.Bulk
 	}
 	avg = max(avg, defaultAvgValueBytes)
+	if resp > 0 {
+		// A shared scan's window holds at most the collection's frames.
+		extra = min(extra, int64(frameBytes(int(resp))))
+	}
 	items := etcdListItems(s.store.Config(), avg)
 	t, err := l.Admit(ctx, ratelimit.Request{Client: client, Class: "watchlist/" + r.GroupResource(), Kind: kind,
 		Bytes: estimateList(avg, items, streamBufferBytes) + extra})
