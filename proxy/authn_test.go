@@ -36,7 +36,7 @@ type tlsEnv struct {
 	ms           *metrics.Set
 }
 
-func startTLSEnv(t testing.TB, anonymous bool, lim *ratelimit.Limiter) (*tlsEnv, *env) {
+func startTLSEnv(t testing.TB, anonymous bool, lim *ratelimit.Limiter, opts ...envOption) (*tlsEnv, *env) {
 	t.Helper()
 	e := &tlsEnv{ca: testpki.NewCA(t, "serving-ca"), clientCA: testpki.NewCA(t, "client-ca"), ms: metrics.NewSet()}
 	etcd := etcdtest.Start(t)
@@ -47,10 +47,14 @@ func startTLSEnv(t testing.TB, anonymous bool, lim *ratelimit.Limiter) (*tlsEnv,
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(proxy.Config{
+	cfg := proxy.Config{
 		Client: etcd.Client, Resources: table, Metrics: e.ms, Limiter: lim,
 		Authenticator: authn.New(authn.Config{ClientCAs: pool, Tokens: tokens, Anonymous: anonymous}),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := proxy.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +71,9 @@ func startTLSEnv(t testing.TB, anonymous bool, lim *ratelimit.Limiter) (*tlsEnv,
 		}
 		if secure {
 			e.httpsURL = "https://" + ln.Addr().String()
-			ln = tls.NewListener(ln, tlsCfg)
+			// As lazyapi serves (cmd/lazyapi): counted and coalesced
+			// under TLS.
+			ln = tls.NewListener(proxy.CountWrites(ln), tlsCfg)
 		} else {
 			e.httpURL = "http://" + ln.Addr().String()
 		}

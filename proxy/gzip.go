@@ -251,7 +251,7 @@ func (s *Server) serveGzipStream(rc *fasthttp.RequestCtx, st *reqState, write fu
 		return
 	}
 	setGzipHeaders(rc)
-	rc.SetBodyStream(&gzipBody{g: g, done: done}, -1)
+	rc.SetBodyStream(&gzipBody{g: g, done: done, pc: progressOf(rc.Conn())}, -1)
 }
 
 // gzipBody is the compressed body of a gzipStream, written by fasthttp on
@@ -259,6 +259,7 @@ func (s *Server) serveGzipStream(rc *fasthttp.RequestCtx, st *reqState, write fu
 type gzipBody struct {
 	g    *gzipStream
 	done func(n int)
+	pc   *progressConn // the connection's, coalescing each chunk's records; may be nil
 	once sync.Once
 	ran  bool
 }
@@ -275,7 +276,7 @@ func (b *gzipBody) WriteTo(w io.Writer) (int64, error) {
 	}
 	b.ran = true
 	g := b.g
-	cw := &errWriter{w: w}
+	cw := &errWriter{w: w, pc: b.pc}
 	bw := bufio.NewWriterSize(cw, flushSize)
 	z := getGzip(bw)
 	_, err := z.Write(*g.collected)

@@ -698,7 +698,7 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 		guard.done(nil)
 		cancel()
 		st.finish(200, n)
-	}}
+	}, pc: guard.pc}
 	body.write = func(w *bufio.Writer) (n int, err error) {
 		defer func() {
 			if v := recover(); v != nil {
@@ -751,6 +751,7 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 type listBody struct {
 	write func(w *bufio.Writer) (int, error) // writes the whole body, returns its size
 	done  func(n int)                        // called once: the body is written or dropped
+	pc    *progressConn                      // the connection's, coalescing each chunk's records; may be nil
 	once  sync.Once
 	ran   bool
 	r     io.Reader
@@ -767,7 +768,7 @@ func (b *listBody) WriteTo(w io.Writer) (int64, error) {
 		return 0, nil
 	}
 	b.ran = true
-	cw := &errWriter{w: w}
+	cw := &errWriter{w: w, pc: b.pc}
 	// Writes of a full buffer (len >= 512) bypass bw's buffer: one chunk
 	// per streamWriter flush.
 	bw := bufio.NewWriterSize(cw, 512)
@@ -816,9 +817,14 @@ func (b *listBody) Close() error {
 // errStreamAborted reports a list stream ended by a panic.
 var errStreamAborted = errors.New("list stream aborted")
 
-// errWriter keeps the first write error.
+// errWriter keeps the first write error. Each Write is one HTTP chunk
+// (fasthttp's chunkedBodyWriter writes its size line, the bytes and the CRLF
+// in three writes to the TLS connection, each one record or more): on a
+// connection that coalesces (pc, under TLS) the chunk's records reach the
+// socket in one write.
 type errWriter struct {
 	w   io.Writer
+	pc  *progressConn // nil: no coalescing
 	err error
 }
 
@@ -826,7 +832,11 @@ func (w *errWriter) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
+	w.pc.hold()
 	n, err := w.w.Write(p)
+	if rerr := w.pc.release(); err == nil && rerr != nil {
+		err = rerr
+	}
 	if err != nil {
 		w.err = err
 	}

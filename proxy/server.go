@@ -258,6 +258,7 @@ func New(cfg Config) (*Server, error) {
 	s.fillWaits = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="served"}`)
 	s.fillTimeouts = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="timeout"}`)
 	s.aborted = newAbortMetrics(s.ms)
+	s.ms.GetOrCreateGauge("lazyapi_write_coalesce_buffer_bytes", func() float64 { return float64(coalesceInUse.Load()) })
 	s.rateLog.log = cfg.Logger
 	s.initAuthn()
 	s.openapi = cfg.OpenAPI

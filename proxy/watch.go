@@ -375,7 +375,7 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 	// chunk and one write, with no copy through SetBodyStreamWriter's
 	// pipe and goroutine per event (measured: bench/RESULTS.md
 	// ## watch fan-out).
-	body := &listBody{done: func(int) { w.end() }}
+	body := &listBody{done: func(int) { w.end() }, pc: g.pc}
 	body.write = func(bw *bufio.Writer) (int, error) {
 		m := s.watchMetrics()
 		defer func() {

@@ -1,0 +1,32 @@
+//go:build unix
+
+package proxy
+
+import "syscall"
+
+const rawWriteSupported = true
+
+// rawWrite is progressConn's raw write: it writes c.out to the socket until
+// it is all taken, the socket is full (false: the poller waits, under the
+// write deadline) or a write fails (c.werr).
+func (c *progressConn) rawWrite(fd uintptr) bool {
+	for len(c.out) > 0 {
+		n, err := syscall.Write(int(fd), c.out)
+		if n > 0 {
+			c.out = c.out[n:]
+			c.written.Add(int64(n))
+		}
+		switch {
+		case err == syscall.EINTR:
+		case err == syscall.EAGAIN:
+			return false
+		case err != nil:
+			c.werr = err
+			return true
+		case n <= 0:
+			c.werr = syscall.EIO
+			return true
+		}
+	}
+	return true
+}
