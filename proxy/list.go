@@ -707,6 +707,20 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 				err = errStreamAborted
 			}
 		}()
+		// Uncompressed, the list's chunks are held together: under TLS
+		// their records reach the socket in writes of up to
+		// coalesceBytes (about two chunks), not one write per chunk. The
+		// last bytes go out before the guard ends.
+		var held *progressConn
+		if !st.gzip {
+			held = guard.pc
+			held.hold()
+			defer func() {
+				if held != nil { // a panic
+					_ = held.release()
+				}
+			}()
+		}
 		buf := getBuf()
 		sw := streamWriter{w: w, buf: (*buf)[:0], yield: st.yield, guard: guard}
 		defer func() { n = sw.n }()
@@ -718,6 +732,12 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 		err = l.write(ctx, &sw, pg, page, encoded, lm, planned, false)
 		if err == nil {
 			err = sw.flush()
+		}
+		if held != nil {
+			if rerr := held.release(); err == nil && rerr != nil {
+				err = fmt.Errorf("cannot write response: %w", rerr)
+			}
+			held = nil
 		}
 		guard.done(err)
 		*buf = sw.buf
