@@ -106,14 +106,17 @@ type writeGuard struct {
 // Under TLS (CountWrites) it also coalesces: crypto/tls writes each record
 // of at most 16 KiB with its own Write, one write syscall per record; the
 // syscalls were 47% of a cached JSON LIST's CPU over TLS (bench/RESULTS.md
-// ## cpu: one write per chunk under TLS). Between hold and release (one
-// HTTP chunk of a streamed LIST or watch: errWriter) the sealed records go
-// into a buffer of at most coalesceBytes, taken from a pool at the first
-// record and given back at release, and reach the socket in one write when
-// it is full and at release. No buffer is held by an idle connection or
-// between chunks; a write blocked on a client that stopped reading holds
-// one (a stream's admission counts it: streamBufferBytes). Writes outside
-// a hold (handshakes, alerts, fasthttp's own responses) go out at once.
+// ## cpu: TLS records coalesced into socket writes). Between hold and
+// release (one HTTP chunk of a streamed watch or gzip LIST: errWriter; a
+// whole uncompressed LIST: lister.respondStream) the sealed records go into
+// a buffer of at most coalesceBytes, taken from a pool at the first record
+// and given back at the last release, and reach the socket in one write
+// when the next record does not fit and at the release. No buffer is held
+// by an idle connection; a stream holds one while it writes (a write
+// blocked on a client that stopped reading too, until the write guard ends
+// it), counted in its admission (streamBufferBytes) and in
+// lazyapi_write_coalesce_buffer_bytes. Writes outside a hold (handshakes,
+// alerts, fasthttp's own responses) go out at once.
 type progressConn struct {
 	net.Conn
 	written atomic.Int64
