@@ -75,11 +75,12 @@ func listNeedsCache(q *Params) bool {
 // LIST of its collection (short or bulk by its estimated response), so that
 // its pages are reserved before they are read. The returned release must
 // be called once the initial list is written (or the watch ends). extra is
-// reserved besides the list's pages (a shared scan's window).
-func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.Resource, ns string, extra int64) (func(), error) {
+// reserved besides the list's pages (a shared scan's window); bulk reports
+// that it was admitted at the Bulk level.
+func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.Resource, ns string, extra int64) (release func(), bulk bool, err error) {
 	l := s.cfg.Limiter
 	if l == nil {
-		return func() {}, nil
+		return func() {}, false, nil
 	}
 	avg := int64(s.stats.hint(s.listPrefix(r, "")))
 	st := &reqState{s: s, r: r, p: apiPath{Namespace: ns}}
@@ -97,10 +98,10 @@ func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.R
 	t, err := l.Admit(ctx, ratelimit.Request{Client: client, Class: "watchlist/" + r.GroupResource(), Kind: kind,
 		Bytes: estimateList(avg, items, streamBufferBytes) + extra})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var once sync.Once
-	return func() { once.Do(func() { t.Release(0) }) }, nil
+	return func() { once.Do(func() { t.Release(0) }) }, kind == ratelimit.Bulk, nil
 }
 
 // rateLog logs at most one line per client and topic per minute, so that
@@ -140,7 +141,7 @@ func (l *rateLog) warn(client, topic, msg string, fields ...zap.Field) {
 // (admitEtcdList) and sets ew.listDone. It returns the Status to answer on
 // refusal.
 func (s *Server) admitEtcdWatchList(ctx context.Context, rc *fasthttp.RequestCtx, r *resource.Resource, ns string, ew *etcdWatch) *StatusError {
-	done, err := s.admitEtcdList(ctx, clientKey(rc), r, ns, 0)
+	done, _, err := s.admitEtcdList(ctx, clientKey(rc), r, ns, 0)
 	if err != nil {
 		var se *StatusError
 		if errors.As(err, &se) {

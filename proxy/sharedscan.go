@@ -145,8 +145,9 @@ type scanGroup struct {
 	cancel context.CancelFunc
 	pinned chan struct{} // closed once rev (or err) is set
 
-	rev int64
-	err *StatusError // the admission or first read failed: the members answer it
+	rev  int64
+	err  *StatusError // the admission or first read failed: the members answer it
+	bulk bool         // admitted at the Bulk level: the scanner and the members yield to short requests
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when a segment is published or the group stops
@@ -435,7 +436,7 @@ func (g *scanGroup) run() {
 		g.cancel()
 	}()
 	ctx := g.ctx
-	done, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, scanWindowBytes+int64(frameBytes(s.store.Config().PageBytes)))
+	done, bulk, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, scanWindowBytes+int64(frameBytes(s.store.Config().PageBytes)))
 	if err != nil {
 		var se *StatusError
 		switch {
@@ -456,9 +457,10 @@ func (g *scanGroup) run() {
 		g.pin(0, storeStatus(err, false, 0))
 		return
 	}
+	g.bulk = bulk // before pin: the members read it after g.pinned
 	g.pin(pg.Rev(), nil)
 	var yield func()
-	if l := s.cfg.Limiter; l != nil {
+	if l := s.cfg.Limiter; l != nil && bulk {
 		yield = func() { l.Yield(ctx) }
 	}
 	// The first cycle: the pages define the segments.
@@ -756,7 +758,9 @@ func (ew *etcdWatch) runShared(ctx context.Context, sw *watchWriter) error {
 			ew.enc.failed = true
 			return nil
 		}
-		if sw.yield != nil {
+		if sw.yield != nil && m.g.bulk {
+			// A short scan's members do not yield: they would wait
+			// for the scan's own short seat.
 			sw.yield()
 		}
 	}

@@ -17,7 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"github.com/lazyapi/lazyapi/proxy"
+	"github.com/lazyapi/lazyapi/ratelimit"
 )
 
 // Shared scans (sharedscan.go): concurrent WatchLists of a collection that
@@ -363,4 +366,62 @@ func TestSharedScanClientGo(t *testing.T) {
 		t.Fatalf("%d bookmarks, want 16", len(rvs))
 	}
 	t.Logf("scans: %d for 16 watches", metricInt(t, e, "lazyapi_watch_shared_scans_total"))
+}
+
+// TestSharedScanAdmission: with the limiter (one bulk seat), 32 WatchLists
+// of a collection admitted as a bulk LIST share one scan and one seat (no
+// 429); of a small collection (a short LIST), they share one too and do
+// not wait for their own short seat after each page (Yield).
+func TestSharedScanAdmission(t *testing.T) {
+	cfg := ratelimit.DefaultConfig()
+	cfg.MaxInflightBytes = 256 << 20
+	cfg.MaxBulkInflight = 1
+	cfg.BulkListBytes = 4 << 20
+	cfg.BulkYield = time.Second // a self-yield per page would show
+	cfg.Metrics = metrics.NewSet()
+	lim, err := ratelimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
+	putConfigMaps(t, e, 0, 100, 100<<10) // 10 MB: bulk
+	for i := range 300 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "small", Name: fmt.Sprintf("cm-%04d", i), UID: "uid"},
+			Data: map[string]string{"k": "v"}}
+		e.put(t, "configmaps", cm)
+	}
+	for _, tc := range []struct {
+		ns   string
+		want int
+	}{{"ns", 100}, {"small", 300}} {
+		before := metricInt(t, e, "lazyapi_watch_shared_scans_total")
+		ctx, cancel := context.WithCancel(context.Background())
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, 32)
+		for i := range errs {
+			wg.Go(func() {
+				s := openWatchList(t, ctx, e, strings.Replace(sharedWatchList, "/ns/", "/"+tc.ns+"/", 1))
+				if errs[i] = s.initial(); errs[i] == nil && len(s.names) != tc.want {
+					errs[i] = fmt.Errorf("%d initial events, want %d", len(s.names), tc.want)
+				}
+			})
+		}
+		wg.Wait()
+		took := time.Since(start)
+		cancel()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("%s: stream %d: %v", tc.ns, i, err)
+			}
+		}
+		scans := metricInt(t, e, "lazyapi_watch_shared_scans_total") - before
+		t.Logf("%s: 32 streams in %v, %d scans", tc.ns, took, scans)
+		if scans > 4 {
+			t.Errorf("%s: %d scans for 32 concurrent streams", tc.ns, scans)
+		}
+		if tc.ns == "small" && took > 5*time.Second {
+			t.Errorf("small: 32 streams of 300 small objects took %v (yielding to their own short seat?)", took)
+		}
+	}
 }
