@@ -73,3 +73,7 @@ func SetScanWindowBytes(n int64) (restore func()) {
 	scanWindowBytes = n
 	return func() { scanWindowBytes = old }
 }
+
+// DisableSharedLists makes every LIST from etcd read its own (the path
+// before shared LISTs, sharedlist.go); call it before the server serves.
+func (s *Server) DisableSharedLists() { s.lists = nil }

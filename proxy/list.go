@@ -334,7 +334,10 @@ func (l *lister) readStatus(err error) *StatusError {
 func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState) (*lister, *StatusError) {
 	r, q := st.r, st.q
 	l := &lister{s: s, st: st, prefix: s.listPrefix(r, st.p.Namespace), limit: q.Limit, now: time.Now(),
-		uri: string(rc.RequestURI()), enc: st.enc, ctx: ctx, gr: r.GroupResource()}
+		enc: st.enc, ctx: ctx, gr: r.GroupResource()}
+	if rc != nil { // nil: a shared LIST's group (sharedlist.go)
+		l.uri = string(rc.RequestURI())
+	}
 	if je, ok := st.enc.(*jsonEncoder); ok && s.render != nil {
 		// As Server.listItem: items of a built-in list carry no
 		// apiVersion and kind.

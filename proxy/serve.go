@@ -206,6 +206,10 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		st.finish(int(e.Status.Code), len(rc.Response.Body()))
 		return
 	}
+	if p.Name == "" && p.Subresource == "" && s.sharesList(st) {
+		s.serveSharedList(rc, st, ef)
+		return
+	}
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
 	if err := s.admit(ctx, rc, st); err != nil {
 		cancel()

@@ -172,6 +172,9 @@ type Server struct {
 	// scans shares the etcd reads of concurrent watches' initial states
 	// (sharedscan.go); nil: every watch reads its own.
 	scans *scanGroups
+	// lists shares the etcd reads of concurrent identical LISTs
+	// (sharedlist.go); nil: every LIST reads its own.
+	lists *listGroups
 	// initialRun bounds the watches encoding initial events at once
 	// (watchWriter.run): a reconnect storm's encoders leave the other
 	// cores' run queues to short requests.
@@ -244,6 +247,7 @@ func New(cfg Config) (*Server, error) {
 	s.panics = s.ms.GetOrCreateCounter("lazyapi_handler_panics_total")
 	s.frames = newFrameCache(s.ms, frameCacheBytes)
 	s.scans = newScanGroups(s.ms)
+	s.lists = newListGroups(s.ms)
 	if cfg.Encryption != nil {
 		s.sizes = newSizeMemo(s.ms)
 	}

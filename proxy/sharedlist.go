@@ -1,0 +1,597 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/resource"
+)
+
+// Shared LISTs (issue 15): one etcd read for concurrent identical LISTs.
+//
+// The LIST of a LIST+WATCH informer (client-go's reflector) of a
+// collection the watch cache does not hold is read from etcd. Hundreds of
+// informers starting at once sent hundreds of identical LISTs, each
+// admitted alone on the bulk seat and reading and encoding the whole
+// collection, one after the other (as the WatchLists before shared scans,
+// sharedscan.go).
+//
+// Identical LISTs (same resource, output, namespace and parameters) that
+// arrive while a listGroup is forming join it: the group is admitted once
+// (as a LIST, plus its window), runs the ordinary LIST (newLister,
+// firstPage, plan, write: the same code, so the same bytes) into chunks
+// of the response body, and every member writes the same chunks, in
+// order, to its connection. A LIST response is in key order from its
+// first byte: a member must have every chunk from the first, so it may
+// join only while the group's first chunk is still in the window. A
+// consistent read (resourceVersion="") joins only a group that has not
+// read its revision yet (the revision is then read after its arrival);
+// resourceVersion="0" and the other forms (the same parameters, so the
+// same semantics) join any group whose first chunk they can still take.
+// A request that cannot join starts the next group.
+//
+// Memory is bounded by the window (scanWindowBytes), counted in the
+// group's admission: chunks written by every member leave it; when it is
+// full the group waits for its members, and a member that has not taken
+// its next chunk for scanLagWait is ended (its response is aborted as a
+// LIST whose write fails: the client sees an incomplete response, never a
+// short or reordered list) so that a stalled client neither stalls the
+// others nor holds more than the chunk it is writing.
+
+// errListLagged ends a member that fell out of its group's window.
+var errListLagged = errors.New("shared list: the client fell behind the shared read")
+
+// listKey identifies the LISTs whose responses are byte-identical.
+type listKey struct {
+	r   *resource.Resource
+	out output
+	ns  string
+	q   Params
+}
+
+// listGroups is the server's registry of forming or running groups.
+type listGroups struct {
+	mu sync.Mutex
+	m  map[listKey]*listGroup
+
+	groups, joins, chunks, evicted *metrics.Counter
+	held                           atomic.Int64
+}
+
+func newListGroups(ms *metrics.Set) *listGroups {
+	r := &listGroups{
+		m:       make(map[listKey]*listGroup),
+		groups:  ms.GetOrCreateCounter("lazyapi_list_shared_reads_total"),
+		joins:   ms.GetOrCreateCounter("lazyapi_list_shared_read_members_total"),
+		chunks:  ms.GetOrCreateCounter("lazyapi_list_shared_read_chunks_total"),
+		evicted: ms.GetOrCreateCounter("lazyapi_list_shared_read_members_lagged_total"),
+	}
+	ms.GetOrCreateGauge("lazyapi_list_shared_read_bytes", func() float64 { return float64(r.held.Load()) })
+	return r
+}
+
+type listChunk struct {
+	seq      int64
+	data     []byte
+	readers  int
+	inWindow bool
+}
+
+type listMember struct {
+	g        *listGroup
+	cursor   int64
+	lastTake time.Time
+	lagged   bool
+	once     sync.Once
+}
+
+type listGroup struct {
+	reg *listGroups
+	s   *Server
+	key listKey
+	st  reqState // the first member's request, with the group's own encoder
+
+	ready chan struct{} // closed when the response's start is known
+	se    *StatusError  // the answer of every member (before the first byte)
+	// inline: the whole body is chunk 0 and the unshared LIST would
+	// have answered it with a Content-Length (respondEncoded/Inline).
+	inline bool
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced: a chunk, or the end
+	wake    chan struct{} // closed and replaced: a member took or left
+	members map[*listMember]struct{}
+	window  []*listChunk
+	held    int64
+	nextSeq int64
+	pinned  bool  // the list's revision was read
+	closed  bool  // no more joins
+	done    bool  // every chunk is published
+	err     error // the read failed after the first byte: members abort
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// sharesList reports whether a LIST may share its read: uncompressed, not
+// a Table (its rows read the clock), from etcd (the watch cache does not
+// serve the resource and the request does not wait for it).
+func (s *Server) sharesList(st *reqState) bool {
+	if s.lists == nil || st.gzip || st.enc.output().target == targetTable {
+		return false
+	}
+	cr := s.cacheResource(st.r)
+	return cr == nil || (!cr.Ready() && !cr.Filling())
+}
+
+// serveSharedList serves the LIST as a member of a group (joined or
+// started). The group holds the admission; the member holds none.
+func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef format) {
+	q := st.q
+	q.TimeoutSeconds = 0
+	key := listKey{r: st.r, out: st.enc.output(), ns: st.p.Namespace, q: q}
+	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
+	if s.cfg.Admit != nil {
+		// The admission hook, per request (the group holds the
+		// limiter's admission).
+		release, err := s.cfg.Admit(rc, &RequestInfo{Verb: st.verb, Resource: st.r, Namespace: st.p.Namespace,
+			Name: st.p.Name, Limit: st.q.Limit, ResourceVersion: st.q.ResourceVersion})
+		if err != nil {
+			cancel()
+			var se *StatusError
+			if !errors.As(err, &se) {
+				se = tooManyRequests(err)
+			}
+			st.fail(rc, ef, se)
+			return
+		}
+		st.release = release
+	}
+	g, m := s.lists.join(st, key, clientKey(rc))
+	select {
+	case <-g.ready:
+	case <-ctx.Done():
+		m.leave()
+		cancel()
+		st.fail(rc, ef, storeStatus(ctx.Err(), false, 0))
+		return
+	}
+	if g.se != nil {
+		m.leave()
+		cancel()
+		st.fail(rc, ef, g.se)
+		return
+	}
+	rc.SetStatusCode(200)
+	rc.SetContentType(st.enc.output().contentType(true))
+	if g.inline {
+		c, _, err := m.take(ctx)
+		if err != nil || c == nil {
+			m.leave()
+			cancel()
+			if err == nil {
+				err = errScanEnded
+			}
+			st.fail(rc, ef, statusOf(err))
+			return
+		}
+		ok := st.setBody(rc, ef, c.data)
+		m.release(c)
+		m.leave()
+		cancel()
+		if ok {
+			st.finish(200, len(c.data))
+		}
+		return
+	}
+	guard := s.guardWrites(ctx, rc, "list")
+	body := &listBody{done: func(n int) {
+		guard.done(nil)
+		m.leave()
+		cancel()
+		st.finish(200, n)
+	}, pc: guard.pc}
+	body.write = func(w *bufio.Writer) (n int, err error) {
+		held := guard.pc
+		held.hold()
+		for {
+			c, end, terr := m.take(ctx)
+			if terr != nil {
+				err = terr
+				break
+			}
+			if end {
+				break
+			}
+			guard.arm()
+			k, werr := w.Write(c.data)
+			if werr == nil {
+				werr = w.Flush()
+			}
+			n += k
+			m.release(c)
+			if werr != nil {
+				err = fmt.Errorf("cannot write response: %w", werr)
+				break
+			}
+		}
+		if rerr := held.release(); err == nil && rerr != nil {
+			err = fmt.Errorf("cannot write response: %w", rerr)
+		}
+		m.leave() // before the guard ends: the group does not wait for it
+		guard.done(err)
+		if err != nil {
+			s.logListError(string(rc.RequestURI()), err)
+		}
+		return n, err
+	}
+	rc.SetBodyStream(body, -1)
+}
+
+// join adds a member to the group of key that it may join, or starts one.
+func (r *listGroups) join(st *reqState, key listKey, client string) (*listGroup, *listMember) {
+	consistent := st.q.ResourceVersion == "" && st.q.Continue == ""
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.m[key]; g != nil {
+		g.mu.Lock()
+		ok := !g.closed && (len(g.window) == 0 || g.window[0].seq == 0) && g.nextSeq == int64(len(g.window)) &&
+			!(consistent && g.pinned)
+		if ok {
+			m := g.addLocked()
+			g.mu.Unlock()
+			r.joins.Inc()
+			return g, m
+		}
+		g.closed = true
+		g.mu.Unlock()
+	}
+	s := st.s
+	g := &listGroup{reg: r, s: s, key: key, st: *st, ready: make(chan struct{}), changed: make(chan struct{}),
+		wake: make(chan struct{}), members: make(map[*listMember]struct{})}
+	g.st.enc = newEncoder(s.schema, st.r, key.out, nil, includeObject(st.q.IncludeObject), time.Now())
+	g.st.release, g.st.drain, g.st.reserve, g.st.yield = nil, nil, nil, nil
+	g.ctx, g.cancel = context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
+	r.m[key] = g
+	g.mu.Lock()
+	m := g.addLocked()
+	g.mu.Unlock()
+	r.groups.Inc()
+	r.joins.Inc()
+	go g.run(client)
+	return g, m
+}
+
+func (g *listGroup) addLocked() *listMember {
+	m := &listMember{g: g, lastTake: time.Now()}
+	g.members[m] = struct{}{}
+	return m
+}
+
+func (g *listGroup) addHeld(n int64) {
+	g.held += n
+	g.reg.held.Add(n)
+}
+
+func (g *listGroup) wakeLocked() {
+	close(g.wake)
+	g.wake = make(chan struct{})
+}
+
+func (g *listGroup) broadcastLocked() {
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// leave removes the member (idempotent); the last one out ends the group.
+func (m *listMember) leave() {
+	m.once.Do(func() {
+		g := m.g
+		g.reg.mu.Lock()
+		g.mu.Lock()
+		delete(g.members, m)
+		last := len(g.members) == 0
+		if last {
+			g.closed = true
+			for _, x := range g.window {
+				x.inWindow = false
+				if x.readers == 0 {
+					g.addHeld(-int64(cap(x.data)))
+				}
+			}
+			g.window = nil
+			if g.reg.m[g.key] == g {
+				delete(g.reg.m, g.key)
+			}
+		}
+		g.wakeLocked()
+		g.mu.Unlock()
+		g.reg.mu.Unlock()
+		if last {
+			g.cancel()
+		}
+	})
+}
+
+// take returns the member's next chunk (release it after writing it), or
+// end once it wrote them all.
+func (m *listMember) take(ctx context.Context) (c *listChunk, end bool, err error) {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for {
+		if m.lagged {
+			return nil, false, errListLagged
+		}
+		for _, x := range g.window {
+			if x.seq == m.cursor {
+				x.readers++
+				m.cursor++
+				m.lastTake = time.Now()
+				return x, false, nil
+			}
+		}
+		if m.cursor < g.nextSeq {
+			// Never expected: a member's chunk leaves only when it is
+			// marked lagged.
+			return nil, false, errListLagged
+		}
+		if g.err != nil {
+			return nil, false, g.err
+		}
+		if g.done {
+			return nil, true, nil
+		}
+		ch := g.changed
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			g.mu.Lock()
+			return nil, false, ctx.Err()
+		}
+		g.mu.Lock()
+	}
+}
+
+// release unpins a chunk the member wrote.
+func (m *listMember) release(c *listChunk) {
+	g := m.g
+	g.mu.Lock()
+	c.readers--
+	if !c.inWindow && c.readers == 0 {
+		g.addHeld(-int64(cap(c.data)))
+	}
+	m.lastTake = time.Now()
+	g.trimLocked(false)
+	g.wakeLocked()
+	g.mu.Unlock()
+}
+
+// trimLocked drops the window's oldest chunks every member took; when
+// full, also those only members that took nothing for scanLagWait still
+// need: those members are ended.
+func (g *listGroup) trimLocked(full bool) {
+	now := time.Now()
+	for len(g.window) > 0 {
+		x := g.window[0]
+		pending, stale := false, false
+		for m := range g.members {
+			if m.lagged || m.cursor > x.seq {
+				continue
+			}
+			if full && now.Sub(m.lastTake) >= scanLagWait {
+				stale = true
+				continue
+			}
+			pending = true
+			break
+		}
+		if pending {
+			return
+		}
+		if stale {
+			for m := range g.members {
+				if !m.lagged && m.cursor <= x.seq {
+					m.lagged = true
+					g.reg.evicted.Inc()
+				}
+			}
+			g.broadcastLocked()
+		}
+		g.window[0] = nil
+		g.window = g.window[1:]
+		x.inWindow = false
+		if x.readers == 0 {
+			g.addHeld(-int64(cap(x.data)))
+		}
+	}
+}
+
+// publish adds a chunk to the window once there is room; false when no
+// member is left.
+func (g *listGroup) publish(data []byte) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for {
+		if len(g.members) == 0 || g.ctx.Err() != nil {
+			return false
+		}
+		g.trimLocked(false)
+		if g.held < scanWindowBytes {
+			break
+		}
+		g.trimLocked(true)
+		if g.held < scanWindowBytes {
+			break
+		}
+		ch := g.wake
+		g.mu.Unlock()
+		t := time.NewTimer(scanLagWait / 4)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-g.ctx.Done():
+		}
+		t.Stop()
+		g.mu.Lock()
+	}
+	c := &listChunk{seq: g.nextSeq, data: data, inWindow: true}
+	g.nextSeq++
+	g.window = append(g.window, c)
+	g.addHeld(int64(cap(data)))
+	g.reg.chunks.Inc()
+	g.broadcastLocked()
+	return true
+}
+
+// finish ends the group's chunks: err nil, the body is complete.
+func (g *listGroup) finish(err error) {
+	g.mu.Lock()
+	g.closed = true
+	if err != nil {
+		g.err = err
+	} else {
+		g.done = true
+	}
+	g.broadcastLocked()
+	g.mu.Unlock()
+	g.reg.mu.Lock()
+	if g.reg.m[g.key] == g {
+		delete(g.reg.m, g.key)
+	}
+	g.reg.mu.Unlock()
+}
+
+// chunkWriter publishes each write (one streamWriter flush) as a chunk.
+type chunkWriter struct{ g *listGroup }
+
+func (w chunkWriter) Write(p []byte) (int, error) {
+	if !w.g.publish(append([]byte(nil), p...)) {
+		return 0, errScanEnded
+	}
+	return len(p), nil
+}
+
+// run admits the group and runs the LIST into chunks.
+func (g *listGroup) run(client string) {
+	s := g.s
+	defer g.cancel()
+	ready := false
+	answer := func(se *StatusError) {
+		g.se = se
+		g.finish(errScanEnded)
+		close(g.ready)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			s.panics.Inc()
+			s.log.Error("panic in a shared list", zap.Any("panic", v), zap.Stack("stack"))
+			if !ready {
+				answer(internalErr("shared list failed"))
+			} else {
+				g.finish(errStreamAborted)
+			}
+		}
+	}()
+	ctx := g.ctx
+	st := &g.st
+	release, bulk, err := s.admitEtcdList(ctx, client, st.r, st.p.Namespace, scanWindowBytes)
+	if err != nil {
+		var se *StatusError
+		switch {
+		case errors.As(err, &se):
+		case ctx.Err() != nil:
+			se = storeStatus(err, false, 0)
+		default:
+			se = tooManyRequests(err)
+		}
+		answer(se)
+		return
+	}
+	defer release()
+	// From here a consistent read may read the revision: a request
+	// that needs a revision read after its arrival no longer joins.
+	g.mu.Lock()
+	g.pinned = true
+	g.mu.Unlock()
+	l, se := s.newLister(ctx, nil, st)
+	if se == nil {
+		defer l.releasePre()
+		l.uri = "shared list of " + st.r.GroupResource()
+		se = l.firstPage(ctx)
+	}
+	if se == nil {
+		se = l.plan(ctx)
+	}
+	if se != nil {
+		answer(se)
+		return
+	}
+	var yield func(int)
+	if lim := s.cfg.Limiter; lim != nil && bulk {
+		yield = func(int) { lim.Yield(ctx) }
+	}
+	switch {
+	case l.pre != nil && !l.ws.partial, l.firstComplete && l.pageBytes <= inlineBytes:
+		// Answered with a Content-Length by the unshared LIST: one
+		// chunk, the whole body.
+		var b []byte
+		if l.pre != nil && !l.ws.partial {
+			lm := l.lm
+			if l.enc.metaAtEnd() {
+				if err := l.setContinue(&lm, &l.ws); err != nil {
+					answer(internalErr(err.Error()))
+					return
+				}
+			}
+			b = l.enc.listHead(nil, lm, l.ws.size)
+			b = append(b, *l.pre...)
+			b = l.enc.listTail(b, lm)
+			s.countServed(l.enc, codec.Object{Format: l.preFormat}, int(l.ws.n))
+		} else {
+			sw := streamWriter{}
+			if err := l.write(ctx, &sw, l.pg, l.page, nil, l.lm, l.ws, true); err != nil {
+				s.logListError(l.uri, err)
+				answer(statusOf(err))
+				return
+			}
+			b = sw.buf
+		}
+		g.inline = true
+		ready = true
+		close(g.ready)
+		if !g.publish(b) {
+			g.finish(errScanEnded)
+			return
+		}
+		g.finish(nil)
+		return
+	}
+	ready = true
+	close(g.ready)
+	pg, page, lm, planned := l.pg, l.page, l.lm, l.ws
+	var encoded []byte
+	if l.pre != nil && l.enc.metaAtEnd() && planned.partial {
+		encoded, page = *l.pre, nil
+	}
+	sw := streamWriter{w: bufio.NewWriterSize(chunkWriter{g}, 512), buf: make([]byte, 0, flushSize+64<<10), yield: yield}
+	err = l.write(ctx, &sw, pg, page, encoded, lm, planned, false)
+	if err == nil {
+		err = sw.flush()
+	}
+	if err != nil && !errors.Is(err, errScanEnded) {
+		s.logListError(l.uri, err)
+	}
+	g.finish(err)
+}
