@@ -229,6 +229,13 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 			err = fmt.Errorf("cannot write response: %w", rerr)
 		}
 		m.leave() // before the guard ends: the group does not wait for it
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && guard.conn != nil {
+			// The member's request timed out while it waited for a
+			// chunk (not in a write): counted as the guard counts it.
+			guard.mu.Lock()
+			guard.expired = true
+			guard.mu.Unlock()
+		}
 		guard.done(err)
 		if err != nil {
 			s.logListError(string(rc.RequestURI()), err)
@@ -261,7 +268,9 @@ func (r *listGroups) join(st *reqState, key listKey, client string) (*listGroup,
 		wake: make(chan struct{}), members: make(map[*listMember]struct{})}
 	g.st.enc = newEncoder(s.schema, st.r, key.out, nil, includeObject(st.q.IncludeObject), time.Now())
 	g.st.release, g.st.drain, g.st.reserve, g.st.yield = nil, nil, nil, nil
-	g.ctx, g.cancel = context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
+	// The group lives while it has members (each with its request's
+	// timeout): the last one out cancels it.
+	g.ctx, g.cancel = context.WithCancel(s.baseCtx)
 	r.m[key] = g
 	g.mu.Lock()
 	m := g.addLocked()
