@@ -49,6 +49,16 @@ import (
 // short or reordered list) so that a stalled client neither stalls the
 // others nor holds more than the chunk it is writing.
 
+// listGroupMembers bounds a group's members (a variable for tests). Each
+// member still writes the whole response on its connection: a group's
+// time grows with its members (their TLS writes; the read and the encoding
+// are shared), and every member must finish within its --request-timeout
+// (a LIST, unlike a watch, has one). 256 members of one 400 MiB LIST did
+// not finish in the minute (storm at 1Gi, 2 cores: 0/256 synced, all cut
+// by the request timeout); 64 per group run one after another on the bulk
+// seat.
+var listGroupMembers = 64
+
 // errListLagged ends a member that fell out of its group's window.
 var errListLagged = errors.New("shared list: the client fell behind the shared read")
 
@@ -252,7 +262,7 @@ func (r *listGroups) join(st *reqState, key listKey, client string) (*listGroup,
 	defer r.mu.Unlock()
 	if g := r.m[key]; g != nil {
 		g.mu.Lock()
-		ok := !g.closed && (len(g.window) == 0 || g.window[0].seq == 0) && g.nextSeq == int64(len(g.window)) &&
+		ok := !g.closed && len(g.members) < listGroupMembers && (len(g.window) == 0 || g.window[0].seq == 0) && g.nextSeq == int64(len(g.window)) &&
 			!(consistent && g.pinned)
 		if ok {
 			m := g.addLocked()
