@@ -44,7 +44,7 @@ import (
 // Memory is bounded by the window (scanWindowBytes), counted in the
 // group's admission: chunks written by every member leave it; when it is
 // full the group waits for its members, and a member that has not taken
-// its next chunk for scanLagWait is ended (its response is aborted as a
+// its next chunk for scanLagWait while another member is active is ended (its response is aborted as a
 // LIST whose write fails: the client sees an incomplete response, never a
 // short or reordered list) so that a stalled client neither stalls the
 // others nor holds more than the chunk it is writing.
@@ -399,7 +399,7 @@ func (m *listMember) release(c *listChunk) {
 
 // trimLocked drops the window's oldest chunks every member took; when
 // full, also those only members that took nothing for scanLagWait still
-// need: those members are ended.
+// need, when another member is active: those members are ended.
 func (g *listGroup) trimLocked(full bool) {
 	now := time.Now()
 	for len(g.window) > 0 {
@@ -419,6 +419,12 @@ func (g *listGroup) trimLocked(full bool) {
 		if pending {
 			return
 		}
+		if stale && !g.activeLocked(now) {
+			// Every member is slow: none would gain from ending the
+			// others (a lone slow client is served at its pace, as
+			// an unshared LIST, until --write-timeout).
+			return
+		}
 		if stale {
 			for m := range g.members {
 				if !m.lagged && m.cursor <= x.seq {
@@ -435,6 +441,17 @@ func (g *listGroup) trimLocked(full bool) {
 			g.addHeld(-int64(cap(x.data)))
 		}
 	}
+}
+
+// activeLocked reports whether a member took a chunk within scanLagWait
+// (or is at the head, waiting for the next chunk).
+func (g *listGroup) activeLocked(now time.Time) bool {
+	for m := range g.members {
+		if !m.lagged && (m.cursor >= g.nextSeq || now.Sub(m.lastTake) < scanLagWait) {
+			return true
+		}
+	}
+	return false
 }
 
 // publish adds a chunk to the window once there is room; false when no

@@ -299,3 +299,31 @@ func TestSharedListClientGo(t *testing.T) {
 		t.Errorf("%d LISTs took the shared path, want 16", members)
 	}
 }
+
+// TestSharedListLoneSlowMember: a member alone in its group that reads
+// nothing for longer than the lag bound, its window full, is not ended
+// (no other member would gain): it gets the whole list, as unshared.
+func TestSharedListLoneSlowMember(t *testing.T) {
+	t.Cleanup(proxy.SetScanWindowBytes(1 << 20))
+	e := startEnv(t, func(c *proxy.Config) { c.WriteTimeout = time.Minute })
+	putConfigMaps(t, e, 0, 100, 100<<10) // 10 MB: more than the window and the socket buffers
+	_, want, err := rawList(context.Background(), e, sharedList+"?resourceVersion=0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(e.url + sharedList + "?resourceVersion=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	time.Sleep(4 * time.Second) // twice the lag bound, reading nothing
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || string(b) != string(want) {
+		t.Errorf("lone slow member: %d bytes, %v; want the list (%d bytes)", len(b), err, len(want))
+	}
+	if got := metricInt(t, e, "lazyapi_list_shared_read_members_lagged_total"); got != 0 {
+		t.Errorf("lazyapi_list_shared_read_members_lagged_total = %d, want 0", got)
+	}
+}
