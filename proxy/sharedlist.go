@@ -443,6 +443,21 @@ func (g *listGroup) trimLocked(full bool) {
 	}
 }
 
+// aheadLocked returns how many chunks the group published past the
+// fastest member that is not lagged.
+func (g *listGroup) aheadLocked() int64 {
+	var fastest int64 = -1
+	for m := range g.members {
+		if !m.lagged {
+			fastest = max(fastest, m.cursor)
+		}
+	}
+	if fastest < 0 {
+		return 0 // none: the loop ends with the members
+	}
+	return g.nextSeq - fastest
+}
+
 // activeLocked reports whether a member took a chunk within scanLagWait
 // (or is at the head, waiting for the next chunk).
 func (g *listGroup) activeLocked(now time.Time) bool {
@@ -464,12 +479,17 @@ func (g *listGroup) publish(data []byte) bool {
 			return false
 		}
 		g.trimLocked(false)
-		if g.held < scanWindowBytes {
-			break
-		}
-		g.trimLocked(true)
-		if g.held < scanWindowBytes {
-			break
+		// No further ahead of the fastest member than an unshared LIST
+		// reads ahead of its writer (two pages): a group whose clients
+		// left or stall does not read on into its window.
+		if g.aheadLocked() < 2 {
+			if g.held < scanWindowBytes {
+				break
+			}
+			g.trimLocked(true)
+			if g.held < scanWindowBytes {
+				break
+			}
 		}
 		ch := g.wake
 		g.mu.Unlock()
