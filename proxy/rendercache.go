@@ -36,8 +36,8 @@ import (
 // a watch cache (Config.Cache nil or disabled) there is no rendering cache.
 //
 // Admission: a rendering is kept the second time its object version is
-// rendered within a short while (a direct-mapped table of recent hashes,
-// renderSeenSlots), so a single pass over a large collection (a LIST of
+// rendered within a short while (a table of recent hashes, renderSeenSlots,
+// two slots a hash: seenBefore), so a single pass over a large collection (a LIST of
 // 1 GiB read once) does not copy every object into the cache and evict the
 // hot ones. Eviction: CLOCK (second chance) per shard.
 //
@@ -262,13 +262,29 @@ func (rc *renderCache) appendJSON(sc *codec.Schema, dst []byte, key []byte, obj 
 	if err != nil || len(dst)-start < renderMinBytes {
 		return dst, err
 	}
-	slot := &rc.seen[h%renderSeenSlots]
-	if slot.Load() != h {
-		slot.Store(h) // first sight: remember, keep on the second
-		return dst, nil
+	if !rc.seenBefore(h) {
+		return dst, nil // first sight: remembered, kept on the second
 	}
 	rc.keep(sh, h, key, rv, full, dst[start:])
 	return dst, nil
+}
+
+// seenBefore reports whether the object version with hash h was rendered
+// recently, and remembers it. Each hash has two slots in the admission
+// table, from independent bits of h, and is written to both: two hot
+// object versions that share one slot, read in turn (a LIST's items and a
+// Table's rows of another item), would otherwise overwrite each other
+// forever and neither be kept; with two slots both stay unless both slots
+// collide (about 1 in 2^32 for a pair, against 1 in 2^16).
+func (rc *renderCache) seenBefore(h uint64) bool {
+	a := &rc.seen[h%renderSeenSlots]
+	b := &rc.seen[(h>>32)%renderSeenSlots]
+	if a.Load() == h || b.Load() == h {
+		return true
+	}
+	a.Store(h)
+	b.Store(h)
+	return false
 }
 
 // rendering returns the kept rendering of the object version (key, rev; type
