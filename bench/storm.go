@@ -76,6 +76,11 @@ type StormConfig struct {
 	// HTTP/2 (kube-apiserver), one HTTP/1.1 connection each to one that
 	// does not (lazyapi).
 	OwnConnections bool
+	// Gzip leaves compression on for the WatchList and LIST+WATCH streams,
+	// as client-go has it: Go's transport asks for gzip and decodes a
+	// compressed response (StormResult.Gzipped counts them). Without it
+	// they ask for none.
+	Gzip bool
 	// LazyAPIFlags are extra lazyapi flags (e.g. --memory-limit).
 	LazyAPIFlags []string
 	SkipKube     bool
@@ -102,12 +107,14 @@ type StormResult struct {
 	P50     time.Duration
 	// Throttled counts 429 answers (each retried after Retry-After);
 	// NoRetryAfter those without the header.
-	Throttled    int64  `json:"throttled"`
-	NoRetryAfter int64  `json:"no_retry_after"`
-	Errors       int64  `json:"errors"`
-	FirstError   string `json:"first_error,omitempty"`
-	IdleRSS      int64  `json:"idle_rss_bytes"`
-	PeakRSS      int64  `json:"peak_rss_bytes"`
+	Throttled    int64 `json:"throttled"`
+	NoRetryAfter int64 `json:"no_retry_after"`
+	Errors       int64 `json:"errors"`
+	// Gzipped counts the LIST responses that came compressed (Gzip).
+	Gzipped    int64  `json:"gzipped"`
+	FirstError string `json:"first_error,omitempty"`
+	IdleRSS    int64  `json:"idle_rss_bytes"`
+	PeakRSS    int64  `json:"peak_rss_bytes"`
 	// CacheBytes is lazyapi's watch cache budget in use before the run
 	// (lazyapi_cache_used_bytes; -1 for other servers).
 	CacheBytes int64 `json:"cache_bytes"`
@@ -173,6 +180,9 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 			rep.Notes = append(rep.Notes, "informers: client-go's shared transport (one HTTP/2 connection for all to kube-apiserver, one HTTP/1.1 connection each to lazyapi)")
 		}
 	}
+	if cfg.Gzip {
+		rep.Notes = append(rep.Notes, "WatchList and LIST+WATCH streams ask for gzip as client-go does (--gzip: Accept-Encoding: gzip, a compressed response decoded)")
+	}
 	var starters []starter
 	if !cfg.SkipLazyAPI {
 		bin, err := BuildLazyAPI(ctx, cfg.Repo, cfg.Out)
@@ -223,8 +233,8 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 				if warm {
 					phase = "warm"
 				}
-				logf("%s %s %d %s: %d/%d synced (%d wrong) in %s, peak RSS %s MiB (idle %s, cache %s), 429: %d, errors %d; harness RSS %s -> %s MiB (live heap %s), data counted %s MiB %s", r.Target, row.Mode, row.Clients, phase,
-					r.Synced, row.Clients, r.Wrong, r.AllTime.Round(time.Millisecond), mib(r.PeakRSS), mib(r.IdleRSS), mib(r.CacheBytes), r.Throttled, r.Errors,
+				logf("%s %s %d %s: %d/%d synced (%d wrong) in %s, peak RSS %s MiB (idle %s, cache %s), 429: %d, errors %d, gzipped LISTs %d; harness RSS %s -> %s MiB (live heap %s), data counted %s MiB %s", r.Target, row.Mode, row.Clients, phase,
+					r.Synced, row.Clients, r.Wrong, r.AllTime.Round(time.Millisecond), mib(r.PeakRSS), mib(r.IdleRSS), mib(r.CacheBytes), r.Throttled, r.Errors, r.Gzipped,
 					mib(r.HarnessIdleRSS), mib(r.HarnessPeakRSS), mib(r.HarnessPeakLive), mib(r.DataBytes), r.FirstError)
 				rep.Results = append(rep.Results, r)
 			}
@@ -267,6 +277,7 @@ type stormState struct {
 	times                    []time.Duration
 	wrong                    int
 	throttled, noRetry, errs atomic.Int64
+	gzipped                  atomic.Int64 // LIST responses that came compressed
 	firstErr                 string
 	start                    time.Time
 	expected                 int64
@@ -349,7 +360,7 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 		tr := &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 			MaxIdleConnsPerHost: row.Clients,
-			DisableCompression:  true,
+			DisableCompression:  !cfg.Gzip,
 			TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback benchmark targets
 			ReadBufferSize:      32 << 10,
 			WriteBufferSize:     4 << 10,
@@ -394,6 +405,7 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 		res.P50 = ts[n/2]
 	}
 	res.Throttled, res.NoRetryAfter, res.Errors = st.throttled.Load(), st.noRetry.Load(), st.errs.Load()
+	res.Gzipped = st.gzipped.Load()
 	res.FirstError = st.firstErr
 	res.DataBytes = st.dataRead.Load()
 	res.HarnessIdleRSS, res.HarnessPeakRSS, res.HarnessPeakLive = self.result()
@@ -553,6 +565,7 @@ func (s *stormState) listWatch(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.countGzip(resp)
 	info, _, err := readList(resp.Body)
 	resp.Body.Close()
 	if err != nil {
@@ -564,6 +577,7 @@ func (s *stormState) listWatch(ctx context.Context) (int64, error) {
 		if err != nil {
 			return items, err
 		}
+		s.countGzip(resp)
 		info, _, err = readList(resp.Body)
 		resp.Body.Close()
 		if err != nil {
@@ -578,6 +592,14 @@ func (s *stormState) listWatch(ctx context.Context) (int64, error) {
 	}
 	wresp.Body.Close()
 	return items, nil
+}
+
+// countGzip counts a LIST response that came compressed: Go's transport
+// asked for gzip (the request set no Accept-Encoding) and decodes it.
+func (s *stormState) countGzip(resp *http.Response) {
+	if resp.Uncompressed {
+		s.gzipped.Add(1)
+	}
 }
 
 // runInformers starts n client-go informers (protobuf, own connections) and

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"compress/gzip"
 	"context"
 	"maps"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,6 +141,57 @@ func TestStormInformersOwnConnections(t *testing.T) {
 		mu.Unlock()
 		if r.Synced != 3 || r.Wrong != 0 || len(got) != want || !strings.HasPrefix(got[0], "HTTP/2.0 ") {
 			t.Errorf("own connections %v: %d synced (%d wrong, %s), requests from %v; want 3 synced over %d HTTP/2 connections", own, r.Synced, r.Wrong, r.FirstError, got, want)
+		}
+	}
+}
+
+// TestStormListWatchGzip: with Gzip the LIST+WATCH streams ask for gzip
+// (Go's transport: Accept-Encoding: gzip) and decode a compressed LIST,
+// counted; without it they ask for none.
+func TestStormListWatchGzip(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cm, _ := LookupKind("configmap")
+	if _, err := Seed(ctx, srv.Client, SeedConfig{Kind: cm, Count: 5, Namespaces: 1, Size: SizeDist{Kind: "fixed", Size: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	rs := NewRefServer(srv.Client, "/registry")
+	var asked atomic.Int64 // requests that accepted gzip
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			rs.ServeHTTP(w, r)
+			return
+		}
+		asked.Add(1)
+		if r.URL.Query().Get("watch") != "" {
+			rs.ServeHTTP(w, r)
+			return
+		}
+		// The LIST compressed, as lazyapi and kube-apiserver send a large one.
+		rec := httptest.NewRecorder()
+		rs.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		w.WriteHeader(rec.Code)
+		z := gzip.NewWriter(w)
+		_, _ = z.Write(rec.Body.Bytes())
+		_ = z.Close()
+	}))
+	hs.StartTLS()
+	t.Cleanup(hs.Close)
+	target := Target{Name: "reference", URL: hs.URL, PID: os.Getpid()}
+	ns := NamespaceName(DefaultNamespacePrefix, 0)
+	row := StormRow{Mode: StormListWatch, Clients: 3}
+	for _, gz := range []bool{false, true} {
+		asked.Store(0)
+		r := runStormRow(ctx, target, StormConfig{Kind: cm, Timeout: 30 * time.Second, Gzip: gz}, row, false, ns, 5, -1)
+		want := map[bool]int64{false: 0, true: 3}[gz]
+		if r.Synced != 3 || r.Wrong != 0 || r.Gzipped != want || asked.Load() != 2*want {
+			t.Errorf("gzip %v: %d synced (%d wrong, %s), %d compressed LISTs, %d requests asked for gzip; want 3 synced, %d compressed, %d asked",
+				gz, r.Synced, r.Wrong, r.FirstError, r.Gzipped, asked.Load(), want, 2*want)
 		}
 	}
 }
