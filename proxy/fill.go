@@ -75,12 +75,17 @@ func listNeedsCache(q *Params) bool {
 // LIST of its collection (short or bulk by its estimated response), so that
 // its pages are reserved before they are read. The returned release must
 // be called once the initial list is written (or the watch ends). extra is
-// reserved besides the list's pages (a shared scan's window); bulk reports
-// that it was admitted at the Bulk level.
-func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.Resource, ns string, extra int64) (release func(), bulk bool, err error) {
+// reserved besides the list's pages (a shared scan's window, at most the
+// collection's frames) and buffers besides its write buffers (a shared
+// gzip LIST's compressor, gzipBytes); bulk reports that it was admitted
+// at the Bulk level. yield (nil without a limiter) is a LIST's
+// (bulkYield): called after each flush with the bytes written, it yields
+// to short requests once the list is bulk, and a short list that passes
+// the bulk threshold becomes bulk.
+func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.Resource, ns string, extra, buffers int64) (release func(), yield func(written int), bulk bool, err error) {
 	l := s.cfg.Limiter
 	if l == nil {
-		return func() {}, false, nil
+		return func() {}, nil, false, nil
 	}
 	avg := int64(s.stats.hint(s.listPrefix(r, "")))
 	st := &reqState{s: s, r: r, p: apiPath{Namespace: ns}}
@@ -96,12 +101,13 @@ func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.R
 	}
 	items := etcdListItems(s.store.Config(), avg)
 	t, err := l.Admit(ctx, ratelimit.Request{Client: client, Class: "watchlist/" + r.GroupResource(), Kind: kind,
-		Bytes: estimateList(avg, items, streamBufferBytes) + extra})
+		Bytes: estimateList(avg, items, streamBufferBytes+buffers) + extra})
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	var once sync.Once
-	return func() { once.Do(func() { t.Release(0) }) }, kind == ratelimit.Bulk, nil
+	bulk = kind == ratelimit.Bulk
+	return func() { once.Do(func() { t.Release(0) }) }, s.bulkYield(ctx, l, &t, st, bulk), bulk, nil
 }
 
 // rateLog logs at most one line per client and topic per minute, so that
@@ -141,7 +147,7 @@ func (l *rateLog) warn(client, topic, msg string, fields ...zap.Field) {
 // (admitEtcdList) and sets ew.listDone. It returns the Status to answer on
 // refusal.
 func (s *Server) admitEtcdWatchList(ctx context.Context, rc *fasthttp.RequestCtx, r *resource.Resource, ns string, ew *etcdWatch) *StatusError {
-	done, _, err := s.admitEtcdList(ctx, clientKey(rc), r, ns, 0)
+	done, _, _, err := s.admitEtcdList(ctx, clientKey(rc), r, ns, 0, 0)
 	if err != nil {
 		var se *StatusError
 		if errors.As(err, &se) {

@@ -2,13 +2,16 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -41,13 +44,30 @@ import (
 // same semantics) join any group whose first chunk they can still take.
 // A request that cannot join starts the next group.
 //
-// Memory is bounded by the window (scanWindowBytes), counted in the
+// Memory is bounded by the window (listGroup.windowBytes), counted in the
 // group's admission: chunks written by every member leave it; when it is
 // full the group waits for its members, and a member that has not taken
 // its next chunk for scanLagWait while another member is active is ended (its response is aborted as a
 // LIST whose write fails: the client sees an incomplete response, never a
 // short or reordered list) so that a stalled client neither stalls the
 // others nor holds more than the chunk it is writing.
+//
+// Compression (gzip.go). client-go asks every server for gzip, so an
+// informer storm's LISTs do. A LIST that accepts gzip groups only with
+// LISTs that accept it too (listKey.gzip); since every member writes the
+// body from its first byte, the group compresses it once, as the
+// unshared path (serveGzipStream) does for one request: the body is
+// collected until it is larger than gzipThreshold, then compressed with
+// the same compressor and level, the collected bytes flushed as the first
+// chunk and the compressed stream published in chunks of about flushSize
+// (gzipChunks); a body that ends at or below the threshold is sent
+// uncompressed with a Content-Length, and a body encoded whole (inline)
+// is compressed when larger than the threshold, as setBody does. The
+// members learn which (listGroup.gzip) when the group is ready: every
+// member's response has the headers (Content-Encoding: gzip, Vary:
+// Accept-Encoding) and, decompressed, the bytes of an unshared LIST of
+// the same request. The compressor is counted in the group's admission
+// (gzipBytes); its window holds compressed chunks.
 
 // listGroupMembers bounds a group's members (a variable for tests). Each
 // member still writes the whole response on its connection: a group's
@@ -64,10 +84,11 @@ var errListLagged = errors.New("shared list: the client fell behind the shared r
 
 // listKey identifies the LISTs whose responses are byte-identical.
 type listKey struct {
-	r   *resource.Resource
-	out output
-	ns  string
-	q   Params
+	r    *resource.Resource
+	out  output
+	ns   string
+	q    Params
+	gzip bool // the requests accept gzip (reqState.gzip)
 }
 
 // listGroups is the server's registry of forming or running groups.
@@ -94,6 +115,7 @@ func newListGroups(ms *metrics.Set) *listGroups {
 type listChunk struct {
 	seq      int64
 	data     []byte
+	raw      int // the body's bytes data carries (compressed: before compression)
 	readers  int
 	inWindow bool
 }
@@ -115,8 +137,14 @@ type listGroup struct {
 	ready chan struct{} // closed when the response's start is known
 	se    *StatusError  // the answer of every member (before the first byte)
 	// inline: the whole body is chunk 0 and the unshared LIST would
-	// have answered it with a Content-Length (respondEncoded/Inline).
+	// have answered it with a Content-Length (respondEncoded/Inline, or
+	// serveGzipStream for a body not larger than gzipThreshold).
 	inline bool
+	// gzip: the chunks are the body compressed (Content-Encoding: gzip).
+	gzip bool
+	// windowBytes bounds the window (scanWindowBytes, at most an eighth
+	// of the limiter's budget), reserved in the group's admission.
+	windowBytes int64
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced: a chunk, or the end
@@ -133,11 +161,11 @@ type listGroup struct {
 	cancel  context.CancelFunc
 }
 
-// sharesList reports whether a LIST may share its read: uncompressed, not
-// a Table (its rows read the clock), from etcd (the watch cache does not
-// serve the resource and the request does not wait for it).
+// sharesList reports whether a LIST may share its read: not a Table (its
+// rows read the clock), from etcd (the watch cache does not serve the
+// resource and the request does not wait for it).
 func (s *Server) sharesList(st *reqState) bool {
-	if s.lists == nil || st.gzip || st.enc.output().target == targetTable {
+	if s.lists == nil || st.enc.output().target == targetTable {
 		return false
 	}
 	cr := s.cacheResource(st.r)
@@ -149,7 +177,7 @@ func (s *Server) sharesList(st *reqState) bool {
 func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef format) {
 	q := st.q
 	q.TimeoutSeconds = 0
-	key := listKey{r: st.r, out: st.enc.output(), ns: st.p.Namespace, q: q}
+	key := listKey{r: st.r, out: st.enc.output(), ns: st.p.Namespace, q: q, gzip: st.gzip}
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
 	if s.cfg.Admit != nil {
 		// The admission hook, per request (the group holds the
@@ -195,14 +223,22 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 			st.fail(rc, ef, statusOf(err))
 			return
 		}
+		// The group decided: c.data is the body as sent.
+		st.gzip = false
 		ok := st.setBody(rc, ef, c.data)
+		if ok && g.gzip {
+			setGzipHeaders(rc)
+		}
 		m.release(c)
 		m.leave()
 		cancel()
 		if ok {
-			st.finish(200, len(c.data))
+			st.finish(200, c.raw)
 		}
 		return
+	}
+	if g.gzip {
+		setGzipHeaders(rc)
 	}
 	guard := s.guardWrites(ctx, rc, "list")
 	body := &listBody{done: func(n int) {
@@ -224,11 +260,11 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 				break
 			}
 			guard.arm()
-			k, werr := w.Write(c.data)
+			_, werr := w.Write(c.data)
 			if werr == nil {
 				werr = w.Flush()
 			}
-			n += k
+			n += c.raw
 			m.release(c)
 			if werr != nil {
 				err = fmt.Errorf("cannot write response: %w", werr)
@@ -469,9 +505,9 @@ func (g *listGroup) activeLocked(now time.Time) bool {
 	return false
 }
 
-// publish adds a chunk to the window once there is room; false when no
-// member is left.
-func (g *listGroup) publish(data []byte) bool {
+// publish adds a chunk (data, carrying raw bytes of the body) to the
+// window once there is room; false when no member is left.
+func (g *listGroup) publish(data []byte, raw int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for {
@@ -483,11 +519,11 @@ func (g *listGroup) publish(data []byte) bool {
 		// reads ahead of its writer (two pages): a group whose clients
 		// left or stall does not read on into its window.
 		if g.aheadLocked() < 2 {
-			if g.held < scanWindowBytes {
+			if g.held < g.windowBytes {
 				break
 			}
 			g.trimLocked(true)
-			if g.held < scanWindowBytes {
+			if g.held < g.windowBytes {
 				break
 			}
 		}
@@ -502,7 +538,7 @@ func (g *listGroup) publish(data []byte) bool {
 		t.Stop()
 		g.mu.Lock()
 	}
-	c := &listChunk{seq: g.nextSeq, data: data, inWindow: true}
+	c := &listChunk{seq: g.nextSeq, data: data, raw: raw, inWindow: true}
 	g.nextSeq++
 	g.window = append(g.window, c)
 	g.addHeld(int64(cap(data)))
@@ -533,10 +569,83 @@ func (g *listGroup) finish(err error) {
 type chunkWriter struct{ g *listGroup }
 
 func (w chunkWriter) Write(p []byte) (int, error) {
-	if !w.g.publish(append([]byte(nil), p...)) {
+	if !w.g.publish(append([]byte(nil), p...), len(p)) {
 		return 0, errScanEnded
 	}
 	return len(p), nil
+}
+
+// gzipChunks is the writer of a gzip group's body (serveGzipStream's
+// decision, made once for the group): it collects the body until it is
+// larger than gzipThreshold, then opens the group compressed (open) and
+// publishes the compressed stream: the collected bytes flushed as the
+// first chunk (the headers and first bytes go out now, as unshared), then
+// a chunk each time about flushSize compressed bytes are out. close ends
+// the stream; a body that ended before the threshold is left in collected
+// (large false) for the group to send whole and uncompressed. Used by the
+// group's goroutine only.
+type gzipChunks struct {
+	g         *listGroup
+	open      func() // the group's response starts compressed
+	collected *[]byte
+	large     bool
+	z         *gzip.Writer
+	out       []byte // compressed bytes not yet published
+	raw       int    // body bytes written since the last chunk
+}
+
+func (w *gzipChunks) Write(p []byte) (int, error) {
+	n := len(p)
+	if !w.large {
+		*w.collected = append(*w.collected, p...)
+		if len(*w.collected) <= gzipThreshold {
+			return n, nil
+		}
+		w.large = true
+		w.open()
+		w.z = getGzip((*appendWriter)(&w.out))
+		_, _ = w.z.Write(*w.collected) // into w.out: cannot fail
+		_ = w.z.Flush()
+		w.raw = len(*w.collected)
+		putBuf(w.collected)
+		w.collected = nil
+		return n, w.publish()
+	}
+	_, _ = w.z.Write(p)
+	w.raw += n
+	if len(w.out) < flushSize {
+		return n, nil
+	}
+	return n, w.publish()
+}
+
+func (w *gzipChunks) publish() error {
+	ok := w.g.publish(bytes.Clone(w.out), w.raw)
+	w.out, w.raw = w.out[:0], 0
+	if !ok {
+		return errScanEnded
+	}
+	return nil
+}
+
+// close ends a compressed stream (its last chunk); after a failure it
+// only frees the compressor.
+func (w *gzipChunks) close(failed bool) error {
+	if w.collected != nil {
+		putBuf(w.collected)
+		w.collected = nil
+	}
+	if w.z == nil {
+		return nil
+	}
+	var err error
+	if !failed {
+		_ = w.z.Close() // into w.out: cannot fail
+		err = w.publish()
+	}
+	putGzip(w.z)
+	w.z = nil
+	return err
 }
 
 // run admits the group and runs the LIST into chunks.
@@ -562,7 +671,18 @@ func (g *listGroup) run(client string) {
 	}()
 	ctx := g.ctx
 	st := &g.st
-	release, bulk, err := s.admitEtcdList(ctx, client, st.r, st.p.Namespace, scanWindowBytes)
+	var buffers int64
+	if g.key.gzip {
+		buffers = gzipBytes // its compressor, as an unshared gzip LIST's (admit)
+	}
+	g.windowBytes = scanWindowBytes
+	if lim := s.cfg.Limiter; lim != nil {
+		// A window that fits the budget beside the LIST's own estimate
+		// (a group larger than --max-single-request-bytes would be
+		// refused where its members alone would not).
+		g.windowBytes = min(g.windowBytes, lim.Stats().BudgetBytes/8)
+	}
+	release, yield, _, err := s.admitEtcdList(ctx, client, st.r, st.p.Namespace, g.windowBytes, buffers)
 	if err != nil {
 		var se *StatusError
 		switch {
@@ -594,10 +714,6 @@ func (g *listGroup) run(client string) {
 		answer(se)
 		return
 	}
-	var yield func(int)
-	if lim := s.cfg.Limiter; lim != nil && bulk {
-		yield = func(int) { lim.Yield(ctx) }
-	}
 	switch {
 	case l.pre != nil && !l.ws.partial, l.firstComplete && l.pageBytes <= inlineBytes:
 		// Answered with a Content-Length by the unshared LIST: one
@@ -624,27 +740,74 @@ func (g *listGroup) run(client string) {
 			}
 			b = sw.buf
 		}
+		raw := len(b)
+		if g.key.gzip && len(b) > gzipThreshold {
+			// As setBody compresses a whole body.
+			var zb []byte
+			z := getGzip((*appendWriter)(&zb))
+			_, _ = z.Write(b) // into zb: cannot fail
+			_ = z.Close()
+			putGzip(z)
+			b, g.gzip = zb, true
+		}
 		g.inline = true
 		ready = true
 		close(g.ready)
-		if !g.publish(b) {
+		if !g.publish(b, raw) {
 			g.finish(errScanEnded)
 			return
 		}
 		g.finish(nil)
 		return
 	}
-	ready = true
-	close(g.ready)
 	pg, page, lm, planned := l.pg, l.page, l.lm, l.ws
 	var encoded []byte
 	if l.pre != nil && l.enc.metaAtEnd() && planned.partial {
 		encoded, page = *l.pre, nil
 	}
-	sw := streamWriter{w: bufio.NewWriterSize(chunkWriter{g}, 512), buf: make([]byte, 0, flushSize+64<<10), yield: yield}
+	var out io.Writer = chunkWriter{g}
+	var gz *gzipChunks
+	if g.key.gzip {
+		// The response starts when gz decides (or the body ends).
+		gz = &gzipChunks{g: g, collected: getBuf(), open: func() {
+			g.gzip = true
+			ready = true
+			close(g.ready)
+		}}
+		defer gz.close(true) // after a panic
+		out = gz
+	} else {
+		ready = true
+		close(g.ready)
+	}
+	sw := streamWriter{w: bufio.NewWriterSize(out, 512), buf: make([]byte, 0, flushSize+64<<10), yield: yield}
 	err = l.write(ctx, &sw, pg, page, encoded, lm, planned, false)
 	if err == nil {
 		err = sw.flush()
+	}
+	if gz != nil && !gz.large {
+		// Ended at or below gzipThreshold: answered whole and
+		// uncompressed (or with its Status), as serveGzipStream.
+		if err != nil {
+			s.logListError(l.uri, err)
+			answer(statusOf(err))
+			return
+		}
+		b := append([]byte(nil), *gz.collected...)
+		g.inline = true
+		ready = true
+		close(g.ready)
+		if !g.publish(b, len(b)) {
+			g.finish(errScanEnded)
+			return
+		}
+		g.finish(nil)
+		return
+	}
+	if gz != nil {
+		if cerr := gz.close(err != nil); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil && !errors.Is(err, errScanEnded) {
 		s.logListError(l.uri, err)

@@ -436,7 +436,7 @@ func (g *scanGroup) run() {
 		g.cancel()
 	}()
 	ctx := g.ctx
-	done, bulk, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, scanWindowBytes+int64(frameBytes(s.store.Config().PageBytes)))
+	done, _, bulk, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, scanWindowBytes+int64(frameBytes(s.store.Config().PageBytes)), 0)
 	if err != nil {
 		var se *StatusError
 		switch {
