@@ -499,7 +499,7 @@ func (g *scanGroup) run() {
 		}
 		seg := g.segs[idx] // segs is complete: read without the lock
 		spg := s.store.NewPager(store.ListOptions{Prefix: g.key.prefix, Start: seg.start, End: seg.end, Rev: g.rev,
-			Serializable: g.key.serializable, SizeHint: hint})
+			Serializable: g.key.serializable, SizeHint: hint, Continues: true})
 		var kvs []*mvccpb.KeyValue
 		for {
 			p, err := spg.Next(ctx)

@@ -90,6 +90,7 @@ func New(cli *clientv3.Client, cfg Config) *Store {
 			cfg.Metrics.GetOrCreatePrometheusHistogram(`lazyapi_etcd_request_duration_seconds{op="` + op + `"}`)
 			cfg.Metrics.GetOrCreateCounter(`lazyapi_etcd_request_errors_total{op="` + op + `"}`)
 		}
+		cfg.Metrics.GetOrCreateCounter("lazyapi_etcd_page_retries_total")
 	}
 	return &Store{cli: cli, cfg: cfg}
 }
@@ -211,6 +212,10 @@ type ListOptions struct {
 	// earlier list of the same resource, see Pager.AvgSize); it sizes the
 	// first page. 0 means unknown: the first page is a small probe.
 	SizeHint int
+	// Continues says the caller already answers from earlier reads at
+	// Rev (a shared scan reading a segment again): the first page is
+	// read again on ErrUnavailable too (PageRetries), as later pages are.
+	Continues bool
 }
 
 // ListResult describes a finished List.
@@ -333,6 +338,9 @@ func (p *Pager) Next(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 		}
 		r = p.fetch(ctx, p.next, p.nextRangeLimit())
 	}
+	if r.err != nil && (p.started || p.opts.Continues && p.rev > 0) {
+		r = p.retry(ctx, r)
+	}
 	if r.err != nil {
 		p.done = true
 		return nil, r.err
@@ -358,6 +366,48 @@ func (p *Pager) Next(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 		p.startPrefetch(ctx)
 	}
 	return resp.Kvs, nil
+}
+
+// PageRetries bounds how often Next reads a page again after its read
+// found etcd unavailable (ErrUnavailable: no answer within CallTimeout, no
+// leader, the connection lost), for every page after the first. Those
+// pages are read at the revision the first one pinned, so a read again
+// answers the same bytes. By then the caller is answering from the pages
+// before (a streamed LIST, a shared scan's members): giving up on one slow
+// range ends every response built on it (the 1,024-stream storm on 400
+// uncached Secrets lost 500 WatchList streams of one shared scan to a
+// single range that took over 5 s with the 2 cores saturated), where
+// kube-apiserver's etcd client retries reads too (clientv3's retry
+// interceptor). The first page is not retried (unless
+// ListOptions.Continues): nothing is answered yet, and a request against
+// an etcd that is down gets its 503 at once.
+const PageRetries = 3
+
+// pageRetryBackoff is the pause before the first read again; it doubles.
+const pageRetryBackoff = 250 * time.Millisecond
+
+// retry reads the page that failed with r again, up to PageRetries times
+// while the error is ErrUnavailable and ctx is live.
+func (p *Pager) retry(ctx context.Context, r fetched) fetched {
+	pause := pageRetryBackoff
+	for range PageRetries {
+		if !errors.Is(r.err, ErrUnavailable) || ctx.Err() != nil {
+			return r
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return r
+		case <-t.C:
+		}
+		pause *= 2
+		if p.s.cfg.Metrics != nil {
+			p.s.cfg.Metrics.GetOrCreateCounter("lazyapi_etcd_page_retries_total").Inc()
+		}
+		r = p.fetch(ctx, p.next, p.nextRangeLimit())
+	}
+	return r
 }
 
 // fetched is the result of one range.
