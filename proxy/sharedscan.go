@@ -9,6 +9,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/resource"
@@ -486,7 +487,7 @@ func (g *scanGroup) run() {
 			yield()
 		}
 		if page, err = pg.Next(ctx); err != nil {
-			g.fail()
+			g.fail(err)
 			return
 		}
 	}
@@ -504,7 +505,7 @@ func (g *scanGroup) run() {
 		for {
 			p, err := spg.Next(ctx)
 			if err != nil {
-				g.fail()
+				g.fail(err)
 				return
 			}
 			kvs = append(kvs, p...)
@@ -537,11 +538,16 @@ func (g *scanGroup) pin(rev int64, se *StatusError) {
 
 // fail stops the group after a failed read: members without every
 // segment end (errScanEnded), as a watch whose own list read failed.
-func (g *scanGroup) fail() {
+func (g *scanGroup) fail(err error) {
 	g.mu.Lock()
 	g.stopped, g.closed = true, true
+	members := len(g.members)
 	g.broadcastLocked()
 	g.mu.Unlock()
+	if g.ctx.Err() == nil {
+		g.s.log.Error("shared scan failed: its members' watches end", zap.String("resource", g.key.r.GroupResource()),
+			zap.Int("members", members), zap.Error(err))
+	}
 }
 
 // encode encodes the ADDED frames of a page's matching values.
