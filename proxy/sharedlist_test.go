@@ -514,7 +514,7 @@ func TestSharedListGzip(t *testing.T) {
 func TestSharedListGzipMixed(t *testing.T) {
 	lim := oneBulkSeat(t)
 	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
-	putConfigMaps(t, e, 0, 100, 10<<10) // 1 MB
+	putConfigMaps(t, e, 0, 100, 20<<10) // 2 MB: over the bulk threshold (1 MiB), so the groups wait for the held seat
 	const path = sharedList + "?resourceVersion=0&limit=500"
 	_, want, err := rawList(context.Background(), e, path, "")
 	if err != nil {
