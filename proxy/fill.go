@@ -149,14 +149,7 @@ func (l *rateLog) warn(client, topic, msg string, fields ...zap.Field) {
 func (s *Server) admitEtcdWatchList(ctx context.Context, rc *fasthttp.RequestCtx, r *resource.Resource, ns string, ew *etcdWatch) *StatusError {
 	done, _, _, err := s.admitEtcdList(ctx, clientKey(rc), r, ns, 0, 0)
 	if err != nil {
-		var se *StatusError
-		if errors.As(err, &se) {
-			return se
-		}
-		if ctx.Err() != nil {
-			return storeStatus(err, false, 0)
-		}
-		return tooManyRequests(err)
+		return readAdmissionStatus(ctx, err)
 	}
 	ew.listDone = done
 	return nil

@@ -213,11 +213,7 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
 	if err := s.admit(ctx, rc, st); err != nil {
 		cancel()
-		var se *StatusError
-		if !errors.As(err, &se) {
-			se = tooManyRequests(err)
-		}
-		st.fail(rc, ef, se)
+		st.fail(rc, ef, admissionStatus(err))
 		return
 	}
 	if p.Name != "" || p.Subresource != "" {
@@ -272,6 +268,27 @@ func tooManyRequests(err error) *StatusError {
 	return &StatusError{Status: codec.Status{Code: 429, Reason: "TooManyRequests",
 		Message: "Too many requests, please try again later: " + err.Error(),
 		Details: &codec.StatusDetails{RetryAfterSeconds: int32(retry)}}, RetryAfter: retry}
+}
+
+// admissionStatus is the Status answering a refused admission: the
+// refusal's own (a Config.Admit hook's, a cache fill's), else 429.
+func admissionStatus(err error) *StatusError {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se
+	}
+	return tooManyRequests(err)
+}
+
+// readAdmissionStatus is admissionStatus for the admission of a read run
+// for others (a shared group, a watch's initial list), whose ctx may end
+// while it waits (its members left): then the store's answer to ctx's end.
+func readAdmissionStatus(ctx context.Context, err error) *StatusError {
+	var se *StatusError
+	if !errors.As(err, &se) && ctx.Err() != nil {
+		return storeStatus(err, false, 0)
+	}
+	return admissionStatus(err)
 }
 
 // listPrefix returns the etcd prefix of a collection, ending in "/".

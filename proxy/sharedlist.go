@@ -44,7 +44,7 @@ import (
 // same semantics) join any group whose first chunk they can still take.
 // A request that cannot join starts the next group.
 //
-// Memory is bounded by the window (listGroup.windowBytes), counted in the
+// Memory is bounded by the window (listGroup.win), counted in the
 // group's admission: chunks written by every member leave it; when it is
 // full the group waits for its members, and a member that has not taken
 // its next chunk for scanLagWait while another member is active is ended (its response is aborted as a
@@ -113,11 +113,8 @@ func newListGroups(ms *metrics.Set) *listGroups {
 }
 
 type listChunk struct {
-	seq      int64
-	data     []byte
-	raw      int // the body's bytes data carries (compressed: before compression)
-	readers  int
-	inWindow bool
+	sharedChunk
+	raw int // the body's bytes data carries (compressed: before compression)
 }
 
 type listMember struct {
@@ -142,17 +139,12 @@ type listGroup struct {
 	inline bool
 	// gzip: the chunks are the body compressed (Content-Encoding: gzip).
 	gzip bool
-	// windowBytes bounds the window (scanWindowBytes, at most an eighth
-	// of the limiter's budget), reserved in the group's admission.
-	windowBytes int64
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced: a chunk, or the end
-	wake    chan struct{} // closed and replaced: a member took or left
+	mu sync.Mutex
+	// win's limit is scanWindowBytes, at most an eighth of the
+	// limiter's budget, reserved in the group's admission.
+	win     chunkWindow[*listChunk]
 	members map[*listMember]struct{}
-	window  []*listChunk
-	held    int64
-	nextSeq int64
 	pinned  bool  // the list's revision was read
 	closed  bool  // no more joins
 	done    bool  // every chunk is published
@@ -186,11 +178,7 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 			Name: st.p.Name, Limit: st.q.Limit, ResourceVersion: st.q.ResourceVersion})
 		if err != nil {
 			cancel()
-			var se *StatusError
-			if !errors.As(err, &se) {
-				se = tooManyRequests(err)
-			}
-			st.fail(rc, ef, se)
+			st.fail(rc, ef, admissionStatus(err))
 			return
 		}
 		st.release = release
@@ -298,7 +286,7 @@ func (r *listGroups) join(st *reqState, key listKey, client string) (*listGroup,
 	defer r.mu.Unlock()
 	if g := r.m[key]; g != nil {
 		g.mu.Lock()
-		ok := !g.closed && len(g.members) < listGroupMembers && (len(g.window) == 0 || g.window[0].seq == 0) && g.nextSeq == int64(len(g.window)) &&
+		ok := !g.closed && len(g.members) < listGroupMembers && (len(g.win.chunks) == 0 || g.win.chunks[0].seq == 0) && g.win.nextSeq == int64(len(g.win.chunks)) &&
 			!(consistent && g.pinned)
 		if ok {
 			m := g.addLocked()
@@ -310,8 +298,8 @@ func (r *listGroups) join(st *reqState, key listKey, client string) (*listGroup,
 		g.mu.Unlock()
 	}
 	s := st.s
-	g := &listGroup{reg: r, s: s, key: key, st: *st, ready: make(chan struct{}), changed: make(chan struct{}),
-		wake: make(chan struct{}), members: make(map[*listMember]struct{})}
+	g := &listGroup{reg: r, s: s, key: key, st: *st, ready: make(chan struct{}),
+		win: newChunkWindow[*listChunk](scanWindowBytes, 0, &r.held), members: make(map[*listMember]struct{})}
 	g.st.enc = newEncoder(s.schema, st.r, key.out, nil, includeObject(st.q.IncludeObject), time.Now())
 	g.st.release, g.st.drain, g.st.reserve, g.st.yield = nil, nil, nil, nil
 	// The group lives while it has members (each with its request's
@@ -333,21 +321,6 @@ func (g *listGroup) addLocked() *listMember {
 	return m
 }
 
-func (g *listGroup) addHeld(n int64) {
-	g.held += n
-	g.reg.held.Add(n)
-}
-
-func (g *listGroup) wakeLocked() {
-	close(g.wake)
-	g.wake = make(chan struct{})
-}
-
-func (g *listGroup) broadcastLocked() {
-	close(g.changed)
-	g.changed = make(chan struct{})
-}
-
 // leave removes the member (idempotent); the last one out ends the group.
 func (m *listMember) leave() {
 	m.once.Do(func() {
@@ -358,18 +331,12 @@ func (m *listMember) leave() {
 		last := len(g.members) == 0
 		if last {
 			g.closed = true
-			for _, x := range g.window {
-				x.inWindow = false
-				if x.readers == 0 {
-					g.addHeld(-int64(cap(x.data)))
-				}
-			}
-			g.window = nil
+			g.win.clearLocked()
 			if g.reg.m[g.key] == g {
 				delete(g.reg.m, g.key)
 			}
 		}
-		g.wakeLocked()
+		g.win.wakeLocked()
 		g.mu.Unlock()
 		g.reg.mu.Unlock()
 		if last {
@@ -388,7 +355,7 @@ func (m *listMember) take(ctx context.Context) (c *listChunk, end bool, err erro
 		if m.lagged {
 			return nil, false, errListLagged
 		}
-		for _, x := range g.window {
+		for _, x := range g.win.chunks {
 			if x.seq == m.cursor {
 				x.readers++
 				m.cursor++
@@ -396,7 +363,7 @@ func (m *listMember) take(ctx context.Context) (c *listChunk, end bool, err erro
 				return x, false, nil
 			}
 		}
-		if m.cursor < g.nextSeq {
+		if m.cursor < g.win.nextSeq {
 			// Never expected: a member's chunk leaves only when it is
 			// marked lagged.
 			return nil, false, errListLagged
@@ -407,15 +374,9 @@ func (m *listMember) take(ctx context.Context) (c *listChunk, end bool, err erro
 		if g.done {
 			return nil, true, nil
 		}
-		ch := g.changed
-		g.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			g.mu.Lock()
-			return nil, false, ctx.Err()
+		if err := g.win.waitChangeLocked(&g.mu, ctx); err != nil {
+			return nil, false, err
 		}
-		g.mu.Lock()
 	}
 }
 
@@ -423,13 +384,10 @@ func (m *listMember) take(ctx context.Context) (c *listChunk, end bool, err erro
 func (m *listMember) release(c *listChunk) {
 	g := m.g
 	g.mu.Lock()
-	c.readers--
-	if !c.inWindow && c.readers == 0 {
-		g.addHeld(-int64(cap(c.data)))
-	}
+	g.win.releaseLocked(&c.sharedChunk)
 	m.lastTake = time.Now()
 	g.trimLocked(false)
-	g.wakeLocked()
+	g.win.wakeLocked()
 	g.mu.Unlock()
 }
 
@@ -438,8 +396,8 @@ func (m *listMember) release(c *listChunk) {
 // need, when another member is active: those members are ended.
 func (g *listGroup) trimLocked(full bool) {
 	now := time.Now()
-	for len(g.window) > 0 {
-		x := g.window[0]
+	for len(g.win.chunks) > 0 {
+		x := g.win.chunks[0]
 		pending, stale := false, false
 		for m := range g.members {
 			if m.lagged || m.cursor > x.seq {
@@ -468,14 +426,9 @@ func (g *listGroup) trimLocked(full bool) {
 					g.reg.evicted.Inc()
 				}
 			}
-			g.broadcastLocked()
+			g.win.broadcastLocked()
 		}
-		g.window[0] = nil
-		g.window = g.window[1:]
-		x.inWindow = false
-		if x.readers == 0 {
-			g.addHeld(-int64(cap(x.data)))
-		}
+		g.win.popLocked()
 	}
 }
 
@@ -491,14 +444,14 @@ func (g *listGroup) aheadLocked() int64 {
 	if fastest < 0 {
 		return 0 // none: the loop ends with the members
 	}
-	return g.nextSeq - fastest
+	return g.win.nextSeq - fastest
 }
 
 // activeLocked reports whether a member took a chunk within scanLagWait
 // (or is at the head, waiting for the next chunk).
 func (g *listGroup) activeLocked(now time.Time) bool {
 	for m := range g.members {
-		if !m.lagged && (m.cursor >= g.nextSeq || now.Sub(m.lastTake) < scanLagWait) {
+		if !m.lagged && (m.cursor >= g.win.nextSeq || now.Sub(m.lastTake) < scanLagWait) {
 			return true
 		}
 	}
@@ -518,32 +471,14 @@ func (g *listGroup) publish(data []byte, raw int) bool {
 		// No further ahead of the fastest member than an unshared LIST
 		// reads ahead of its writer (two pages): a group whose clients
 		// left or stall does not read on into its window.
-		if g.aheadLocked() < 2 {
-			if g.held < g.windowBytes {
-				break
-			}
-			g.trimLocked(true)
-			if g.held < g.windowBytes {
-				break
-			}
+		if g.aheadLocked() < 2 && g.win.roomLocked(g.trimLocked) {
+			break
 		}
-		ch := g.wake
-		g.mu.Unlock()
-		t := time.NewTimer(scanLagWait / 4)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-g.ctx.Done():
-		}
-		t.Stop()
-		g.mu.Lock()
+		g.win.waitWakeLocked(&g.mu, g.ctx, scanLagWait/4)
 	}
-	c := &listChunk{seq: g.nextSeq, data: data, raw: raw, inWindow: true}
-	g.nextSeq++
-	g.window = append(g.window, c)
-	g.addHeld(int64(cap(data)))
+	g.win.pushLocked(&listChunk{sharedChunk: sharedChunk{data: data}, raw: raw})
 	g.reg.chunks.Inc()
-	g.broadcastLocked()
+	g.win.broadcastLocked()
 	return true
 }
 
@@ -556,7 +491,7 @@ func (g *listGroup) finish(err error) {
 	} else {
 		g.done = true
 	}
-	g.broadcastLocked()
+	g.win.broadcastLocked()
 	g.mu.Unlock()
 	g.reg.mu.Lock()
 	if g.reg.m[g.key] == g {
@@ -675,24 +610,19 @@ func (g *listGroup) run(client string) {
 	if g.key.gzip {
 		buffers = gzipBytes // its compressor, as an unshared gzip LIST's (admit)
 	}
-	g.windowBytes = scanWindowBytes
+	window := scanWindowBytes
 	if lim := s.cfg.Limiter; lim != nil {
 		// A window that fits the budget beside the LIST's own estimate
 		// (a group larger than --max-single-request-bytes would be
 		// refused where its members alone would not).
-		g.windowBytes = min(g.windowBytes, lim.Stats().BudgetBytes/8)
+		window = min(window, lim.Stats().BudgetBytes/8)
 	}
-	release, yield, _, err := s.admitEtcdList(ctx, client, st.r, st.p.Namespace, g.windowBytes, buffers)
+	g.mu.Lock()
+	g.win.limit = window
+	g.mu.Unlock()
+	release, yield, _, err := s.admitEtcdList(ctx, client, st.r, st.p.Namespace, window, buffers)
 	if err != nil {
-		var se *StatusError
-		switch {
-		case errors.As(err, &se):
-		case ctx.Err() != nil:
-			se = storeStatus(err, false, 0)
-		default:
-			se = tooManyRequests(err)
-		}
-		answer(se)
+		answer(readAdmissionStatus(ctx, err))
 		return
 	}
 	defer release()

@@ -112,16 +112,14 @@ type scanSeg struct{ start, end string }
 
 // scanSegment is one encoded segment in (or pinned past) the window.
 type scanSegment struct {
-	seq      int64
-	idx      int
-	data     []byte
-	events   int
-	failed   bool // data ends with an ERROR event: the members end after it
-	readers  int  // members writing it
-	inWindow bool
+	sharedChunk
+	idx    int
+	events int
+	failed bool // data ends with an ERROR event: the members end after it
 }
 
-func (sg *scanSegment) size() int64 { return int64(cap(sg.data)) + 256 }
+// scanSegmentOverhead is what a segment holds beside its data.
+const scanSegmentOverhead = 256
 
 // scanMember is one watch in a group.
 type scanMember struct {
@@ -150,15 +148,13 @@ type scanGroup struct {
 	err  *StatusError // the admission or first read failed: the members answer it
 	bulk bool         // admitted at the Bulk level: the scanner and the members yield to short requests
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced when a segment is published or the group stops
-	scanCh  chan struct{} // closed and replaced when the scanner may have work
+	mu sync.Mutex
+	// win: changed when a segment is published or the group stops,
+	// wake when the scanner may have work.
+	win     chunkWindow[*scanSegment]
 	members map[*scanMember]struct{}
 	segs    []scanSeg
 	cycled  bool // segs is complete
-	window  []*scanSegment
-	held    int64
-	nextSeq int64
 	stopped bool // no more segments will come
 	closed  bool // no more joins
 	isPin   bool // rev is set
@@ -271,7 +267,7 @@ func (r *scanGroups) join(w *watchReq, key scanKey, minRev int64, knowRev bool) 
 func (w *watchReq) newScanGroup(key scanKey) *scanGroup {
 	s := w.s
 	g := &scanGroup{reg: s.scans, s: s, key: key, client: clientKey(w.rc), ns: w.ns, pinned: make(chan struct{}),
-		changed: make(chan struct{}), scanCh: make(chan struct{}), members: make(map[*scanMember]struct{})}
+		win: newChunkWindow[*scanSegment](scanWindowBytes, scanSegmentOverhead, &s.scans.held), members: make(map[*scanMember]struct{})}
 	g.ctx, g.cancel = context.WithCancel(s.baseCtx)
 	enc := newEncoder(s.schema, w.r, key.out, nil, includeObject(w.q.IncludeObject), time.Time{})
 	f := w.f
@@ -282,48 +278,20 @@ func (w *watchReq) newScanGroup(key scanKey) *scanGroup {
 
 // addLocked adds a member; it takes the segments from the window on.
 func (g *scanGroup) addLocked() *scanMember {
-	m := &scanMember{g: g, cursor: g.nextSeq, lastTake: time.Now()}
-	if len(g.window) > 0 {
-		m.cursor = g.window[0].seq
+	m := &scanMember{g: g, cursor: g.win.nextSeq, lastTake: time.Now()}
+	if len(g.win.chunks) > 0 {
+		m.cursor = g.win.chunks[0].seq
 	}
 	g.members[m] = struct{}{}
-	g.wakeScannerLocked()
+	g.win.wakeLocked()
 	return m
-}
-
-// addHeld counts n more bytes held by the group (g.mu held).
-func (g *scanGroup) addHeld(n int64) {
-	g.held += n
-	g.reg.held.Add(n)
-}
-
-// clearWindowLocked drops every segment from the window (those being
-// written are counted until released).
-func (g *scanGroup) clearWindowLocked() {
-	for _, x := range g.window {
-		x.inWindow = false
-		if x.readers == 0 {
-			g.addHeld(-x.size())
-		}
-	}
-	g.window = nil
 }
 
 // broadcastLocked wakes the members waiting for a segment (one was
 // published, or the group stopped) and the scanner.
 func (g *scanGroup) broadcastLocked() {
-	close(g.changed)
-	g.changed = make(chan struct{})
-	g.wakeScannerLocked()
-}
-
-// wakeScannerLocked wakes the scanner waiting for room or for a member
-// that needs a segment (a member joined, wrote a segment or left).
-// Members are not woken: hundreds of them would contend for g.mu after
-// every write.
-func (g *scanGroup) wakeScannerLocked() {
-	close(g.scanCh)
-	g.scanCh = make(chan struct{})
+	g.win.broadcastLocked()
+	g.win.wakeLocked()
 }
 
 // leave removes the member (idempotent); the last one out closes the group.
@@ -337,13 +305,13 @@ func (m *scanMember) leave() {
 		if last {
 			g.closed = true
 			if g.stopped {
-				g.clearWindowLocked()
+				g.win.clearLocked()
 			}
 			if g.reg.m[g.key] == g {
 				delete(g.reg.m, g.key)
 			}
 		}
-		g.wakeScannerLocked()
+		g.win.wakeLocked()
 		g.mu.Unlock()
 		g.reg.mu.Unlock()
 		if last {
@@ -366,7 +334,7 @@ func (m *scanMember) take(ctx context.Context) (sg *scanSegment, done bool, err 
 		if m.doneLocked() {
 			return nil, true, nil
 		}
-		for _, x := range g.window {
+		for _, x := range g.win.chunks {
 			if x.seq >= m.cursor && m.needs(x.idx) {
 				x.readers++
 				m.cursor = x.seq + 1
@@ -379,28 +347,22 @@ func (m *scanMember) take(ctx context.Context) (sg *scanSegment, done bool, err 
 				m.have[x.idx] = true
 				m.count++
 				m.lastTake = time.Now()
-				if m.lagging && x.seq >= g.nextSeq-2 {
+				if m.lagging && x.seq >= g.win.nextSeq-2 {
 					m.lagging = false
 				}
 				return x, false, nil
 			}
 		}
-		m.cursor = g.nextSeq
+		m.cursor = g.win.nextSeq
 		if m.lagging {
 			m.lagging = false // at the head: caught up
 		}
 		if g.stopped {
 			return nil, false, errScanEnded
 		}
-		ch := g.changed
-		g.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			g.mu.Lock()
-			return nil, false, ctx.Err()
+		if err := g.win.waitChangeLocked(&g.mu, ctx); err != nil {
+			return nil, false, err
 		}
-		g.mu.Lock()
 	}
 }
 
@@ -408,12 +370,9 @@ func (m *scanMember) take(ctx context.Context) (sg *scanSegment, done bool, err 
 func (m *scanMember) release(sg *scanSegment) {
 	g := m.g
 	g.mu.Lock()
-	sg.readers--
-	if !sg.inWindow && sg.readers == 0 {
-		g.addHeld(-sg.size())
-	}
+	g.win.releaseLocked(&sg.sharedChunk)
 	m.lastTake = time.Now()
-	g.wakeScannerLocked()
+	g.win.wakeLocked()
 	g.mu.Unlock()
 }
 
@@ -424,8 +383,8 @@ func (g *scanGroup) run() {
 	defer func() {
 		g.mu.Lock()
 		g.stopped = true
-		if n := len(g.window); len(g.members) == 0 || n == 0 || !g.window[n-1].failed {
-			g.clearWindowLocked()
+		if n := len(g.win.chunks); len(g.members) == 0 || n == 0 || !g.win.chunks[n-1].failed {
+			g.win.clearLocked()
 		} // else the members take the failed segment (its ERROR event); the last one out clears it
 		g.broadcastLocked()
 		g.mu.Unlock()
@@ -439,15 +398,7 @@ func (g *scanGroup) run() {
 	ctx := g.ctx
 	done, _, bulk, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, scanWindowBytes+int64(frameBytes(s.store.Config().PageBytes)), 0)
 	if err != nil {
-		var se *StatusError
-		switch {
-		case errors.As(err, &se):
-		case ctx.Err() != nil:
-			se = storeStatus(err, false, 0)
-		default:
-			se = tooManyRequests(err)
-		}
-		g.pin(0, se)
+		g.pin(0, readAdmissionStatus(ctx, err))
 		return
 	}
 	defer done()
@@ -557,7 +508,7 @@ func (g *scanGroup) encode(page []*mvccpb.KeyValue) *scanSegment {
 	for _, kv := range page {
 		n += frameBytes(len(kv.Value))
 	}
-	sg := &scanSegment{data: make([]byte, 0, n)}
+	sg := &scanSegment{sharedChunk: sharedChunk{data: make([]byte, 0, n)}}
 	for _, kv := range page {
 		plain, ok := ew.match(kv)
 		if !ok {
@@ -598,11 +549,7 @@ func (g *scanGroup) addLocked2(sg *scanSegment) bool {
 	if g.stopped || len(g.members) == 0 {
 		return false
 	}
-	sg.seq = g.nextSeq
-	g.nextSeq++
-	sg.inWindow = true
-	g.window = append(g.window, sg)
-	g.addHeld(sg.size())
+	g.win.pushLocked(sg)
 	if sg.failed {
 		g.stopped, g.closed = true, true
 	}
@@ -630,8 +577,8 @@ func (g *scanGroup) pendingLocked(sg *scanSegment, lag bool, now time.Time) (pen
 // for; when full, also those only lagging members wait for.
 func (g *scanGroup) trimLocked(full bool) {
 	now := time.Now()
-	for len(g.window) > 0 {
-		x := g.window[0]
+	for len(g.win.chunks) > 0 {
+		x := g.win.chunks[0]
 		pending, _ := g.pendingLocked(x, false, now)
 		if pending {
 			if !full {
@@ -650,12 +597,7 @@ func (g *scanGroup) trimLocked(full bool) {
 				g.reg.dropped.Inc()
 			}
 		}
-		g.window[0] = nil
-		g.window = g.window[1:]
-		x.inWindow = false
-		if x.readers == 0 {
-			g.addHeld(-x.size())
-		}
+		g.win.popLocked()
 	}
 }
 
@@ -668,33 +610,13 @@ func (g *scanGroup) waitRoom() bool {
 		if g.stopped || len(g.members) == 0 || g.ctx.Err() != nil {
 			return false
 		}
-		g.trimLocked(false)
-		if g.held < scanWindowBytes {
+		if g.win.roomLocked(g.trimLocked) {
 			return true
 		}
-		g.trimLocked(true)
-		if g.held < scanWindowBytes {
-			return true
-		}
-		if !g.waitLocked(scanLagWait / 4) {
+		if !g.win.waitWakeLocked(&g.mu, g.ctx, scanLagWait/4) {
 			return false
 		}
 	}
-}
-
-// waitLocked waits for a change or d; false when the group's context ended.
-func (g *scanGroup) waitLocked(d time.Duration) bool {
-	ch := g.scanCh
-	g.mu.Unlock()
-	t := time.NewTimer(d)
-	select {
-	case <-ch:
-	case <-t.C:
-	case <-g.ctx.Done():
-	}
-	t.Stop()
-	g.mu.Lock()
-	return g.ctx.Err() == nil
 }
 
 // nextNeeded waits for room and a segment some member needs and does not
@@ -707,14 +629,10 @@ func (g *scanGroup) nextNeeded(pos int) (int, bool) {
 		if g.stopped || len(g.members) == 0 || g.ctx.Err() != nil || n == 0 {
 			return 0, false
 		}
-		g.trimLocked(false)
-		if g.held >= scanWindowBytes {
-			g.trimLocked(true)
-		}
-		if g.held < scanWindowBytes {
+		if g.win.roomLocked(g.trimLocked) {
 			// The newest seq of each segment in the window.
-			inWindow := make(map[int]int64, len(g.window))
-			for _, x := range g.window {
+			inWindow := make(map[int]int64, len(g.win.chunks))
+			for _, x := range g.win.chunks {
 				inWindow[x.idx] = x.seq
 			}
 			for i := 0; i < n; i++ {
@@ -724,7 +642,7 @@ func (g *scanGroup) nextNeeded(pos int) (int, bool) {
 				}
 			}
 		}
-		if !g.waitLocked(scanLagWait / 4) {
+		if !g.win.waitWakeLocked(&g.mu, g.ctx, scanLagWait/4) {
 			return 0, false
 		}
 	}
