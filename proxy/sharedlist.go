@@ -610,13 +610,7 @@ func (g *listGroup) run(client string) {
 	if g.key.gzip {
 		buffers = gzipBytes // its compressor, as an unshared gzip LIST's (admit)
 	}
-	window := scanWindowBytes
-	if lim := s.cfg.Limiter; lim != nil {
-		// A window that fits the budget beside the LIST's own estimate
-		// (a group larger than --max-single-request-bytes would be
-		// refused where its members alone would not).
-		window = min(window, lim.Stats().BudgetBytes/8)
-	}
+	window := s.sharedWindowBytes()
 	g.mu.Lock()
 	g.win.limit = window
 	g.mu.Unlock()

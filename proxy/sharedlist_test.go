@@ -306,17 +306,7 @@ func testSharedListStalledMember(t *testing.T, gz bool) {
 	}()
 	waitMetric(t, e, "lazyapi_list_shared_read_members_total", members+1+others)
 	release()
-	peak := 0
-	for waiting := true; waiting; {
-		select {
-		case <-done:
-			waiting = false
-		case <-time.After(60 * time.Second):
-			t.Fatal("the others did not get their list while one client was stalled")
-		case <-time.After(5 * time.Millisecond):
-			peak = max(peak, metricInt(t, e, "lazyapi_list_shared_read_bytes"))
-		}
-	}
+	peak := peakUntil(t, e, "lazyapi_list_shared_read_bytes", done, "the others' lists while one client was stalled")
 	t.Logf("the others got their lists in %v; peak held %d bytes", time.Since(start), peak)
 	// The window, the chunk the stalled member pins and one published
 	// past the window (chunks are flushes of about flushSize).

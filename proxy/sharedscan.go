@@ -66,6 +66,19 @@ import (
 // for tests).
 var scanWindowBytes int64 = 16 << 20
 
+// sharedWindowBytes is the window of a shared read (a scan's or a LIST
+// group's): scanWindowBytes, at most an eighth of the limiter's budget, so
+// that it fits the budget beside the read's own estimate (a group larger
+// than --max-single-request-bytes would be refused, without Retry-After,
+// where each member alone would be admitted).
+func (s *Server) sharedWindowBytes() int64 {
+	w := scanWindowBytes
+	if lim := s.cfg.Limiter; lim != nil {
+		w = min(w, lim.Stats().BudgetBytes/8)
+	}
+	return w
+}
+
 const (
 	// scanLagWait is how long a full window waits for a member to take
 	// its oldest segment before dropping it for that member.
@@ -267,7 +280,7 @@ func (r *scanGroups) join(w *watchReq, key scanKey, minRev int64, knowRev bool) 
 func (w *watchReq) newScanGroup(key scanKey) *scanGroup {
 	s := w.s
 	g := &scanGroup{reg: s.scans, s: s, key: key, client: clientKey(w.rc), ns: w.ns, pinned: make(chan struct{}),
-		win: newChunkWindow[*scanSegment](scanWindowBytes, scanSegmentOverhead, &s.scans.held), members: make(map[*scanMember]struct{})}
+		win: newChunkWindow[*scanSegment](s.sharedWindowBytes(), scanSegmentOverhead, &s.scans.held), members: make(map[*scanMember]struct{})}
 	g.ctx, g.cancel = context.WithCancel(s.baseCtx)
 	enc := newEncoder(s.schema, w.r, key.out, nil, includeObject(w.q.IncludeObject), time.Time{})
 	f := w.f
@@ -396,7 +409,7 @@ func (g *scanGroup) run() {
 		g.cancel()
 	}()
 	ctx := g.ctx
-	done, _, bulk, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, scanWindowBytes+int64(frameBytes(s.store.Config().PageBytes)), 0)
+	done, _, bulk, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, g.win.limit+int64(frameBytes(s.store.Config().PageBytes)), 0)
 	if err != nil {
 		g.pin(0, readAdmissionStatus(ctx, err))
 		return

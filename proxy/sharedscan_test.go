@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -130,6 +131,27 @@ func cmNames(from, n int) []string {
 	return names
 }
 
+// peakUntil samples metric name every 5 ms until done is closed and
+// returns the largest value seen; it fails t when done is not closed
+// within a minute (what names what done waits for).
+func peakUntil(t *testing.T, e *env, name string, done <-chan struct{}, what string) int {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	peak := 0
+	for {
+		select {
+		case <-done:
+			return peak
+		case <-deadline:
+			t.Fatalf("not within a minute: %s", what)
+		case <-tick.C:
+			peak = max(peak, metricInt(t, e, name))
+		}
+	}
+}
+
 func metricInt(t *testing.T, e *env, name string) int {
 	t.Helper()
 	v, err := metricValue(e.ms, name)
@@ -169,17 +191,7 @@ func TestSharedScanStalledMember(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	peak := 0
-	for waiting := true; waiting; {
-		select {
-		case <-done:
-			waiting = false
-		case <-time.After(60 * time.Second):
-			t.Fatal("the streams did not get their initial events while one stream was stalled")
-		case <-time.After(5 * time.Millisecond):
-			peak = max(peak, metricInt(t, e, "lazyapi_watch_shared_scan_bytes"))
-		}
-	}
+	peak := peakUntil(t, e, "lazyapi_watch_shared_scan_bytes", done, "the streams' initial events while one stream was stalled")
 	// The window, the segment the stalled stream pins and the one being
 	// published past the window (segments are pages of about 1 MiB).
 	if limit := window + 2*(1<<20+64<<10); peak > limit {
@@ -423,5 +435,55 @@ func TestSharedScanAdmission(t *testing.T) {
 		if tc.ns == "small" && took > 5*time.Second {
 			t.Errorf("small: 32 streams of 300 small objects took %v (yielding to their own short seat?)", took)
 		}
+	}
+}
+
+// TestSharedScanSmallBudget: with an in-flight budget of 8 MiB (a small
+// --memory-limit), concurrent WatchLists of an uncached collection share
+// a scan whose window fits the budget: each would be admitted alone, so
+// the group must be too (with a 16 MiB window it was refused, 429 without
+// Retry-After, every time).
+func TestSharedScanSmallBudget(t *testing.T) {
+	cfg := ratelimit.DefaultConfig()
+	cfg.MaxInflightBytes = 8 << 20
+	cfg.Metrics = metrics.NewSet()
+	lim, err := ratelimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
+	putConfigMaps(t, e, 0, 40, 300<<10) // 12 MB: its frames alone are over the budget
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, "GET", e.url+sharedWatchList, nil)
+			resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b, _ := io.ReadAll(resp.Body)
+				errs[i] = fmt.Errorf("status %d (Retry-After %q): %.300s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+				return
+			}
+			s := &wlStream{resp: resp, r: bufio.NewReaderSize(resp.Body, 1<<20)}
+			if errs[i] = s.initial(); errs[i] == nil && len(s.names) != 40 {
+				errs[i] = fmt.Errorf("%d initial events, want 40", len(s.names))
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("stream %d: %v", i, err)
+		}
+	}
+	if n := metricInt(t, e, "lazyapi_watch_shared_scan_members_total"); n == 0 {
+		t.Errorf("no stream joined a shared scan")
 	}
 }
