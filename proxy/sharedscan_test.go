@@ -455,6 +455,17 @@ func TestSharedScanSmallBudget(t *testing.T) {
 	putConfigMaps(t, e, 0, 40, 300<<10) // 12 MB: its frames alone are over the budget
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Alone (not shared), one such WatchList is admitted.
+	cfg.Metrics = metrics.NewSet()
+	lim2, err := ratelimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := startEnvOn(t, e, func(c *proxy.Config) { c.Limiter = lim2 })
+	alone.srv.DisableSharedScans()
+	if s := openWatchList(t, ctx, alone, sharedWatchList); s.initial() != nil || len(s.names) != 40 {
+		t.Fatalf("an unshared WatchList: %d initial events", len(s.names))
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for i := range errs {
