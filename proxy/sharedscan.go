@@ -409,7 +409,7 @@ func (g *scanGroup) run() {
 		g.cancel()
 	}()
 	ctx := g.ctx
-	done, _, bulk, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, g.win.limit+int64(frameBytes(s.store.Config().PageBytes)), 0)
+	done, learn, bulk, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, g.win.limit+int64(frameBytes(s.store.Config().PageBytes)), 0)
 	if err != nil {
 		g.pin(0, readAdmissionStatus(ctx, err))
 		return
@@ -424,9 +424,16 @@ func (g *scanGroup) run() {
 	}
 	g.bulk = bulk // before pin: the members read it after g.pinned
 	g.pin(pg.Rev(), nil)
-	var yield func()
-	if l := s.cfg.Limiter; l != nil && bulk {
-		yield = func() { l.Yield(ctx) }
+	// After each segment: a bulk scan yields to short requests; a scan
+	// admitted as short whose segments pass --bulk-list-threshold (its
+	// range starts with small values) becomes bulk and records the
+	// collection as that large, as an unshared LIST does (bulkYield).
+	var encoded int
+	yield := func(n int) {
+		encoded += n
+		if learn != nil {
+			learn(encoded)
+		}
 	}
 	// The first cycle: the pages define the segments.
 	start := g.key.prefix
@@ -440,15 +447,14 @@ func (g *scanGroup) run() {
 			start = seg.end + "\x00"
 		}
 		sg := g.encode(page)
+		n := len(sg.data) // before publish: the window owns sg after it
 		last := !pg.More() || len(page) == 0
 		if !g.publish(sg, seg, last) {
 			return
 		}
+		yield(n)
 		if last {
 			break
-		}
-		if yield != nil {
-			yield()
 		}
 		if page, err = pg.Next(ctx); err != nil {
 			g.fail(err)
@@ -479,13 +485,12 @@ func (g *scanGroup) run() {
 		}
 		sg := g.encode(kvs)
 		sg.idx = idx
+		n := len(sg.data)
 		if !g.publishAgain(sg) {
 			return
 		}
 		pos = (idx + 1) % len(g.segs)
-		if yield != nil {
-			yield()
-		}
+		yield(n)
 	}
 }
 

@@ -498,3 +498,58 @@ func TestSharedScanSmallBudget(t *testing.T) {
 		t.Errorf("no stream joined a shared scan")
 	}
 }
+
+// TestBulkLearnedFromSharedScan: a shared scan admitted as short (its
+// range starts with small values: the sample and the size hint are small)
+// whose segments pass --bulk-list-threshold becomes bulk and records the
+// collection as that large, as an unshared LIST does
+// (TestBulkLearnedFromStream): the next LIST of the collection is bulk
+// and waits for the held bulk seat.
+func TestBulkLearnedFromSharedScan(t *testing.T) {
+	cfg := ratelimit.DefaultConfig()
+	cfg.MaxInflightBytes = 64 << 20
+	cfg.MaxBulkInflight = 1
+	cfg.BulkListBytes = 1 << 20
+	cfg.MaxQueueWait = time.Second
+	cfg.Metrics = metrics.NewSet()
+	lim, err := ratelimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
+	put := func(ns, name string, size int) {
+		e.put(t, "configmaps", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "uid"},
+			Data: map[string]string{"payload": strings.Repeat("x", size)}})
+	}
+	for i := range 20 {
+		put("aaa", fmt.Sprintf("small-%02d", i), 10)
+	}
+	for i := range 30 {
+		put("flood", fmt.Sprintf("cm-%02d", i), 100<<10) // 3 MiB in all
+	}
+	seat, err := lim.Admit(context.Background(), ratelimit.Request{Client: "test", Kind: ratelimit.Bulk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seat.Release(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openWatchList(t, ctx, e, strings.Replace(sharedWatchList, "/namespaces/ns/", "/", 1))
+	if err := s.initial(); err != nil || len(s.names) != 50 {
+		t.Fatalf("WatchList admitted as short: %d initial events, %v", len(s.names), err)
+	}
+	if n := metricInt(t, e, "lazyapi_watch_shared_scans_total"); n != 1 {
+		t.Fatalf("%d shared scans, want the WatchList's one", n)
+	}
+	if seen := e.srv.ObservedResponse("/registry/configmaps/"); !lim.IsBulk(seen) {
+		t.Fatalf("observed response of the collection = %d bytes, want above the 1 MiB threshold", seen)
+	}
+	resp, err := http.Get(e.url + "/api/v1/configmaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("LIST after the scan's large response (bulk, the only bulk seat held) = %d, want 429", resp.StatusCode)
+	}
+}
