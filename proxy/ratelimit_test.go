@@ -295,12 +295,10 @@ func TestListFloodAdmission(t *testing.T) {
 	})
 }
 
-// TestBulkLearnedFromStream: a collection whose first values are small is
-// underestimated (count × the first page's average size) and its LISTs are
-// admitted as short; once that LIST's response passes the bulk threshold, the next
-// LISTs of the collection are bulk. The test holds the only bulk seat, so a
-// bulk LIST gets 429 after the queue wait and a short one is served.
-func TestBulkLearnedFromStream(t *testing.T) {
+// bulkLearnEnv starts a server whose limiter has one bulk seat, a bulk
+// threshold of 1 MiB and a queue wait of 1 s (the bulk-learning tests).
+func bulkLearnEnv(t *testing.T) (*env, *ratelimit.Limiter, ratelimit.Config) {
+	t.Helper()
 	cfg := ratelimit.DefaultConfig()
 	cfg.MaxInflightBytes = 64 << 20
 	cfg.MaxBulkInflight = 1
@@ -311,7 +309,16 @@ func TestBulkLearnedFromStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
+	return startEnv(t, func(c *proxy.Config) { c.Limiter = lim }), lim, cfg
+}
+
+// TestBulkLearnedFromStream: a collection whose first values are small is
+// underestimated (count × the first page's average size) and its LISTs are
+// admitted as short; once that LIST's response passes the bulk threshold, the next
+// LISTs of the collection are bulk. The test holds the only bulk seat, so a
+// bulk LIST gets 429 after the queue wait and a short one is served.
+func TestBulkLearnedFromStream(t *testing.T) {
+	e, lim, cfg := bulkLearnEnv(t)
 	put := func(ns, name string, size int) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Data: map[string]string{"payload": strings.Repeat("x", size)}}

@@ -169,22 +169,32 @@ func waitMetric(t *testing.T, e *env, name string, want int) {
 	}
 }
 
+// sharedListTwins returns a server on one bulk seat (so that concurrent
+// LISTs gather while a group waits for it) and one on the same etcd
+// without shared LISTs, with 80 ConfigMaps of ~30 KB of escape-dense text
+// (streamed, over the gzip threshold) labelled app=x or app=y in turn.
+func sharedListTwins(t *testing.T) (shared, plain *env, lim *ratelimit.Limiter) {
+	t.Helper()
+	lim = oneBulkSeat(t)
+	shared = startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
+	plain = startEnvOn(t, shared)
+	plain.srv.DisableSharedLists()
+	for j := range 80 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("cm-%04d", j), UID: "uid",
+			Labels: map[string]string{"app": []string{"x", "y"}[j%2]}},
+			Data: map[string]string{"k": strings.Repeat("v\n\"é", 5000)}}
+		shared.put(t, "configmaps", cm)
+	}
+	return shared, plain, lim
+}
+
 // TestSharedListIdentical: the bodies of concurrent shared LISTs are the
 // bytes the unshared path writes on the same etcd: JSON and protobuf,
 // streamed and inline, with limit and continue, with a selector; the
 // members of each round share one etcd read (the requests gather while
 // the group waits for the bulk seat).
 func TestSharedListIdentical(t *testing.T) {
-	lim := oneBulkSeat(t)
-	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
-	plain := startEnvOn(t, e)
-	plain.srv.DisableSharedLists()
-	for j := range 80 {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("cm-%04d", j), UID: "uid",
-			Labels: map[string]string{"app": []string{"x", "y"}[j%2]}},
-			Data: map[string]string{"k": strings.Repeat("v\n\"é", 5000)}} // 80 x 30 KB: streamed
-		e.put(t, "configmaps", cm)
-	}
+	e, plain, lim := sharedListTwins(t)
 	// The continue token of a limited list, for the continuation rows.
 	_, b, err := rawList(context.Background(), plain, sharedList+"?limit=7", "")
 	if err != nil {
@@ -429,16 +439,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // streamed from etcd but under the threshold) are sent as they are.
 // JSON, protobuf and YAML.
 func TestSharedListGzip(t *testing.T) {
-	lim := oneBulkSeat(t)
-	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
-	plain := startEnvOn(t, e)
-	plain.srv.DisableSharedLists()
-	for j := range 80 {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("cm-%04d", j), UID: "uid",
-			Labels: map[string]string{"app": []string{"x", "y"}[j%2]}},
-			Data: map[string]string{"k": strings.Repeat("v\n\"é", 5000)}} // 80 x 30 KB
-		e.put(t, "configmaps", cm)
-	}
+	e, plain, lim := sharedListTwins(t)
 	const pb = "application/vnd.kubernetes.protobuf"
 	compressed := 0
 	for _, tc := range []struct{ path, accept string }{

@@ -506,17 +506,7 @@ func TestSharedScanSmallBudget(t *testing.T) {
 // (TestBulkLearnedFromStream): the next LIST of the collection is bulk
 // and waits for the held bulk seat.
 func TestBulkLearnedFromSharedScan(t *testing.T) {
-	cfg := ratelimit.DefaultConfig()
-	cfg.MaxInflightBytes = 64 << 20
-	cfg.MaxBulkInflight = 1
-	cfg.BulkListBytes = 1 << 20
-	cfg.MaxQueueWait = time.Second
-	cfg.Metrics = metrics.NewSet()
-	lim, err := ratelimit.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
+	e, lim, _ := bulkLearnEnv(t)
 	put := func(ns, name string, size int) {
 		e.put(t, "configmaps", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "uid"},
 			Data: map[string]string{"payload": strings.Repeat("x", size)}})
