@@ -105,18 +105,26 @@ func TestStormInformersStripData(t *testing.T) {
 	}
 }
 
-// TestStormInformersOwnConnections: the storm's informers share client-go's
-// cached transport (their requests on one HTTP/2 connection to a server
-// that speaks it) unless OwnConnections gives each its own.
-func TestStormInformersOwnConnections(t *testing.T) {
+// fiveConfigMaps seeds 5 ConfigMaps of 1 KiB in a real etcd and returns a
+// context bounded by a minute, the kind, and a reference server reading
+// that etcd.
+func fiveConfigMaps(t *testing.T) (context.Context, Kind, *RefServer) {
+	t.Helper()
 	srv := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	cm, _ := LookupKind("configmap")
 	if _, err := Seed(ctx, srv.Client, SeedConfig{Kind: cm, Count: 5, Namespaces: 1, Size: SizeDist{Kind: "fixed", Size: 1024}}); err != nil {
 		t.Fatal(err)
 	}
-	rs := NewRefServer(srv.Client, "/registry")
+	return ctx, cm, NewRefServer(srv.Client, "/registry")
+}
+
+// TestStormInformersOwnConnections: the storm's informers share client-go's
+// cached transport (their requests on one HTTP/2 connection to a server
+// that speaks it) unless OwnConnections gives each its own.
+func TestStormInformersOwnConnections(t *testing.T) {
+	ctx, cm, rs := fiveConfigMaps(t)
 	var mu sync.Mutex
 	conns := map[string]bool{} // the client addresses requests came from
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -149,14 +157,7 @@ func TestStormInformersOwnConnections(t *testing.T) {
 // (Go's transport: Accept-Encoding: gzip) and decode a compressed LIST,
 // counted; without it they ask for none.
 func TestStormListWatchGzip(t *testing.T) {
-	srv := etcdtest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cm, _ := LookupKind("configmap")
-	if _, err := Seed(ctx, srv.Client, SeedConfig{Kind: cm, Count: 5, Namespaces: 1, Size: SizeDist{Kind: "fixed", Size: 1024}}); err != nil {
-		t.Fatal(err)
-	}
-	rs := NewRefServer(srv.Client, "/registry")
+	ctx, cm, rs := fiveConfigMaps(t)
 	var asked atomic.Int64 // requests that accepted gzip
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
