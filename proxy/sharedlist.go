@@ -668,10 +668,7 @@ func (g *listGroup) run(client string) {
 		if g.key.gzip && len(b) > gzipThreshold {
 			// As setBody compresses a whole body.
 			var zb []byte
-			z := getGzip((*appendWriter)(&zb))
-			_, _ = z.Write(b) // into zb: cannot fail
-			_ = z.Close()
-			putGzip(z)
+			gzipWhole((*appendWriter)(&zb), b)
 			b, g.gzip = zb, true
 		}
 		g.inline = true

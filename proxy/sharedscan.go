@@ -425,9 +425,11 @@ func (g *scanGroup) run() {
 	g.bulk = bulk // before pin: the members read it after g.pinned
 	g.pin(pg.Rev(), nil)
 	// After each segment: a bulk scan yields to short requests; a scan
-	// admitted as short whose segments pass --bulk-list-threshold (its
-	// range starts with small values) becomes bulk and records the
-	// collection as that large, as an unshared LIST does (bulkYield).
+	// admitted as short whose first cycle's segments (the collection,
+	// once) pass --bulk-list-threshold (its range starts with small
+	// values) becomes bulk and records the collection as that large, as
+	// an unshared LIST does (bulkYield). Later cycles read segments again:
+	// they yield (n 0) and add nothing to the collection's size.
 	var encoded int
 	yield := func(n int) {
 		encoded += n
@@ -485,12 +487,11 @@ func (g *scanGroup) run() {
 		}
 		sg := g.encode(kvs)
 		sg.idx = idx
-		n := len(sg.data)
 		if !g.publishAgain(sg) {
 			return
 		}
 		pos = (idx + 1) % len(g.segs)
-		yield(n)
+		yield(0)
 	}
 }
 
