@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"strings"
 	"sync"
 	"time"
@@ -72,29 +76,42 @@ type ServiceAccounts struct {
 // (--authentication-token-cache-ttl... TokenSuccessCacheTTL).
 const saCacheTTL = time.Second
 
-// saCacheSize bounds the verified-token cache; when full it is emptied.
+// saCacheSize bounds the verified-token cache: when it is full, expired
+// entries are dropped, and if none was it is emptied. An entry is a 32-byte
+// key and a *User built from verified claims (a few hundred bytes), so the
+// cache holds at most about 2 MiB whatever the tokens' sizes.
 const saCacheSize = 4096
 
 // ServiceAccountVerifier verifies service account tokens as kube-apiserver
 // does, bound (TokenRequest, projected) and legacy (Secret-based) ones.
 // Create it with NewServiceAccountVerifier; it is safe for concurrent use.
 // A verified token is remembered for at most a second (saCacheTTL), so
-// a client's requests cost a map lookup, not a signature check and etcd
-// reads each.
+// a client's requests cost a hash and a map lookup, not a signature check
+// and etcd reads each.
+//
+// The cache is kube-apiserver's token cache
+// (k8s.io/apiserver/pkg/authentication/token/cache) cut to what lazyapi
+// needs: keyed by an HMAC-SHA-256 of the token under a random per-process
+// key (never the token: a client chooses its size), successes only
+// (kube-apiserver's TokenFailureCacheTTL is 0), entries that expire.
 type ServiceAccountVerifier struct {
 	cfg     ServiceAccounts
 	prefix  string
 	keys    []jose.JSONWebKey // with kube-apiserver's key IDs
 	issuers map[string]bool
 	now     func() time.Time
+	// macs pools HMAC-SHA-256 hashes under the process's cache key.
+	macs sync.Pool
 
 	mu    sync.Mutex
-	cache map[string]saEntry // token -> result; guarded by mu
+	cache map[saKey]saEntry // token's HMAC -> verified user; guarded by mu
 }
+
+// saKey is the HMAC-SHA-256 of a token.
+type saKey [sha256.Size]byte
 
 type saEntry struct {
 	user    *User
-	err     error
 	expires time.Time
 }
 
@@ -105,7 +122,12 @@ func NewServiceAccountVerifier(cfg ServiceAccounts, now func() time.Time) (*Serv
 		now = time.Now
 	}
 	v := &ServiceAccountVerifier{cfg: cfg, prefix: "/" + strings.Trim(cfg.Prefix, "/") + "/", issuers: map[string]bool{}, now: now,
-		cache: make(map[string]saEntry)}
+		cache: make(map[saKey]saEntry)}
+	macKey := make([]byte, 32)
+	if _, err := rand.Read(macKey); err != nil {
+		return nil, fmt.Errorf("cannot create the token cache key: %w", err)
+	}
+	v.macs.New = func() any { return hmac.New(sha256.New, macKey) }
 	if cfg.Prefix == "" {
 		v.prefix = "/registry/"
 	}
@@ -139,28 +161,55 @@ var errNotServiceAccount = errors.New("not a service account token")
 // never contain the token).
 func (v *ServiceAccountVerifier) authenticate(tok []byte) (*User, error) {
 	now := v.now()
+	key := v.cacheKey(tok)
 	v.mu.Lock()
-	e, ok := v.cache[string(tok)] // no allocation for the lookup
+	e, ok := v.cache[key]
 	v.mu.Unlock()
 	if ok && now.Before(e.expires) {
-		return e.user, e.err
+		return e.user, nil
 	}
-	token := string(tok)
-	u, exp, err := v.verify(token, now)
-	if errors.Is(err, errNotServiceAccount) {
+	u, exp, err := v.verify(string(tok), now)
+	if err != nil {
+		// Failures are not cached (kube-apiserver's TokenFailureCacheTTL
+		// is 0): a forged token costs a signature check per request and
+		// nothing after it.
 		return nil, err
 	}
 	expires := now.Add(saCacheTTL)
-	if err == nil && exp.Before(expires) {
+	if !exp.IsZero() && exp.Before(expires) {
 		expires = exp
 	}
 	v.mu.Lock()
 	if len(v.cache) >= saCacheSize {
+		v.evictLocked(now)
+	}
+	v.cache[key] = saEntry{user: u, expires: expires}
+	v.mu.Unlock()
+	return u, nil
+}
+
+// cacheKey returns the HMAC of tok under the process's cache key.
+func (v *ServiceAccountVerifier) cacheKey(tok []byte) saKey {
+	h := v.macs.Get().(hash.Hash)
+	h.Reset()
+	h.Write(tok)
+	var k saKey
+	h.Sum(k[:0])
+	v.macs.Put(h)
+	return k
+}
+
+// evictLocked makes room in the full cache: it drops the expired entries,
+// or all of them when none had expired.
+func (v *ServiceAccountVerifier) evictLocked(now time.Time) {
+	for k, e := range v.cache {
+		if !now.Before(e.expires) {
+			delete(v.cache, k)
+		}
+	}
+	if len(v.cache) >= saCacheSize {
 		clear(v.cache)
 	}
-	v.cache[token] = saEntry{user: u, err: err, expires: expires}
-	v.mu.Unlock()
-	return u, err
 }
 
 // claims are the public and private claims of both token kinds.

@@ -2,8 +2,10 @@ package authn_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -239,3 +241,35 @@ func FuzzServiceAccountToken(f *testing.F) {
 type emptyLookup struct{}
 
 func (emptyLookup) Get(context.Context, string) ([]byte, bool, error) { return nil, false, nil }
+
+// TestServiceAccountForgedTokensNotRetained: forged tokens of a public
+// issuer (a valid-looking JWS signed by another key, 0.5 MB each) are
+// refused and leave nothing of themselves in the verifier. The cache keyed
+// failures by the whole token: 1,500 such tokens held 1 GB (issue 23).
+func TestServiceAccountForgedTokensNotRetained(t *testing.T) {
+	toks := saTokens(t)
+	keys, err := keyutil.PublicKeysFromFile("testdata/sa.key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := authn.NewServiceAccountVerifier(authn.ServiceAccounts{Keys: keys, Issuers: []string{saIssuer},
+		LookupLegacy: true, Lookup: emptyLookup{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := authn.New(authn.Config{ServiceAccounts: v})
+	// A real token's header and signature around a 0.5 MB payload of the
+	// public issuer: parsed, then refused for its signature.
+	parts := strings.Split(toks["pod"], ".")
+	const n = 64
+	for i := range n {
+		payload := fmt.Sprintf(`{"iss":%q,"sub":"forged-%d","pad":%q}`, saIssuer, i, strings.Repeat("x", 512<<10))
+		tok := parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + parts[2]
+		if _, err := a.Authenticate([]byte("Bearer "+tok), nil); !errors.Is(err, authn.ErrInvalidToken) || !strings.Contains(err.Error(), "invalid signature") {
+			t.Fatalf("forged token %d: %v; want an invalid signature", i, err)
+		}
+	}
+	if entries, keyBytes := v.CacheRetained(); keyBytes > n*64 {
+		t.Errorf("after %d forged 0.5 MB tokens the cache holds %d entries, %d bytes of keys; want no token bytes", n, entries, keyBytes)
+	}
+}
