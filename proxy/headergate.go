@@ -3,12 +3,16 @@ package proxy
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
+	"io"
 	"net"
 	"strconv"
 	"sync"
+	"time"
 )
 
-// Request headers up to 1 MiB, without 1 MiB per connection.
+// Request headers up to 1 MiB, without 1 MiB per connection; bodies only
+// for the handlers that read them.
 //
 // fasthttp parses a request only once its whole header is in the
 // connection's read buffer, so accepting kube-apiserver's 1 MiB of headers
@@ -21,17 +25,40 @@ import (
 // server does), and hands fasthttp nothing until the header is complete:
 // fasthttp's large buffer is then held only while it parses a complete
 // header, and ReduceMemoryUsage returns it to the pool before the handler
-// runs. Bodies (Content-Length) pass straight through; a chunked body turns
-// the gate off for the rest of the connection, which the handler closes
-// after its response (handle: chunkedBody).
+// runs. The header must be complete within Server.ReadTimeout of its first
+// byte (headerTimeout).
+//
+// fasthttp also reads a whole body (up to MaxRequestBodySize, allocated
+// as declared) before it calls the handler, that is before authentication:
+// 500 connections declaring 1 MiB and sending one byte held 500 MiB (issue
+// 23). kube-apiserver authenticates and authorizes first and reads a body
+// only in the handlers that take one. So the gate withholds bodies: it
+// renames a request's framing headers (Content-Length, Transfer-Encoding,
+// and Expect: 100-continue with them) to inert names of the same length,
+// fasthttp sees a request without a body, and the handler that needs the
+// body reads it from the gate (requestBody, after authorization) in
+// bounded chunks. A body no handler read is skipped before the next
+// request when at most maxUnreadBody bytes of it remain, as Go's server
+// does; otherwise (and for a chunked body) the response closes the
+// connection (finishBody). Before authentication a connection holds at
+// most its header (up to maxHeaderBytes, in a buffer that grows as bytes
+// arrive) and the bytes that came with it.
 
 // gateBufSize is a gate's first buffer; it doubles up to maxHeaderBytes.
 const gateBufSize = 4 << 10
 
+// maxUnreadBody is the most of a body nobody read that the gate skips to
+// keep the connection (Go's net/http: 256 KiB).
+const maxUnreadBody = 256 << 10
+
 var gateBufs = sync.Pool{New: func() any { b := make([]byte, 0, gateBufSize); return &b }}
 
 // gateListener wraps every accepted connection in a headerGate.
-type gateListener struct{ net.Listener }
+type gateListener struct {
+	net.Listener
+	// headerTimeout bounds a header's read from its first byte.
+	headerTimeout time.Duration
+}
 
 func (l gateListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
@@ -43,7 +70,7 @@ func (l gateListener) Accept() (net.Conn, error) {
 		// Write guards measure progress on the socket (progress.go).
 		c = &progressConn{Conn: c}
 	}
-	g := headerGate{Conn: c}
+	g := headerGate{Conn: c, headerTimeout: l.headerTimeout}
 	if isTLS {
 		// fasthttp and authn find client certificates through the
 		// connection's ConnectionState.
@@ -53,23 +80,54 @@ func (l gateListener) Accept() (net.Conn, error) {
 }
 
 // headerGate is a net.Conn whose reads deliver a request's header only once
-// all of it arrived. It is used by one goroutine at a time (fasthttp's
-// connection goroutine), as net.Conn reads are.
+// all of it arrived, and never its body (requestBody reads that). It is
+// used by one goroutine at a time (fasthttp's connection goroutine, then
+// the handler it calls), as net.Conn reads are.
 type headerGate struct {
 	net.Conn
 	// buf holds bytes read from Conn and not yet delivered; out is how many
-	// of them may be delivered now (a complete header, then body bytes);
-	// buf[:off] are delivered.
+	// of them may be delivered now (a complete header); buf[:off] are
+	// delivered (or taken as body bytes).
 	buf      *[]byte
 	off, out int
-	// body is how many body bytes of the current request are still to be
-	// delivered before the next header.
+	// body is how many bytes of the current request's body
+	// (Content-Length) are withheld and not yet read or skipped.
 	body int64
-	// open: a chunked body was seen; everything passes through.
-	open bool
+	// chunked: the current request's body is chunked; it is withheld and
+	// its end not tracked, so the connection ends with the response.
+	chunked bool
+	// expect: the client waits for "100 Continue" before it sends the
+	// body; sent at the handler's first read (as Go's server).
+	expect bool
 	// first receives a request's first bytes, before a buffer is taken.
 	first [16]byte
+	// headerTimeout bounds a header's read from its first byte (0: no
+	// bound of the gate's own); headerDeadline is the current header's
+	// (zero between headers).
+	headerTimeout  time.Duration
+	headerDeadline time.Time
+	// deadline is the read deadline last set through the gate (by
+	// fasthttp); a header's read uses the earlier of it and
+	// headerDeadline, then restores it.
+	deadline time.Time
 }
+
+// SetDeadline implements net.Conn.
+func (g *headerGate) SetDeadline(t time.Time) error {
+	g.deadline = t
+	return g.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline implements net.Conn.
+func (g *headerGate) SetReadDeadline(t time.Time) error {
+	g.deadline = t
+	return g.Conn.SetReadDeadline(t)
+}
+
+// errUnreadBody: fasthttp asked for the next request on a connection
+// whose previous body was neither read nor skippable (finishBody closes
+// such a connection, so this is a guard).
+var errUnreadBody = errors.New("cannot read the next request: the previous request's body was not read")
 
 // Read implements net.Conn.
 func (g *headerGate) Read(p []byte) (int, error) {
@@ -80,31 +138,73 @@ func (g *headerGate) Read(p []byte) (int, error) {
 			g.compact()
 			return n, nil
 		}
-		if g.buf != nil && g.off < len(*g.buf) && g.body > 0 {
-			// Body bytes that arrived with the header.
-			g.out = g.off + int(min(g.body, int64(len(*g.buf)-g.off)))
-			g.body -= int64(g.out - g.off)
-			continue
+		if g.chunked || g.body > maxUnreadBody {
+			return 0, errUnreadBody
 		}
-		if g.open || g.body > 0 {
-			if g.buf != nil && g.off < len(*g.buf) {
-				g.out = len(*g.buf)
-				continue
+		if g.body > 0 {
+			if err := g.skipBody(); err != nil {
+				return 0, err
 			}
-			q := p
-			if !g.open && int64(len(q)) > g.body {
-				q = q[:g.body]
-			}
-			n, err := g.Conn.Read(q)
-			if !g.open {
-				g.body -= int64(n)
-			}
-			return n, err
 		}
 		if err := g.readHeader(); err != nil {
 			return 0, err
 		}
 	}
+}
+
+// skipBody reads and drops what is left of a Content-Length body.
+func (g *headerGate) skipBody() error {
+	var scratch [4 << 10]byte
+	g.expect = false // the client gets its final answer without a 100
+	for g.body > 0 {
+		n, err := g.readBody(scratch[:])
+		if err == io.EOF && g.body == 0 {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrNoProgress
+		}
+	}
+	return nil
+}
+
+// readBody reads withheld body bytes of the current request into p: those
+// that arrived with the header first, then the connection's. For a
+// Content-Length body it returns io.EOF at its end; a chunked body's bytes
+// are returned raw (httputil.NewChunkedReader decodes them).
+func (g *headerGate) readBody(p []byte) (int, error) {
+	if !g.chunked && g.body <= 0 {
+		return 0, io.EOF
+	}
+	if g.expect {
+		g.expect = false
+		if _, err := io.WriteString(g.Conn, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+			return 0, err
+		}
+	}
+	if !g.chunked && int64(len(p)) > g.body {
+		p = p[:g.body]
+	}
+	var n int
+	var err error
+	if g.buf != nil && g.off < len(*g.buf) {
+		n = copy(p, (*g.buf)[g.off:])
+		g.off += n
+		g.out = g.off
+		g.compact()
+	} else {
+		n, err = g.Conn.Read(p)
+	}
+	if !g.chunked {
+		g.body -= int64(n)
+		if g.body == 0 && err == nil {
+			err = io.EOF
+		}
+	}
+	return n, err
 }
 
 // compact drops delivered bytes; an empty buffer goes back to the pool
@@ -121,15 +221,38 @@ func (g *headerGate) compact() {
 }
 
 // readHeader reads until buf holds a complete request header (or more than
-// maxHeaderBytes, which fasthttp then refuses with 431) and marks it
-// deliverable.
+// maxHeaderBytes, which fasthttp then refuses with 431), takes its body
+// (takeBody) and marks the header deliverable. Once its first byte
+// arrived, the header must be complete within headerTimeout.
 func (g *headerGate) readHeader() error {
+	armed := false
+	defer func() {
+		if armed {
+			// fasthttp's deadline again (it arms its own after a header).
+			_ = g.Conn.SetReadDeadline(g.deadline)
+		}
+	}()
+	arm := func() {
+		if armed || g.headerDeadline.IsZero() {
+			return
+		}
+		d := g.headerDeadline
+		if !g.deadline.IsZero() && g.deadline.Before(d) {
+			d = g.deadline
+		}
+		armed = g.Conn.SetReadDeadline(d) == nil
+	}
 	if g.buf == nil {
 		// Wait for the first bytes without a buffer: an idle connection
-		// holds none.
+		// holds none. A header partly handed over already (a timeout
+		// below) is still under its deadline.
+		arm()
 		n, err := g.Conn.Read(g.first[:])
 		if n == 0 {
 			return err
+		}
+		if g.headerDeadline.IsZero() && g.headerTimeout > 0 {
+			g.headerDeadline = time.Now().Add(g.headerTimeout)
 		}
 		g.buf = gateBufs.Get().(*[]byte)
 		*g.buf = append((*g.buf)[:0], g.first[:n]...)
@@ -139,12 +262,14 @@ func (g *headerGate) readHeader() error {
 	for {
 		if end := headerEnd(b[g.off:], scanned-g.off); end >= 0 {
 			g.out = g.off + end
-			g.body, g.open = bodyLength(b[g.off:g.out])
+			g.body, g.chunked, g.expect = takeBody(b[g.off:g.out])
+			g.headerDeadline = time.Time{}
 			*g.buf = b
 			return nil
 		}
 		if len(b)-g.off > maxHeaderBytes {
 			g.out = len(b) // too large: fasthttp answers 431
+			g.headerDeadline = time.Time{}
 			*g.buf = b
 			return nil
 		}
@@ -153,6 +278,7 @@ func (g *headerGate) readHeader() error {
 			c := min(2*cap(b), maxHeaderBytes+gateBufSize)
 			if c <= len(b) {
 				g.out = len(b) // cannot grow: fasthttp answers 431
+				g.headerDeadline = time.Time{}
 				*g.buf = b
 				return nil
 			}
@@ -165,12 +291,14 @@ func (g *headerGate) readHeader() error {
 			g.buf = &nb
 			b = nb
 		}
+		arm()
 		n, err := g.Conn.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		*g.buf = b
 		if err != nil {
 			if n > 0 || len(b) > g.off {
-				// Hand over what arrived: fasthttp reports the error.
+				// Hand over what arrived: fasthttp reports the error
+				// (the next read fails at once past the deadline).
 				g.out = len(b)
 				return nil
 			}
@@ -203,9 +331,34 @@ func headerEnd(b []byte, from int) int {
 	return -1
 }
 
-// bodyLength returns the request body's Content-Length, or open=true for a
-// chunked (or otherwise framed) body.
-func bodyLength(h []byte) (n int64, open bool) {
+// Inert names of the framing headers a gate takes: as long as the names
+// they replace, so the header keeps its length.
+var (
+	hdrContentLength    = []byte("Content-Length")
+	hdrTransferEncoding = []byte("Transfer-Encoding")
+	hdrExpect           = []byte("Expect")
+	inertContentLength  = "X-Withheld-Len"    // len("Content-Length")
+	inertTransferEnc    = "X-Withheld-Framed" // len("Transfer-Encoding")
+	inertExpect         = "X-Expt"            // len("Expect")
+)
+
+// takeBody takes the body of the request whose header is h away from
+// fasthttp: it renames the framing headers in place and returns the body's
+// Content-Length, or chunked, and whether the client expects a 100
+// Continue. A header whose framing fasthttp refuses (several or invalid
+// Content-Lengths, a Transfer-Encoding but a single "chunked", several
+// Transfer-Encodings) is left as it is: fasthttp answers it 400 and closes
+// the connection before reading a body.
+func takeBody(h []byte) (n int64, chunked, expect bool) {
+	var clName, teName, exName []byte // the names to rename, in h
+	var cls, tes int
+	var expectValue []byte
+	// Skip the request line.
+	if i := bytes.IndexByte(h, '\n'); i >= 0 {
+		h = h[i+1:]
+	} else {
+		return 0, false, false
+	}
 	for len(h) > 0 {
 		line := h
 		if i := bytes.IndexByte(h, '\n'); i >= 0 {
@@ -217,18 +370,79 @@ func bodyLength(h []byte) (n int64, open bool) {
 		if !ok {
 			continue
 		}
+		name = bytes.TrimSpace(name)
+		value = bytes.TrimSpace(value)
 		switch {
-		case bytes.EqualFold(bytes.TrimSpace(name), []byte("Transfer-Encoding")):
-			return 0, true
-		case bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")):
-			v, err := strconv.ParseInt(string(bytes.TrimSpace(value)), 10, 64)
+		case asciiEqualFold(name, hdrContentLength):
+			cls++
+			clName = name
+			v, err := strconv.ParseInt(string(value), 10, 64)
 			if err != nil || v < 0 {
-				return 0, true // fasthttp refuses it
+				return 0, false, false // fasthttp refuses it
 			}
 			n = v
+		case asciiEqualFold(name, hdrTransferEncoding):
+			tes++
+			teName = name
+			if !asciiEqualFold(value, []byte("chunked")) {
+				return 0, false, false // fasthttp refuses it
+			}
+		case asciiEqualFold(name, hdrExpect):
+			exName, expectValue = name, value
 		}
 	}
-	return n, false
+	if cls > 1 || tes > 1 {
+		return 0, false, false // fasthttp refuses it
+	}
+	if tes == 1 {
+		chunked, n = true, 0
+	}
+	if n == 0 && !chunked {
+		return 0, false, false // no body: nothing to take
+	}
+	if clName != nil {
+		copy(clName, inertContentLength)
+	}
+	if teName != nil {
+		copy(teName, inertTransferEnc)
+	}
+	if exName != nil && asciiEqualFold(expectValue, []byte("100-continue")) {
+		copy(exName, inertExpect)
+		expect = true
+	}
+	return n, chunked, expect
+}
+
+// asciiEqualFold is bytes.EqualFold for ASCII only (fasthttp's header
+// names: "Tranſfer-Encoding" is not "Transfer-Encoding").
+func asciiEqualFold(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// gateOf returns the headerGate of a served connection, or nil.
+func gateOf(c net.Conn) *headerGate {
+	switch g := c.(type) {
+	case *headerGate:
+		return g
+	case *tlsHeaderGate:
+		return &g.headerGate
+	}
+	return nil
 }
 
 // tlsHeaderGate is a headerGate over a TLS connection.

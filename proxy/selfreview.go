@@ -43,7 +43,12 @@ func (s *Server) serveSelfReview(rc *fasthttp.RequestCtx, path string) {
 	if u == nil {
 		u = authn.Anonymous
 	}
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(rc.Request.Body(), nil, nil)
+	body, serr := requestBody(rc)
+	if serr != nil {
+		s.writeStatus(rc, ef, serr)
+		return
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
 	if err != nil {
 		s.writeStatus(rc, ef, badRequestErr(fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf: %v", err)))
 		return

@@ -5,10 +5,13 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http/httputil"
 	"runtime"
 	"strconv"
 	"strings"
@@ -46,6 +49,11 @@ type Config struct {
 	// RequestTimeout bounds non-watch requests (--request-timeout); 0 means
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// ReadTimeout bounds reading a request's header, from its first byte
+	// (headergate.go); 0 means 30s. A body is read by the handler that
+	// needs it, after authentication and authorization, within
+	// RequestTimeout.
+	ReadTimeout time.Duration
 	// WriteTimeout bounds each write of a response (--write-timeout): a
 	// flush that a client does not take within it ends the response and
 	// releases its admission (progress.go). 0 means 10s.
@@ -222,6 +230,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -275,7 +286,9 @@ func New(cfg Config) (*Server, error) {
 		NoDefaultServerHeader:         true,
 		NoDefaultContentType:          true,
 		DisableHeaderNamesNormalizing: false,
-		MaxRequestBodySize:            1 << 20,
+		// Bodies never reach fasthttp: the headerGate withholds them
+		// for the handlers that read them (requestBody).
+		MaxRequestBodySize: maxRequestBody,
 		// Request headers up to what Go's server accepts for
 		// kube-apiserver (MaxHeaderBytes 1 MiB, plus the 4 KiB Go adds):
 		// long label selectors, large OIDC tokens. fasthttp needs the
@@ -287,7 +300,7 @@ func New(cfg Config) (*Server, error) {
 		ReadBufferSize:    maxHeaderBytes,
 		ReduceMemoryUsage: true,
 		ErrorHandler:      goErrorHandler,
-		ReadTimeout:       30 * time.Second, // reading a request; --request-timeout bounds serving it
+		ReadTimeout:       cfg.ReadTimeout,  // reading a request; --request-timeout bounds serving it
 		WriteTimeout:      cfg.WriteTimeout, // per response fasthttp writes; streams re-arm it per flush
 		IdleTimeout:       90 * time.Second,
 		Logger:            fasthttpLogger{cfg.Logger},
@@ -312,7 +325,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	// here, or Serve would accept forever.
 	stop := context.AfterFunc(s.baseCtx, func() { ln.Close() })
 	defer stop()
-	err := s.srv.Serve(gateListener{ln})
+	err := s.srv.Serve(gateListener{Listener: ln, headerTimeout: s.cfg.ReadTimeout})
 	if s.baseCtx.Err() != nil {
 		return nil
 	}
@@ -336,6 +349,64 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.render.close()
 	return err
 }
+
+// maxRequestBody is the largest request body a handler reads (a self
+// review's is under a kilobyte). kube-apiserver's is 3 MiB
+// (MaxRequestBodyBytes), for writes lazyapi does not serve.
+const maxRequestBody = 1 << 20
+
+// finishBody ends the connection with the response when the request's
+// body was not read and cannot be skipped before the next request (a
+// chunked body, more than maxUnreadBody left, or a client waiting for
+// 100 Continue), as Go's server does.
+func finishBody(rc *fasthttp.RequestCtx) {
+	g := gateOf(rc.Conn())
+	if g == nil {
+		return
+	}
+	if g.chunked || g.body > maxUnreadBody || (g.body > 0 && g.expect) {
+		rc.SetConnectionClose()
+	}
+}
+
+// requestBody reads the body of an authorized request, in chunks as it
+// arrives, up to maxRequestBody: a larger one is refused 413 as
+// kube-apiserver does (RequestEntityTooLarge), without reading it.
+func requestBody(rc *fasthttp.RequestCtx) ([]byte, *StatusError) {
+	g := gateOf(rc.Conn())
+	if g == nil {
+		return rc.Request.Body(), nil // not served through Serve (tests)
+	}
+	tooLarge := statusErr(fasthttp.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
+		fmt.Sprintf("Request entity too large: limit is %d", maxRequestBody))
+	if g.body > maxRequestBody {
+		return nil, tooLarge
+	}
+	var r io.Reader = gateBody{g}
+	if g.chunked {
+		r = httputil.NewChunkedReader(bufio.NewReaderSize(r, 4<<10))
+	}
+	var out []byte
+	chunk := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(chunk)
+		out = append(out, chunk[:n]...)
+		if len(out) > maxRequestBody {
+			return nil, tooLarge
+		}
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, badRequestErr(fmt.Sprintf("cannot read the request body: %v", err))
+		}
+	}
+}
+
+// gateBody reads a request's withheld body from its gate.
+type gateBody struct{ g *headerGate }
+
+func (b gateBody) Read(p []byte) (int, error) { return b.g.readBody(p) }
 
 // maxHeaderBytes is Go's limit on a request's line and headers for
 // kube-apiserver: http.Server.MaxHeaderBytes 1 << 20 (k8s.io/apiserver
@@ -371,12 +442,8 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 // handle is the fasthttp handler: it dispatches on the path.
 func (s *Server) handle(rc *fasthttp.RequestCtx) {
 	defer s.recoverPanic(rc)
-	if rc.Request.Header.ContentLength() == -1 {
-		// A chunked body turned the connection's headerGate off: the
-		// connection ends with this response (set last: writeStatus resets
-		// the response's headers).
-		defer rc.SetConnectionClose()
-	}
+	// Set last: writeStatus resets the response's headers.
+	defer finishBody(rc)
 	path, ok := decodePath(rc.RequestURI())
 	if !ok {
 		// What Go's server (kube-apiserver's) answers a request line it
