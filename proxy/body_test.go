@@ -152,3 +152,39 @@ func TestHeaderReadTimeout(t *testing.T) {
 		t.Errorf("a trickled header was cut after %v, want %v from its first byte", elapsed.Round(10*time.Millisecond), timeout)
 	}
 }
+
+// TestBodyFraming: the gate frames a withheld body as fasthttp would
+// have, and leaves the framings fasthttp refuses to it (400, connection
+// closed before any body is read).
+func TestBodyFraming(t *testing.T) {
+	e := startEnv(t)
+	const next = "GET /version HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, tc := range []struct {
+		name, req string
+		want      []int // responses before the connection closes
+	}{
+		{"identity", "GET /version HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\nContent-Length: 5\r\n\r\nhello" + next, []int{200, 200}},
+		{"lower case", "GET /version HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n\r\nhello" + next, []int{200, 200}},
+		{"plus sign", "GET /version HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello" + next, []int{400}},
+		{"two lengths", "GET /version HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello" + next, []int{400}},
+		{"gzip", "GET /version HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nhello" + next, []int{400}},
+		{"two encodings", "GET /version HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + next, []int{400}},
+		{"chunked on 1.0", "GET /version HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + next, []int{400}},
+		{"chunked", "GET /version HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" + next, []int{200}},
+		{"long unread", "GET /version HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\nhello", []int{200}},
+	} {
+		c, br := rawConn(t, e.url, 10*time.Second)
+		io.WriteString(c, tc.req)
+		for i, want := range tc.want {
+			if code, body := readResponse(t, br, tc.name); code != want {
+				t.Errorf("%s: response %d = %d %s, want %d", tc.name, i, code, body, want)
+			}
+		}
+		if len(tc.want) == 2 {
+			continue // kept open: the second request was served
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%s: after %d responses: %v, want the connection closed", tc.name, len(tc.want), err)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -346,26 +345,20 @@ var (
 // fasthttp: it renames the framing headers in place and returns the body's
 // Content-Length, or chunked, and whether the client expects a 100
 // Continue. A header whose framing fasthttp refuses (several or invalid
-// Content-Lengths, a Transfer-Encoding but a single "chunked", several
-// Transfer-Encodings) is left as it is: fasthttp answers it 400 and closes
-// the connection before reading a body.
+// Content-Lengths, a Transfer-Encoding other than "chunked" or "identity",
+// several Transfer-Encodings, one on HTTP/1.0) is left as it is: fasthttp
+// answers it 400 and closes the connection before reading a body.
 func takeBody(h []byte) (n int64, chunked, expect bool) {
 	var clName, teName, exName []byte // the names to rename, in h
 	var cls, tes int
 	var expectValue []byte
-	// Skip the request line.
-	if i := bytes.IndexByte(h, '\n'); i >= 0 {
-		h = h[i+1:]
-	} else {
+	line, h, ok := bytes.Cut(h, []byte("\n"))
+	if !ok {
 		return 0, false, false
 	}
+	http10 := bytes.HasSuffix(bytes.TrimSpace(line), []byte("HTTP/1.0"))
 	for len(h) > 0 {
-		line := h
-		if i := bytes.IndexByte(h, '\n'); i >= 0 {
-			line, h = h[:i], h[i+1:]
-		} else {
-			h = nil
-		}
+		line, h, _ = bytes.Cut(h, []byte("\n"))
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			continue
@@ -376,26 +369,30 @@ func takeBody(h []byte) (n int64, chunked, expect bool) {
 		case asciiEqualFold(name, hdrContentLength):
 			cls++
 			clName = name
-			v, err := strconv.ParseInt(string(value), 10, 64)
-			if err != nil || v < 0 {
+			v, ok := parseLength(value)
+			if !ok {
 				return 0, false, false // fasthttp refuses it
 			}
 			n = v
 		case asciiEqualFold(name, hdrTransferEncoding):
 			tes++
-			teName = name
-			if !asciiEqualFold(value, []byte("chunked")) {
+			switch {
+			case asciiEqualFold(value, []byte("chunked")):
+				teName = name
+			case asciiEqualFold(value, []byte("identity")):
+				// fasthttp ignores it: Content-Length frames the body.
+			default:
 				return 0, false, false // fasthttp refuses it
 			}
 		case asciiEqualFold(name, hdrExpect):
 			exName, expectValue = name, value
 		}
 	}
-	if cls > 1 || tes > 1 {
+	if cls > 1 || tes > 1 || (tes > 0 && http10) {
 		return 0, false, false // fasthttp refuses it
 	}
-	if tes == 1 {
-		chunked, n = true, 0
+	if teName != nil {
+		chunked, n = true, 0 // a Content-Length beside it is ignored
 	}
 	if n == 0 && !chunked {
 		return 0, false, false // no body: nothing to take
@@ -411,6 +408,22 @@ func takeBody(h []byte) (n int64, chunked, expect bool) {
 		expect = true
 	}
 	return n, chunked, expect
+}
+
+// parseLength parses a Content-Length as fasthttp does: decimal digits
+// only.
+func parseLength(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // asciiEqualFold is bytes.EqualFold for ASCII only (fasthttp's header
