@@ -43,6 +43,9 @@ type unauthEnv struct {
 	url      string
 	tlsConf  *tls.Config
 	baseline bool
+	// startRSS is the resident set before the attack.
+	startRSS int64
+	start    time.Time
 }
 
 func newUnauthEnv(t *testing.T) *unauthEnv {
@@ -62,6 +65,7 @@ func newUnauthEnv(t *testing.T) *unauthEnv {
 	defer func() { lazyapiBin = old }()
 	e.url, e.p = e.s.startProcess(t, unauthLimitFlag, "--service-account-key-file=../authn/testdata/sa.key",
 		"--service-account-issuer="+saIssuer)
+	e.startRSS, e.start = procStatus(e.p.cmd.Process.Pid, "VmRSS:"), time.Now()
 	return e
 }
 
@@ -78,7 +82,8 @@ func (e *unauthEnv) failf(t *testing.T, format string, args ...any) {
 func (e *unauthEnv) checkRSS(t *testing.T, what string) {
 	t.Helper()
 	peak := peakRSS(t, e.p)
-	t.Logf("%s: peak RSS %d MiB (limit %d MiB)", what, peak>>20, unauthLimit>>20)
+	t.Logf("%s: RSS %d MiB before, peak %d MiB (limit %d MiB); attack took %v", what, e.startRSS>>20, peak>>20, unauthLimit>>20,
+		time.Since(e.start).Round(100*time.Millisecond))
 	if peak >= unauthLimit {
 		e.failf(t, "%s: peak RSS %d MiB, want under --memory-limit %d MiB", what, peak>>20, unauthLimit>>20)
 	}
@@ -88,6 +93,7 @@ func (e *unauthEnv) checkRSS(t *testing.T, what string) {
 // stop; every answer must be 200.
 type authedProbe struct {
 	ok, bad atomic.Int64
+	slowest atomic.Int64 // ns
 	first   atomic.Value // string: the first failure
 	stop    chan struct{}
 	done    chan struct{}
@@ -106,6 +112,7 @@ func (e *unauthEnv) startProbe() *authedProbe {
 			}
 			req, _ := http.NewRequest("GET", e.url+"/api/v1/namespaces/authn/configmaps/one", nil)
 			req.Header.Set("Authorization", "Bearer token-reader")
+			start := time.Now()
 			resp, err := hc.Do(req)
 			if err == nil {
 				io.Copy(io.Discard, resp.Body)
@@ -119,6 +126,9 @@ func (e *unauthEnv) startProbe() *authedProbe {
 				pr.first.CompareAndSwap(nil, err.Error())
 			} else {
 				pr.ok.Add(1)
+				if el := int64(time.Since(start)); el > pr.slowest.Load() {
+					pr.slowest.Store(el)
+				}
 			}
 			time.Sleep(20 * time.Millisecond) // pacing: ~50 requests/s, not synchronisation
 		}
@@ -130,7 +140,8 @@ func (pr *authedProbe) finish(t *testing.T, e *unauthEnv, what string) {
 	t.Helper()
 	close(pr.stop)
 	<-pr.done
-	t.Logf("%s: the authenticated client's GETs: %d ok, %d failed", what, pr.ok.Load(), pr.bad.Load())
+	t.Logf("%s: the authenticated client's GETs: %d ok (slowest %v), %d failed", what, pr.ok.Load(),
+		time.Duration(pr.slowest.Load()).Round(time.Millisecond), pr.bad.Load())
 	if pr.bad.Load() > 0 || pr.ok.Load() == 0 {
 		e.failf(t, "%s: the authenticated client's GETs: %d ok, %d failed (first: %v); want all 200", what, pr.ok.Load(), pr.bad.Load(), pr.first.Load())
 	}
