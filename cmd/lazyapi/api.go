@@ -135,6 +135,9 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	secureURL := ""
 	fields := []zap.Field{zap.String("address", bound), zap.String("url", url)}
 	if secureLn != nil {
+		if bad := c.serving.insecureSuites(); len(bad) > 0 {
+			lg.Warn("--tls-cipher-suites names cipher suites crypto/tls calls insecure", zap.Strings("suites", bad))
+		}
 		go func() { secureServed <- srv.Serve(secureLn) }()
 		secureURL = "https://" + clientAddress(secureLn.Addr().(*net.TCPAddr))
 		fields = append(fields, zap.String("secureAddress", secureLn.Addr().String()), zap.String("secureURL", secureURL))
