@@ -1,9 +1,13 @@
 package proxy_test
 
 import (
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/VictoriaMetrics/metrics"
 )
 
 // TestMetricsUnknownMethods: requests with invented HTTP methods count as
@@ -41,5 +45,47 @@ func TestMetricsUnknownMethods(t *testing.T) {
 	}
 	if !strings.Contains(m, `lazyapi_apiserver_request_total{verb="POST",resource="",code="405"`) {
 		t.Errorf("/metrics has no verb=\"POST\" series")
+	}
+}
+
+// TestVersionAnonymousRules: /version follows kube-apiserver's anonymous
+// rules: authenticated (a wrong token is 401; no credentials is 401 with
+// anonymous requests off, TestAuthnStatus), and allowed to every
+// authenticated user and to system:anonymous when anonymous requests are
+// on (system:public-info-viewer), whatever the RBAC objects in etcd say.
+func TestVersionAnonymousRules(t *testing.T) {
+	ms := metrics.NewSet()
+	e := startEnv(t, withRBAC(t, ms))
+	get := func(path, token string) int {
+		t.Helper()
+		req, err := http.NewRequest("GET", e.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck
+		return resp.StatusCode
+	}
+	for _, tt := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/version", "", 200},
+		{"/version/", "", 200},
+		{"/version", "token-00", 200},
+		{"/version", "wrong-token", 401},
+		{"/healthz", "wrong-token", 200},
+		{"/livez", "", 200},
+	} {
+		if got := get(tt.path, tt.token); got != tt.want {
+			t.Errorf("GET %s with token %q = %d, want %d", tt.path, tt.token, got, tt.want)
+		}
 	}
 }

@@ -388,7 +388,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		rc.SetConnectionClose()
 		return
 	}
-	if !publicPath(path) && (!s.authenticate(rc) || !s.authorize(rc, path)) {
+	if !publicPath(path) && (!s.authenticate(rc) || (!publicInfoPath(path) && !s.authorize(rc, path))) {
 		return
 	}
 	switch {
