@@ -74,6 +74,9 @@ func (s *Server) authenticate(rc *fasthttp.RequestCtx) bool {
 	if !a.Enabled() {
 		return true
 	}
+	if s.refuseClearTextCredentials(rc) {
+		return false
+	}
 	var certs []*x509.Certificate
 	if c, ok := rc.Conn().(connState); ok {
 		certs = c.ConnectionState().PeerCertificates

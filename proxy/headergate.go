@@ -30,8 +30,12 @@ const gateBufSize = 4 << 10
 
 var gateBufs = sync.Pool{New: func() any { b := make([]byte, 0, gateBufSize); return &b }}
 
-// gateListener wraps every accepted connection in a headerGate.
-type gateListener struct{ net.Listener }
+// gateListener wraps every accepted connection in a headerGate; clear
+// marks them (ClearText).
+type gateListener struct {
+	net.Listener
+	clear clearMode
+}
 
 func (l gateListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
@@ -43,7 +47,7 @@ func (l gateListener) Accept() (net.Conn, error) {
 		// Write guards measure progress on the socket (progress.go).
 		c = &progressConn{Conn: c}
 	}
-	g := headerGate{Conn: c}
+	g := headerGate{Conn: c, clear: l.clear}
 	if isTLS {
 		// fasthttp and authn find client certificates through the
 		// connection's ConnectionState.
@@ -69,6 +73,8 @@ type headerGate struct {
 	open bool
 	// first receives a request's first bytes, before a buffer is taken.
 	first [16]byte
+	// clear: the connection is clear text (ClearText).
+	clear clearMode
 }
 
 // Read implements net.Conn.

@@ -3,11 +3,15 @@ package proxy_test
 import (
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/proxy"
 )
 
 // TestMetricsUnknownMethods: requests with invented HTTP methods count as
@@ -86,6 +90,64 @@ func TestVersionAnonymousRules(t *testing.T) {
 	} {
 		if got := get(tt.path, tt.token); got != tt.want {
 			t.Errorf("GET %s with token %q = %d, want %d", tt.path, tt.token, got, tt.want)
+		}
+	}
+}
+
+// TestClearTextCredentials: on a ClearText listener (lazyapi's --port with
+// an authenticator) a request with a bearer token is refused 401 even when
+// the token is valid, /debug/pprof/ is not served even with a token that
+// is accepted (--plain-port-tokens), and health endpoints answer.
+func TestClearTextCredentials(t *testing.T) {
+	tokens, err := authn.ParseTokens([]byte("token-alice,alice,uid-a,system:masters\n"), "tokens.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEnv(t, func(c *proxy.Config) {
+		c.Authenticator = authn.New(authn.Config{Tokens: tokens})
+		c.Profiling = true
+	})
+	serve := func(tokens bool) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go e.srv.Serve(proxy.ClearText(ln, tokens)) //nolint:errcheck // ends with the env's Shutdown
+		return "http://" + ln.Addr().String()
+	}
+	noTokens, withTokens := serve(false), serve(true)
+	get := func(url, token string) int {
+		t.Helper()
+		req, err := http.NewRequest("GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck
+		return resp.StatusCode
+	}
+	const list, cmdline = "/api/v1/namespaces/ns/configmaps", "/debug/pprof/cmdline"
+	for _, tt := range []struct {
+		what, url, token string
+		want             int
+	}{
+		{"clear text: valid token", noTokens + list, "token-alice", 401},
+		{"clear text: pprof with a valid token", noTokens + cmdline, "token-alice", 401},
+		{"clear text: no credentials", noTokens + list, "", 401},
+		{"clear text: health", noTokens + "/livez", "", 200},
+		{"clear text, tokens accepted: valid token", withTokens + list, "token-alice", 200},
+		{"clear text, tokens accepted: pprof", withTokens + cmdline, "token-alice", 404},
+		{"not marked: pprof", e.url + cmdline, "token-alice", 200},
+	} {
+		if got := get(tt.url, tt.token); got != tt.want {
+			t.Errorf("%s: GET %s = %d, want %d", tt.what, tt.url, got, tt.want)
 		}
 	}
 }

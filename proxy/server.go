@@ -312,7 +312,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	// here, or Serve would accept forever.
 	stop := context.AfterFunc(s.baseCtx, func() { ln.Close() })
 	defer stop()
-	err := s.srv.Serve(gateListener{ln})
+	inner, clear := unwrapClearText(ln)
+	err := s.srv.Serve(gateListener{Listener: inner, clear: clear})
 	if s.baseCtx.Err() != nil {
 		return nil
 	}
@@ -401,7 +402,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 	case path == "/metrics":
 		s.serveMetrics(rc)
 		return
-	case s.cfg.Profiling && (path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/")):
+	case s.cfg.Profiling && (path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/")) && connClearMode(rc) == trusted:
 		if path == "/debug/pprof" {
 			rc.Redirect("/debug/pprof/", fasthttp.StatusMovedPermanently)
 			return

@@ -111,13 +111,10 @@ func (s *servingFlags) addFlags(fs *pflag.FlagSet) {
 }
 
 // validate checks the flags against each other and loads the files; every
-// error names its flag. port is --port.
-func (s *servingFlags) validate(port int) error {
+// error names its flag.
+func (s *servingFlags) validate() error {
 	if s.securePort < 0 || s.securePort > 65535 {
 		return usageErrorf("invalid --secure-port %d: must be between 0 and 65535", s.securePort)
-	}
-	if s.securePort != 0 && s.securePort == port {
-		return usageErrorf("invalid --secure-port %d: --port is the same port", s.securePort)
 	}
 	if (s.tlsCertFile == "") != (s.tlsKeyFile == "") {
 		return usageErrorf("--tls-cert-file and --tls-private-key-file must be given together")
@@ -281,6 +278,12 @@ func (s *servingFlags) validateWebhookFlags() error {
 	return nil
 }
 
+// authenticated reports whether an authenticator is configured (after
+// validate loaded the files).
+func (s *servingFlags) authenticated() bool {
+	return s.authn.ClientCAs != nil || s.authn.Tokens != nil || len(s.saKeys) > 0 || s.tokenReview()
+}
+
 // tokenReview reports whether bearer tokens are delegated (TokenReview).
 func (s *servingFlags) tokenReview() bool {
 	return s.authnKubeconfig != "" || s.authnWebhookConfig != ""
@@ -290,7 +293,7 @@ func (s *servingFlags) tokenReview() bool {
 // authenticator is configured; a mode without an authenticator is an
 // error (every request would be system:anonymous), except AlwaysAllow.
 func (s *servingFlags) validateAuthz() error {
-	authenticated := s.authn.ClientCAs != nil || s.authn.Tokens != nil || len(s.saKeys) > 0 || s.tokenReview()
+	authenticated := s.authenticated()
 	webhookFlag := "--authorization-kubeconfig"
 	if s.authzWebhookConfig != "" {
 		webhookFlag = "--authorization-webhook-config-file"

@@ -42,7 +42,7 @@ func TestParseFlagsServing(t *testing.T) {
 		t.Errorf("authMethods = %q", got)
 	}
 
-	c, err = parseFlags([]string{"--token-auth-file=" + tokens, "--anonymous-auth=true"})
+	c, err = parseFlags([]string{"--token-auth-file=" + tokens, "--anonymous-auth=true", "--port=8080"})
 	if err != nil || c.serving.servingTLS != nil || !c.serving.authn.Anonymous || c.serving.authn.ClientCAs != nil {
 		t.Errorf("tokens without TLS, anonymous: %+v, %v", c.serving, err)
 	}
@@ -71,7 +71,7 @@ func TestParseFlagsServingErrors(t *testing.T) {
 	with := func(extra ...string) []string { return append(append([]string{}, tlsArgs...), extra...) }
 	checkFlagErrors(t, []flagErrorCase{
 		{[]string{"--secure-port=70000"}, "--secure-port 70000"},
-		{[]string{"--secure-port=8080"}, "--secure-port 8080: --port"},
+		{append(tlsArgs[1:3:3], "--secure-port=8080"), "--secure-port 8080: --port"},
 		{[]string{"--secure-port=6443"}, "--secure-port needs --tls-cert-file"},
 		{[]string{"--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile}, "need --secure-port"},
 		{[]string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile}, "--tls-private-key-file must be given together"},
@@ -128,7 +128,7 @@ func TestParseFlagsAuthorizationMode(t *testing.T) {
 		{[]string{"--authentication-kubeconfig=" + tokens, "--authorization-mode=RBAC,Webhook", "--authorization-kubeconfig=" + tokens}, "RBAC,Webhook"},
 		{[]string{"--token-auth-file=" + tokens, "--authorization-mode=Webhook", "--authorization-webhook-config-file=" + tokens}, "Webhook"},
 	} {
-		c, err := parseFlags(tt.args)
+		c, err := parseFlags(append(tt.args, "--port=8080"))
 		if err != nil {
 			t.Fatalf("parseFlags(%q) = %v", tt.args, err)
 		}

@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
 	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/testpki"
 )
 
@@ -114,4 +121,167 @@ func TestTLSFlags(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPlainPortRule: --port=0 turns the plain port off; with an
+// authenticator it is off unless given, takes no bearer tokens unless
+// --plain-port-tokens, and a command line that serves on no port is an
+// error naming the flags.
+func TestPlainPortRule(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	srv := ca.Server(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("tok,alice,1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsArgs := []string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile}
+	tok := "--token-auth-file=" + tokens
+	with := func(extra ...string) []string { return append(append([]string{}, tlsArgs...), extra...) }
+	for _, tt := range []struct {
+		args        []string
+		port        int
+		plainTokens bool
+	}{
+		{nil, 8080, false},
+		{with(), 8080, false},
+		{with("--port=0"), 0, false},
+		{with(tok), 0, false},
+		{with("--client-ca-file=" + ca.File), 0, false},
+		{with("--service-account-key-file=../../authn/testdata/sa.key"), 0, false},
+		{with(tok, "--port=8081"), 8081, false},
+		{with(tok, "--port=8081", "--plain-port-tokens"), 8081, true},
+		{[]string{tok, "--port=8080"}, 8080, false},
+	} {
+		c, err := parseFlags(tt.args)
+		if err != nil {
+			t.Errorf("parseFlags(%s) = %v", strings.Join(tt.args, " "), err)
+			continue
+		}
+		if c.port != tt.port || c.plainTokens != tt.plainTokens {
+			t.Errorf("parseFlags(%s): port %d, plain tokens %v; want %d, %v", strings.Join(tt.args, " "), c.port, c.plainTokens, tt.port, tt.plainTokens)
+		}
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--port=0"}, "nothing to serve on: --port and --secure-port are both 0"},
+		{[]string{tok}, "nothing to serve on: with an authenticator --port is off unless given; add --secure-port"},
+		{with(tok, "--plain-port-tokens"), "--plain-port-tokens needs --port"},
+		{with("--port=6443"), "invalid --secure-port 6443: --port is the same port"},
+	} {
+		_, err := parseFlags(tt.args)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("parseFlags(%s) = %v, want an error with %q", strings.Join(tt.args, " "), err, tt.want)
+		}
+		if _, ok := err.(usageError); err != nil && !ok {
+			t.Errorf("parseFlags(%s): %T is not a usage error", strings.Join(tt.args, " "), err)
+		}
+	}
+}
+
+// freePortFlag returns --port with a loopback port that was free a moment
+// ago (--port=0 turns the plain port off).
+func freePortFlag(t *testing.T) string {
+	t.Helper()
+	return "--port=" + strconv.Itoa(freePort(t))
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestRunPlainPortCredentials runs lazyapi with TLS and a token file: the
+// plain port is off unless given; given, a valid token sent to it is
+// refused 401 and /debug/pprof/cmdline does not answer over it, while
+// both answer over TLS (issue 23, finding 8).
+func TestRunPlainPortCredentials(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	ca := testpki.NewCA(t, "ca")
+	srv := ca.Server(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("tok,alice,1,system:masters\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	get := func(url string) int {
+		t.Helper()
+		req, err := http.NewRequest("GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck
+		return resp.StatusCode
+	}
+	start := func(extra ...string) (*logSink, string, func()) {
+		t.Helper()
+		securePort := freePort(t)
+		args := append([]string{"--etcd-servers=" + etcd.Endpoint, "--secure-port=" + strconv.Itoa(securePort),
+			"--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile, "--token-auth-file=" + tokens,
+			"--profiling", "--watch-cache=false"}, extra...)
+		ctx, cancel := context.WithCancel(context.Background())
+		sink := &logSink{serving: make(chan string, 1)}
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, args, io.Discard, sink) }()
+		var url string
+		select {
+		case url = <-sink.serving:
+		case err := <-done:
+			t.Fatalf("run returned before serving: %v\n%s", err, sink)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("run did not serve within 60s\n%s", sink)
+		}
+		stop := func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run after cancel = %v", err)
+			}
+		}
+		return sink, url + "|https://127.0.0.1:" + strconv.Itoa(securePort), stop
+	}
+
+	sink, urls, stop := start()
+	plain, secure, _ := strings.Cut(urls, "|")
+	if plain != "" || !strings.Contains(sink.String(), `"plainPort":"off`) {
+		t.Errorf("with a token file and no --port: serving url %q, log:\n%s\nwant the plain port off", plain, sink)
+	}
+	if code := get(secure + "/debug/pprof/cmdline"); code != 200 {
+		t.Errorf("TLS: /debug/pprof/cmdline with a token = %d, want 200", code)
+	}
+	stop()
+
+	sink, urls, stop = start(freePortFlag(t))
+	defer stop()
+	plain, secure, _ = strings.Cut(urls, "|")
+	if plain == "" || !strings.Contains(sink.String(), `"plainPortCredentials":"refused`) {
+		t.Fatalf("with --port: serving url %q, log:\n%s", plain, sink)
+	}
+	for _, tt := range []struct {
+		url  string
+		want int
+	}{
+		{plain + "/api/v1/namespaces/ns/configmaps", 401},
+		{plain + "/debug/pprof/cmdline", 401},
+		{plain + "/livez", 200},
+		{secure + "/api/v1/namespaces/ns/configmaps", 200},
+	} {
+		if code := get(tt.url); code != tt.want {
+			t.Errorf("GET %s with a valid token = %d, want %d", tt.url, code, tt.want)
+		}
+	}
 }
