@@ -136,8 +136,8 @@ func (l *lines) wait(deadline time.Time, match func(string) bool) (string, bool)
 
 // logEntry is the part of a lazyapi JSON log line the tests read.
 type logEntry struct {
-	Level   string `json:"level"`
-	Msg     string `json:"msg"`
+	Level     string `json:"level"`
+	Msg       string `json:"msg"`
 	Address   string `json:"address"`
 	URL       string `json:"url"`
 	SecureURL string `json:"secureURL"`
