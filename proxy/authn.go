@@ -103,6 +103,7 @@ func (s *Server) authenticate(rc *fasthttp.RequestCtx) bool {
 		s.authn.anonymous.Inc()
 	}
 	rc.SetUserValue(userKey, u)
+	s.auditAuthenticated(rc, u)
 	return true
 }
 

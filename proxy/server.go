@@ -22,6 +22,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lazyapi/lazyapi/audit"
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/cache"
@@ -105,6 +106,9 @@ type Config struct {
 	// CacheDecrypted says Cache holds decrypted values
 	// (cache.Config.HoldDecrypted, --watch-cache-decrypted).
 	CacheDecrypted bool
+	// Audit, when set, receives an audit.k8s.io/v1 Event for every request
+	// its policy logs (audit.go, --audit-log-path).
+	Audit *audit.Log
 	// EtcdFailover, when set, says where the etcd client reads
 	// (store.Failover): /readyz?verbose says when etcd members are left
 	// out (etcd-members degraded).
@@ -389,6 +393,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		rc.SetConnectionClose()
 		return
 	}
+	defer s.auditRequest(rc, path)()
 	if !publicPath(path) && (!s.authenticate(rc) || (!publicInfoPath(path) && !s.authorize(rc, path))) {
 		return
 	}

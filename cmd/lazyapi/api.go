@@ -89,6 +89,19 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		return err
 	}
 
+	// 5c. Audit log (closed after the server has drained).
+	al, err := c.audit.open(lg.Named("audit"), pt.metrics)
+	if err != nil {
+		return err
+	}
+	if al != nil {
+		defer func() {
+			if err := al.Close(); err != nil {
+				lg.Warn("cannot close the audit log", zap.Error(err))
+			}
+		}()
+	}
+
 	// 6. HTTP server; certificate files are re-read while it serves.
 	au := authn.New(acfg)
 	c.serving.watchFiles(pt.certs, au)
@@ -115,6 +128,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		Encryption:         enc,
 		CacheDecrypted:     c.encryption.cacheDecrypted,
 		EtcdFailover:       etcdFailoverStatus(pt.failover),
+		Audit:              al,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)
@@ -160,6 +174,9 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		}
 	}
 	res.SetServerAddress(bound)
+	if al != nil {
+		fields = append(fields, zap.String("auditLog", c.audit.path))
+	}
 	if m := c.serving.authMethods(); len(m) > 0 {
 		fields = append(fields, zap.Strings("authentication", m))
 	} else if !c.bindAddress.IsLoopback() {

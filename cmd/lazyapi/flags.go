@@ -54,6 +54,7 @@ type config struct {
 	dataDir        string
 	demo           bool
 	serving        servingFlags // --secure-port, --tls-*, --client-ca-file, --token-auth-file, --anonymous-auth
+	audit          auditFlags   // --audit-log-path, --audit-policy-file, --audit-log-max*
 	version        bool
 	help           bool
 	usage          string // flag usage text, printed for --help
@@ -122,6 +123,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.plainTokens, "plain-port-tokens", false,
 		"With an authenticator: accept bearer tokens on --port, where they travel in clear text. Default false: a request with an Authorization header on --port is answered 401, and /debug/pprof/ is served on --secure-port only.")
 	c.serving.addFlags(fs)
+	c.audit.addFlags(fs)
 	fs.IntVar(&c.listPageSize, "list-page-size", defaultListPageSize,
 		"Maximum number of items read from etcd in one range request of a LIST.")
 	fs.Var(&listPageBytes, "list-page-bytes",
@@ -249,6 +251,9 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	if err := c.validatePlainPort(fs.Changed("port")); err != nil {
+		return nil, err
+	}
+	if err := c.audit.validate(); err != nil {
 		return nil, err
 	}
 	tlsCfg, err := etcdTLS(c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/testpki"
@@ -282,6 +285,94 @@ func TestRunPlainPortCredentials(t *testing.T) {
 	} {
 		if code := get(tt.url); code != tt.want {
 			t.Errorf("GET %s with a valid token = %d, want %d", tt.url, code, tt.want)
+		}
+	}
+}
+
+// TestRunAuditLog runs lazyapi with --audit-log-path: an allowed and a
+// forbidden request are in the file when run returns, as audit.k8s.io/v1
+// Events; bad audit flags are usage errors naming the flag.
+func TestRunAuditLog(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("tok-admin,admin,1,system:masters\ntok-bob,bob,2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "audit", "audit.log")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sink := &logSink{serving: make(chan string, 1)}
+	done := make(chan error, 1)
+	args := []string{"--etcd-servers=" + etcd.Endpoint, freePortFlag(t), "--plain-port-tokens", "--token-auth-file=" + tokens,
+		"--audit-log-path=" + logPath, "--watch-cache=false"}
+	go func() { done <- run(ctx, args, io.Discard, sink) }()
+	var url string
+	select {
+	case url = <-sink.serving:
+	case err := <-done:
+		t.Fatalf("run returned before serving: %v\n%s", err, sink)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run did not serve within 60s\n%s", sink)
+	}
+	for _, c := range []struct {
+		token string
+		want  int
+	}{{"tok-admin", 200}, {"tok-bob", 403}} {
+		req, _ := http.NewRequest("GET", url+"/api/v1/namespaces/ns/secrets", nil)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Fatalf("GET secrets as %s = %d, want %d", c.token, resp.StatusCode, c.want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run after cancel = %v", err)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 || strings.Contains(string(data), "tok-") {
+		t.Fatalf("audit log:\n%s\nwant 2 events and no token", data)
+	}
+	for i, want := range []struct {
+		user, decision string
+		code           int32
+	}{{"admin", "allow", 200}, {"bob", "forbid", 403}} {
+		var ev auditv1.Event
+		dec := json.NewDecoder(strings.NewReader(lines[i]))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("event %d: %v\n%s", i, err, lines[i])
+		}
+		if ev.Kind != "Event" || ev.APIVersion != "audit.k8s.io/v1" || ev.User.Username != want.user || ev.ResponseStatus.Code != want.code ||
+			ev.Annotations["authorization.k8s.io/decision"] != want.decision || ev.ObjectRef == nil || ev.ObjectRef.Resource != "secrets" {
+			t.Errorf("event %d: %s", i, lines[i])
+		}
+	}
+
+	bad := filepath.Join(dir, "bad-policy.yaml")
+	if err := os.WriteFile(bad, []byte("kind: Policy\napiVersion: audit.k8s.io/v1\nrules: [{level: Everything}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--audit-log-path=" + logPath, "--audit-policy-file=" + bad}, "invalid --audit-policy-file"},
+		{[]string{"--audit-policy-file=" + bad}, "--audit-policy-file needs --audit-log-path"},
+		{[]string{"--audit-log-path=" + logPath, "--audit-log-maxsize=-1"}, "invalid --audit-log-maxsize -1"},
+	} {
+		_, err := parseFlags(tt.args)
+		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("parseFlags(%s) = %v, want a usage error with %q", strings.Join(tt.args, " "), err, tt.want)
 		}
 	}
 }
