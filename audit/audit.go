@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
 	"go.uber.org/zap"
@@ -27,6 +28,9 @@ import (
 // DefaultBufferSize is Config.BufferSize's default: kube-apiserver's
 // --audit-log-batch-buffer-size (and --audit-webhook-batch-buffer-size).
 const DefaultBufferSize = 10000
+
+// DefaultBufferBytes is Config.BufferBytes's default.
+const DefaultBufferBytes = 16 << 20
 
 // Config configures a Log.
 type Config struct {
@@ -46,6 +50,10 @@ type Config struct {
 	// does not fit is dropped and counted (lazyapi_audit_events_dropped_total)
 	// so that a slow disk never holds a request. 0: DefaultBufferSize.
 	BufferSize int
+	// BufferBytes bounds the estimated bytes of the events waiting to be
+	// written (a request URI may be 1 MiB long: 10,000 of them must not be
+	// queued); 0: DefaultBufferBytes.
+	BufferBytes int64
 	// Logger logs write failures; nil discards.
 	Logger *zap.Logger
 	// Metrics receives lazyapi_audit_events_total,
@@ -75,6 +83,10 @@ type Log struct {
 	done    chan struct{}
 	closeMu sync.RWMutex // held for reading while sending; Close takes it to close ch
 	closed  bool
+	// queued is the estimated bytes of the events in ch (eventBytes);
+	// maxQueued bounds it.
+	queued    atomic.Int64
+	maxQueued int64
 
 	events, dropped, writeErrs *metrics.Counter
 }
@@ -94,6 +106,9 @@ func New(cfg Config) (*Log, error) {
 	if cfg.BufferSize <= 0 {
 		cfg.BufferSize = DefaultBufferSize
 	}
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = DefaultBufferBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -105,6 +120,7 @@ func New(cfg Config) (*Log, error) {
 		ch:        make(chan *auditv1.Event, cfg.BufferSize),
 		log:       cfg.Logger,
 		done:      make(chan struct{}),
+		maxQueued: cfg.BufferBytes,
 		events:    cfg.Metrics.GetOrCreateCounter("lazyapi_audit_events_total"),
 		dropped:   cfg.Metrics.GetOrCreateCounter("lazyapi_audit_events_dropped_total"),
 		writeErrs: cfg.Metrics.GetOrCreateCounter("lazyapi_audit_write_errors_total"),
@@ -163,11 +179,43 @@ func (l *Log) Emit(ev *auditv1.Event) {
 		l.dropped.Inc()
 		return
 	}
+	n := eventBytes(ev)
+	if l.queued.Add(n) > l.maxQueued {
+		l.queued.Add(-n)
+		l.dropped.Inc()
+		return
+	}
 	select {
 	case l.ch <- ev:
 	default:
+		l.queued.Add(-n)
 		l.dropped.Inc()
 	}
+}
+
+// eventBytes estimates the memory of a queued event: its variable-length
+// strings and a fixed part.
+func eventBytes(ev *auditv1.Event) int64 {
+	n := 512 + len(ev.RequestURI) + len(ev.UserAgent) + len(ev.User.Username)
+	for _, g := range ev.User.Groups {
+		n += len(g) + 16
+	}
+	for k, v := range ev.User.Extra {
+		n += len(k) + 16
+		for _, x := range v {
+			n += len(x) + 16
+		}
+	}
+	for k, v := range ev.Annotations {
+		n += len(k) + len(v) + 32
+	}
+	if st := ev.ResponseStatus; st != nil {
+		n += len(st.Message)
+	}
+	for _, ip := range ev.SourceIPs {
+		n += len(ip) + 16
+	}
+	return int64(n)
 }
 
 // run writes events, one JSON object a line, flushing whenever the queue
@@ -178,7 +226,9 @@ func (l *Log) run() {
 	enc := json.NewEncoder(w) // Encode ends each event with '\n'
 	failed := false
 	for ev := range l.ch {
-		if err := enc.Encode(ev); err != nil {
+		err := enc.Encode(ev)
+		l.queued.Add(-eventBytes(ev))
+		if err != nil {
 			l.fail(&failed, err)
 			continue
 		}

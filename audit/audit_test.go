@@ -155,3 +155,33 @@ func TestRotation(t *testing.T) {
 		}
 	}
 }
+
+// TestBufferBytes: events queued behind a stalled file are bounded in
+// bytes as well as in number: 1 MiB request URIs are dropped once 16 MiB
+// wait.
+func TestBufferBytes(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "audit.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFO: %v", err)
+	}
+	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := metrics.NewSet()
+	l, err := audit.New(audit.Config{Path: fifo, Metrics: ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := "/api/v1/namespaces/ns/secrets?labelSelector=" + strings.Repeat("x", 1<<20)
+	const n = 100
+	for range n {
+		l.Emit(&auditv1.Event{AuditID: "id", Stage: auditv1.StageResponseStarted, Level: auditv1.LevelMetadata, RequestURI: uri})
+	}
+	// At most 16 wait in the queue, one is being written.
+	if dropped := ms.GetOrCreateCounter("lazyapi_audit_events_dropped_total").Get(); dropped < n-17 {
+		t.Errorf("dropped %d of %d 1 MiB events, want all but at most 17 (16 MiB queued)", dropped, n)
+	}
+	r.Close()
+	l.Close() //nolint:errcheck
+}
