@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	kaudit "k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
@@ -40,6 +42,14 @@ type auditRecord struct {
 	decision  string // authorization.k8s.io/decision: allow, forbid, or "" (an error)
 	reason    string
 	message   string // a 403's Status message
+
+	// A watch's end (auditWatchEnd) may come before auditEnd (a watch
+	// refused before its stream) or after it (the stream's end); mu
+	// orders them.
+	mu      sync.Mutex
+	ended   bool           // the watch ended
+	started *auditv1.Event // the ResponseStarted event sent; its ResponseComplete is due
+	cfg     kaudit.RequestAuditConfig
 }
 
 // Annotation keys and values kube-apiserver's authorization filter adds.
@@ -122,12 +132,15 @@ func (s *Server) auditEnd(rc *fasthttp.RequestCtx, path string, r *auditRecord) 
 	// watch's end.
 	stage := auditv1.StageResponseComplete
 	failedAuthn := code == fasthttp.StatusUnauthorized && r.requestor == nil
-	if failedAuthn || (a.Verb == "watch" && code == fasthttp.StatusOK) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	watching := a.Verb == "watch" && code == fasthttp.StatusOK && !r.ended
+	if failedAuthn || watching {
 		stage = auditv1.StageResponseStarted
 	}
 	id := auditID(rc)
 	rc.Response.Header.Set("Audit-Id", id)
-	if audit.Omitted(cfg, stage) {
+	if audit.Omitted(cfg, stage) && !(watching && !audit.Omitted(cfg, auditv1.StageResponseComplete)) {
 		return
 	}
 	ev := &auditv1.Event{
@@ -171,7 +184,36 @@ func (s *Server) auditEnd(rc *fasthttp.RequestCtx, path string, r *auditRecord) 
 			ev.Annotations[decisionAnnotation] = r.decision
 		}
 	}
-	s.cfg.Audit.Emit(ev)
+	if watching {
+		// The watch's ResponseComplete is logged when its stream ends
+		// (auditWatchEnd), from a copy of this event.
+		c := *ev
+		r.started, r.cfg = &c, cfg
+	}
+	if !audit.Omitted(cfg, stage) {
+		s.cfg.Audit.Emit(ev)
+	}
+}
+
+// auditWatchEnd returns the function a watch calls when it ends (its
+// releases): it logs the watch's ResponseComplete event.
+func (s *Server) auditWatchEnd(rc *fasthttp.RequestCtx) func() {
+	r, ok := rc.UserValue(auditKey).(*auditRecord)
+	if !ok {
+		return noAudit
+	}
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.ended = true
+		if r.started == nil || audit.Omitted(r.cfg, auditv1.StageResponseComplete) {
+			return
+		}
+		ev := r.started
+		r.started = nil
+		ev.Stage, ev.StageTimestamp = auditv1.StageResponseComplete, metav1.NewMicroTime(time.Now())
+		s.cfg.Audit.Emit(ev)
+	}
 }
 
 // auditID is the request's Audit-ID header when it is a plausible ID (as

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -23,8 +24,9 @@ import (
 )
 
 // TestAuditEvents: with an audit log, an allowed, a forbidden, an
-// impersonated and an unauthenticated request and a watch each produce
-// one audit.k8s.io/v1 Event (decoded strictly with kube-apiserver's audit
+// impersonated and an unauthenticated request each produce one
+// audit.k8s.io/v1 Event, a watch two (ResponseStarted, ResponseComplete at
+// its end), (decoded strictly with kube-apiserver's audit
 // scheme) with kube-apiserver's fields at level Metadata; health probes
 // produce none, and no token reaches the file.
 func TestAuditEvents(t *testing.T) {
@@ -85,6 +87,14 @@ func TestAuditEvents(t *testing.T) {
 	if code, _ := do("/livez", ""); code != 200 {
 		t.Fatalf("/livez: %d", code)
 	}
+	// The watch's ResponseComplete is logged when its stream has ended,
+	// just after its client saw the end.
+	waitFor(t, "the audit events written", func() error {
+		if n, _ := metricValue(ms, "lazyapi_audit_events_total"); int(n) != len(cases)+1 {
+			return fmt.Errorf("%v events written, want %d", n, len(cases)+1)
+		}
+		return nil
+	})
 	if err := al.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +121,12 @@ func TestAuditEvents(t *testing.T) {
 		}
 		events = append(events, ev)
 	}
-	if len(events) != len(cases) {
-		t.Fatalf("%d events, want %d (none for /livez):\n%s", len(events), len(cases), data)
+	if len(events) != len(cases)+1 {
+		t.Fatalf("%d events, want %d (two for the watch, none for /livez):\n%s", len(events), len(cases)+1, data)
+	}
+	if started, done := events[4], events[5]; done.Stage != auditv1.StageResponseComplete || done.AuditID != started.AuditID ||
+		done.Verb != "watch" || done.ResponseStatus.Code != 200 || done.StageTimestamp.Before(&started.StageTimestamp) {
+		t.Errorf("the watch's ResponseComplete: %+v\nafter %+v", done, started)
 	}
 	for i, c := range cases {
 		ev := events[i]
@@ -150,8 +164,5 @@ func TestAuditEvents(t *testing.T) {
 	}
 	if st := events[3].ResponseStatus; st.Message != "Authentication failed, attempted: bearer" {
 		t.Errorf("unauthenticated: responseStatus %+v", st)
-	}
-	if n, _ := metricValue(ms, "lazyapi_audit_events_total"); int(n) != len(cases) {
-		t.Errorf("lazyapi_audit_events_total = %v, want %d", n, len(cases))
 	}
 }
