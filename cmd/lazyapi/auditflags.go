@@ -15,6 +15,7 @@ type auditFlags struct {
 	policyFile                 string // --audit-policy-file; "": audit.DefaultPolicy
 	maxAge, maxBackup, maxSize int
 	compress                   bool
+	format, version            string // --audit-log-format, --audit-log-version: json and audit.k8s.io/v1 only
 }
 
 func (a *auditFlags) addFlags(fs *pflag.FlagSet) {
@@ -29,6 +30,10 @@ func (a *auditFlags) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&a.maxSize, "audit-log-maxsize", 100,
 		"The maximum size in megabytes of the audit log file before it gets rotated. 0 disables rotation.")
 	fs.BoolVar(&a.compress, "audit-log-compress", false, "If set, the rotated log files will be compressed using gzip.")
+	fs.StringVar(&a.format, "audit-log-format", "json",
+		"Format of saved audits: json (kube-apiserver's default; its legacy format is not supported). Accepted so that kube-apiserver's flags can be copied.")
+	fs.StringVar(&a.version, "audit-log-version", "audit.k8s.io/v1",
+		"API group and version of the events written: audit.k8s.io/v1 only.")
 }
 
 // validate checks the values; the policy file is loaded (and loaded again
@@ -41,6 +46,12 @@ func (a *auditFlags) validate() error {
 		if v.value < 0 {
 			return usageErrorf("invalid %s %d: must not be negative", v.flag, v.value)
 		}
+	}
+	if a.format != "json" {
+		return usageErrorf("invalid --audit-log-format %q: lazyapi writes json only", a.format)
+	}
+	if a.version != "audit.k8s.io/v1" {
+		return usageErrorf("invalid --audit-log-version %q: lazyapi writes audit.k8s.io/v1 only", a.version)
 	}
 	if a.policyFile != "" {
 		if a.path == "" {

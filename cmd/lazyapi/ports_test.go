@@ -369,6 +369,8 @@ func TestRunAuditLog(t *testing.T) {
 		{[]string{"--audit-log-path=" + logPath, "--audit-policy-file=" + bad}, "invalid --audit-policy-file"},
 		{[]string{"--audit-policy-file=" + bad}, "--audit-policy-file needs --audit-log-path"},
 		{[]string{"--audit-log-path=" + logPath, "--audit-log-maxsize=-1"}, "invalid --audit-log-maxsize -1"},
+		{[]string{"--audit-log-path=" + logPath, "--audit-log-format=legacy"}, `invalid --audit-log-format "legacy"`},
+		{[]string{"--audit-log-path=" + logPath, "--audit-log-version=audit.k8s.io/v1beta1"}, `invalid --audit-log-version`},
 	} {
 		_, err := parseFlags(tt.args)
 		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), tt.want) {
