@@ -193,6 +193,9 @@ func (l *Log) Emit(ev *auditv1.Event) {
 	}
 }
 
+// Queued returns the estimated bytes of the events waiting to be written.
+func (l *Log) Queued() int64 { return l.queued.Load() }
+
 // eventBytes estimates the memory of a queued event: its variable-length
 // strings and a fixed part.
 func eventBytes(ev *auditv1.Event) int64 {

@@ -40,6 +40,7 @@ func TestMetricsUnknownMethods(t *testing.T) {
 		t.Fatalf("POST: %d, want 405", code)
 	}
 	_, _, body := e.raw(t, "GET", "/metrics", "")
+	t.Logf("/metrics: %d bytes after %d requests with %d-byte methods", len(body), n, size)
 	if len(body) > 1<<20 {
 		t.Errorf("/metrics is %d bytes after %d requests with %d-byte methods, want under 1 MiB", len(body), n, size)
 	}
