@@ -152,4 +152,8 @@ func TestStartHint(t *testing.T) {
 			t.Errorf("startHint(%q, %q) = %q, want %q", tt.secure, tt.methods, got, tt.want)
 		}
 	}
+	// --port=0 without an authenticator: the TLS URL.
+	if got, want := startHint("", "https://127.0.0.1:6443", nil), "try: kubectl --server https://127.0.0.1:6443 --certificate-authority=<CA of --tls-cert-file> get configmaps -A\n"; got != want {
+		t.Errorf("startHint with the plain port off = %q, want %q", got, want)
+	}
 }
