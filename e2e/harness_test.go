@@ -136,10 +136,11 @@ func (l *lines) wait(deadline time.Time, match func(string) bool) (string, bool)
 
 // logEntry is the part of a lazyapi JSON log line the tests read.
 type logEntry struct {
-	Level   string `json:"level"`
-	Msg     string `json:"msg"`
-	Address string `json:"address"`
-	URL     string `json:"url"`
+	Level     string `json:"level"`
+	Msg       string `json:"msg"`
+	Address   string `json:"address"`
+	URL       string `json:"url"`
+	SecureURL string `json:"secureURL"`
 }
 
 func parseLog(line string) (logEntry, bool) {
@@ -150,8 +151,10 @@ func parseLog(line string) (logEntry, bool) {
 	return e, true
 }
 
-// start runs the lazyapi binary with args (plus --port=0 unless a --port is
-// given) and returns once it logs "serving". The process gets SIGTERM at the
+// start runs the lazyapi binary with args (plus --port on a free port
+// unless a --port is given: --port=0 turns the plain port off) and returns
+// once it logs "serving"; p.URL is the plain port's URL, or the TLS one's
+// when the plain port is off. The process gets SIGTERM at the
 // end of the test if it is still running.
 func start(t *testing.T, args ...string) *process {
 	t.Helper()
@@ -165,10 +168,13 @@ func start(t *testing.T, args ...string) *process {
 		t.Fatalf("lazyapi %s did not log \"serving\" within %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), startTimeout, p.stdout, p.stderr)
 	}
 	e, _ := parseLog(line)
-	if e.URL == "" {
+	p.URL = e.URL
+	if p.URL == "" {
+		p.URL = e.SecureURL
+	}
+	if p.URL == "" {
 		t.Fatalf("serving entry has no url: %s", line)
 	}
-	p.URL = e.URL
 	return p
 }
 
@@ -180,7 +186,7 @@ func run(t *testing.T, args ...string) *process {
 		hasPort = hasPort || strings.HasPrefix(a, "--port")
 	}
 	if !hasPort {
-		args = append([]string{"--port=0"}, args...)
+		args = append([]string{"--port=" + strconv.Itoa(freePort(t))}, args...)
 	}
 	cmd := exec.Command(lazyapiBin, args...)
 	dieWithParent(cmd)

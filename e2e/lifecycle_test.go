@@ -65,6 +65,12 @@ func TestBadFlagsExit(t *testing.T) {
 		{[]string{"--etcd-servers=https://127.0.0.1:2379", "--etcd-cafile=" + missing}, "--etcd-cafile"},
 		{[]string{"--etcd-servers=https://127.0.0.1:2379", "--etcd-certfile=" + missing, "--etcd-keyfile=" + missing}, "--etcd-certfile"},
 		{[]string{"--demo", "--etcd-servers=http://127.0.0.1:2379"}, "--demo"},
+		// Issue 23: no port to serve on, TLS and audit flags.
+		{[]string{"--port=0"}, "--port and --secure-port are both 0"},
+		{[]string{"--tls-min-version=VersionTLS9"}, "--tls-min-version"},
+		{[]string{"--tls-cipher-suites=NOPE"}, "--tls-cipher-suites"},
+		{[]string{"--audit-log-path=" + missing, "--audit-log-maxsize=-1"}, "--audit-log-maxsize"},
+		{[]string{"--audit-log-path=" + missing, "--audit-policy-file=" + missing}, "--audit-policy-file"},
 	}
 	for _, tt := range tests {
 		p := run(t, tt.args...)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +23,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
+
+	"github.com/lazyapi/lazyapi/internal/testpki"
 )
 
 // deployRBAC returns the ClusterRoles and ClusterRoleBindings of
@@ -209,18 +214,28 @@ func TestMonitoringMetricsExported(t *testing.T) {
 		"reader-token,system:serviceaccount:monitoring:lazyapi-reader,uid-2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, "--etcd-servers="+etcd.Endpoint, "--etcd-preferred-server="+etcd.Endpoint,
-		"--token-auth-file="+tokens, "--profiling", "--memory-limit=512Mi")
+	// Over TLS: tokens are refused on the plain port, and profiles are
+	// served over TLS only.
+	ca := testpki.NewCA(t, "serving")
+	serving := ca.Server(t)
+	securePort := freePort(t)
+	start(t, "--etcd-servers="+etcd.Endpoint, "--etcd-preferred-server="+etcd.Endpoint,
+		"--token-auth-file="+tokens, "--profiling", "--memory-limit=512Mi", "--secure-port="+strconv.Itoa(securePort),
+		"--tls-cert-file="+serving.CertFile, "--tls-private-key-file="+serving.KeyFile)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	secureURL := "https://127.0.0.1:" + strconv.Itoa(securePort)
 	get := func(path, token string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest("GET", p.URL+path, nil)
+		req, err := http.NewRequest("GET", secureURL+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatalf("GET %s: %v", path, err)
 		}
@@ -288,7 +303,7 @@ func TestMonitoringMetricsExported(t *testing.T) {
 	t.Logf("%d expressions checked against a scrape", len(exprs))
 
 	// Without --profiling there is no /debug/pprof.
-	q := start(t, "--etcd-servers="+etcd.Endpoint, "--token-auth-file="+tokens)
+	q := start(t, "--etcd-servers="+etcd.Endpoint, "--token-auth-file="+tokens, "--plain-port-tokens")
 	req, _ := http.NewRequest("GET", q.URL+"/debug/pprof/", nil)
 	req.Header.Set("Authorization", "Bearer s3cret")
 	resp, err := http.DefaultClient.Do(req)

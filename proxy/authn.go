@@ -32,10 +32,20 @@ func (s *Server) initAuthn() {
 }
 
 // publicPath reports whether path is served without authentication: the
-// health endpoints and /version, which kube-apiserver's
-// system:public-info-viewer role grants to everyone.
+// health endpoints, which kubelets probe without credentials (where
+// kube-apiserver with --anonymous-auth=false answers them 401).
 func publicPath(path string) bool {
-	return path == "/version" || path == "/version/" || healthPath(path)
+	return healthPath(path)
+}
+
+// publicInfoPath reports whether path is /version, which kube-apiserver's
+// system:public-info-viewer ClusterRole (bound to system:authenticated and
+// system:unauthenticated, reconciled at every start) grants to every
+// authenticated request, and to system:anonymous when anonymous requests
+// are allowed: it is authenticated (401 without credentials when they are
+// not) but not authorized.
+func publicInfoPath(path string) bool {
+	return path == "/version" || path == "/version/"
 }
 
 // healthPath reports whether path is a health endpoint: /healthz, /livez,
@@ -64,6 +74,9 @@ func (s *Server) authenticate(rc *fasthttp.RequestCtx) bool {
 	if !a.Enabled() {
 		return true
 	}
+	if s.refuseClearTextCredentials(rc) {
+		return false
+	}
 	var certs []*x509.Certificate
 	if c, ok := rc.Conn().(connState); ok {
 		certs = c.ConnectionState().PeerCertificates
@@ -90,6 +103,7 @@ func (s *Server) authenticate(rc *fasthttp.RequestCtx) bool {
 		s.authn.anonymous.Inc()
 	}
 	rc.SetUserValue(userKey, u)
+	s.auditAuthenticated(rc, u)
 	return true
 }
 

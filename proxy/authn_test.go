@@ -210,12 +210,13 @@ func TestAuthnStatus(t *testing.T) {
 	if code != 401 || ct != "application/yaml" || !strings.Contains(string(body), "reason: Unauthorized") {
 		t.Errorf("yaml, no credentials: %d %s %q", code, ct, body)
 	}
-	for _, p := range []string{"/healthz", "/livez", "/readyz", "/readyz/etcd", "/version"} {
+	for _, p := range []string{"/healthz", "/livez", "/readyz", "/readyz/etcd"} {
 		if code, _, body := get(p, "", ""); code != 200 {
 			t.Errorf("GET %s without credentials = %d %s, want 200", p, code, body)
 		}
 	}
-	for _, p := range []string{"/api", "/apis", "/api/v1", "/metrics", "/openapi/v2", "/nothing"} {
+	// /version too, as kube-apiserver with --anonymous-auth=false.
+	for _, p := range []string{"/api", "/apis", "/api/v1", "/metrics", "/openapi/v2", "/nothing", "/version"} {
 		if code, _, _ := get(p, "", ""); code != 401 {
 			t.Errorf("GET %s without credentials = %d, want 401", p, code)
 		}

@@ -44,6 +44,7 @@ func (s *Server) authorize(rc *fasthttp.RequestCtx, path string) bool {
 	a.User, a.UID, a.Groups, a.Extra = u.Name, u.UID, u.Groups, u.Extra
 	requestAttributes(&a, bytesutil.ToUnsafeString(rc.Method()), path, rc.QueryArgs())
 	allowed, _, reason, err := c.Authorize(&a)
+	s.auditAuthorized(rc, &a, allowed, reason, err)
 	if allowed {
 		return true
 	}

@@ -52,9 +52,11 @@ const maxUnreadBody = 256 << 10
 
 var gateBufs = sync.Pool{New: func() any { b := make([]byte, 0, gateBufSize); return &b }}
 
-// gateListener wraps every accepted connection in a headerGate.
+// gateListener wraps every accepted connection in a headerGate; clear
+// marks them (ClearText).
 type gateListener struct {
 	net.Listener
+	clear clearMode
 	// headerTimeout bounds a header's read from its first byte.
 	headerTimeout time.Duration
 }
@@ -69,7 +71,7 @@ func (l gateListener) Accept() (net.Conn, error) {
 		// Write guards measure progress on the socket (progress.go).
 		c = &progressConn{Conn: c}
 	}
-	g := headerGate{Conn: c, headerTimeout: l.headerTimeout}
+	g := headerGate{Conn: c, clear: l.clear, headerTimeout: l.headerTimeout}
 	if isTLS {
 		// fasthttp and authn find client certificates through the
 		// connection's ConnectionState.
@@ -109,6 +111,8 @@ type headerGate struct {
 	// fasthttp); a header's read uses the earlier of it and
 	// headerDeadline, then restores it.
 	deadline time.Time
+	// clear: the connection is clear text (ClearText).
+	clear clearMode
 }
 
 // SetDeadline implements net.Conn.

@@ -25,6 +25,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lazyapi/lazyapi/audit"
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/cache"
@@ -113,6 +114,9 @@ type Config struct {
 	// CacheDecrypted says Cache holds decrypted values
 	// (cache.Config.HoldDecrypted, --watch-cache-decrypted).
 	CacheDecrypted bool
+	// Audit, when set, receives an audit.k8s.io/v1 Event for every request
+	// its policy logs (audit.go, --audit-log-path).
+	Audit *audit.Log
 	// EtcdFailover, when set, says where the etcd client reads
 	// (store.Failover): /readyz?verbose says when etcd members are left
 	// out (etcd-members degraded).
@@ -325,7 +329,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	// here, or Serve would accept forever.
 	stop := context.AfterFunc(s.baseCtx, func() { ln.Close() })
 	defer stop()
-	err := s.srv.Serve(gateListener{Listener: ln, headerTimeout: s.cfg.ReadTimeout})
+	inner, clear := unwrapClearText(ln)
+	err := s.srv.Serve(gateListener{Listener: inner, clear: clear, headerTimeout: s.cfg.ReadTimeout})
 	if s.baseCtx.Err() != nil {
 		return nil
 	}
@@ -455,7 +460,8 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		rc.SetConnectionClose()
 		return
 	}
-	if !publicPath(path) && (!s.authenticate(rc) || !s.authorize(rc, path)) {
+	defer s.auditRequest(rc, path)()
+	if !publicPath(path) && (!s.authenticate(rc) || (!publicInfoPath(path) && !s.authorize(rc, path))) {
 		return
 	}
 	switch {
@@ -468,7 +474,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 	case path == "/metrics":
 		s.serveMetrics(rc)
 		return
-	case s.cfg.Profiling && (path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/")):
+	case s.cfg.Profiling && (path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/")) && connClearMode(rc) == trusted:
 		if path == "/debug/pprof" {
 			rc.Redirect("/debug/pprof/", fasthttp.StatusMovedPermanently)
 			return

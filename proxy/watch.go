@@ -154,6 +154,7 @@ func (s *Server) serveWatch(rc *fasthttp.RequestCtx, st *reqState, accept string
 		s.writeStatus(rc, ef, se)
 		return
 	}
+	w.releases = append(w.releases, s.auditWatchEnd(rc))
 	streaming := false
 	defer func() {
 		if !streaming {

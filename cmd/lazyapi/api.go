@@ -89,6 +89,19 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		return err
 	}
 
+	// 5c. Audit log (closed after the server has drained).
+	al, err := c.audit.open(lg.Named("audit"), pt.metrics)
+	if err != nil {
+		return err
+	}
+	if al != nil {
+		defer func() {
+			if err := al.Close(); err != nil {
+				lg.Warn("cannot close the audit log", zap.Error(err))
+			}
+		}()
+	}
+
 	// 6. HTTP server; certificate files are re-read while it serves.
 	au := authn.New(acfg)
 	c.serving.watchFiles(pt.certs, au)
@@ -115,6 +128,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		Encryption:         enc,
 		CacheDecrypted:     c.encryption.cacheDecrypted,
 		EtcdFailover:       etcdFailoverStatus(pt.failover),
+		Audit:              al,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)
@@ -125,20 +139,43 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		n := srv.PreloadCache(c.preloadFilter())
 		lg.Info("watch cache filling at start", zap.Int("resources", n), zap.Strings("preload", c.cachePreload))
 	}
-	bound := ln.Addr().String()
-	res.SetServerAddress(bound)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
 	secureServed := make(chan error, 1)
-	url := "http://" + clientAddress(ln.Addr().(*net.TCPAddr))
-	secureURL := ""
-	fields := []zap.Field{zap.String("address", bound), zap.String("url", url)}
+	var fields []zap.Field
+	url, secureURL, bound := "", "", ""
+	if ln != nil {
+		bound = ln.Addr().String()
+		go func() { served <- srv.Serve(ln) }()
+		url = "http://" + clientAddress(ln.Addr().(*net.TCPAddr))
+		fields = append(fields, zap.String("address", bound), zap.String("url", url))
+		if c.serving.authenticated() {
+			mode := "refused (--plain-port-tokens=false)"
+			if c.plainTokens {
+				mode = "bearer tokens accepted in clear text (--plain-port-tokens)"
+			}
+			fields = append(fields, zap.String("plainPortCredentials", mode))
+			if !c.bindAddress.IsLoopback() {
+				lg.Warn("--port serves plain HTTP beyond loopback with authentication on: anyone on the path reads what it sends; prefer --port=0 and --secure-port")
+			}
+		}
+	} else {
+		fields = append(fields, zap.String("plainPort", "off (--port=0, the default with an authenticator)"))
+	}
 	if secureLn != nil {
+		if bad := c.serving.insecureSuites(); len(bad) > 0 {
+			lg.Warn("--tls-cipher-suites names cipher suites crypto/tls calls insecure", zap.Strings("suites", bad))
+		}
 		go func() { secureServed <- srv.Serve(secureLn) }()
 		secureURL = "https://" + clientAddress(secureLn.Addr().(*net.TCPAddr))
 		fields = append(fields, zap.String("secureAddress", secureLn.Addr().String()), zap.String("secureURL", secureURL))
 		fmt.Fprintf(stdout, "lazyapi: serving the Kubernetes read API over TLS on %s\n", secureURL)
+		if bound == "" {
+			bound = secureLn.Addr().String()
+		}
+	}
+	res.SetServerAddress(bound)
+	if al != nil {
+		fields = append(fields, zap.String("auditLog", c.audit.path))
 	}
 	if m := c.serving.authMethods(); len(m) > 0 {
 		fields = append(fields, zap.Strings("authentication", m))
@@ -146,7 +183,9 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		lg.Warn("serving without authentication beyond loopback: anyone who reaches --bind-address can read everything, Secrets included (see --client-ca-file, --token-auth-file)")
 	}
 	lg.Info("serving", fields...)
-	fmt.Fprintf(stdout, "lazyapi: serving the Kubernetes read API on %s\n", url)
+	if url != "" {
+		fmt.Fprintf(stdout, "lazyapi: serving the Kubernetes read API on %s\n", url)
+	}
 	fmt.Fprint(stdout, startHint(url, secureURL, c.serving.authMethods()))
 
 	select {
@@ -167,8 +206,10 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	if err := srv.Shutdown(dctx); err != nil {
 		lg.Warn("drain incomplete: cut the requests still running", zap.Error(err))
 	}
-	if err := <-served; err != nil {
-		lg.Warn("server stopped with an error", zap.Error(err))
+	if ln != nil {
+		if err := <-served; err != nil {
+			lg.Warn("server stopped with an error", zap.Error(err))
+		}
 	}
 	if secureLn != nil {
 		if err := <-secureServed; err != nil {

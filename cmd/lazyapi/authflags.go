@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/util/keyutil"
+	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authn/tokenreview"
@@ -34,6 +35,13 @@ type servingFlags struct {
 	apiAudiences  []string
 	saLookup      bool
 	saKeys        []any // public keys loaded from saKeyFiles
+
+	// kube-apiserver's --tls-min-version and --tls-cipher-suites, as given
+	// and parsed (tlsMin 0 and tlsSuites nil: Go's defaults, TLS 1.2).
+	tlsMinVersionName string
+	tlsSuiteNames     []string
+	tlsMin            uint16
+	tlsSuites         []uint16
 
 	// Delegated authentication (TokenReview) and the Webhook mode
 	// (SubjectAccessReview): k8s.io/apiserver's flags.
@@ -61,6 +69,11 @@ func (s *servingFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.tlsCertFile, "tls-cert-file", "",
 		"File containing the x509 certificate for HTTPS (CA certificates, if any, concatenated after the server certificate).")
 	fs.StringVar(&s.tlsKeyFile, "tls-private-key-file", "", "File containing the x509 private key matching --tls-cert-file.")
+	fs.StringSliceVar(&s.tlsSuiteNames, "tls-cipher-suites", nil,
+		"Comma-separated list of cipher suites for --secure-port (TLS 1.2; TLS 1.3's are not configurable). If omitted, the default Go cipher suites will be used. Preferred values: "+
+			strings.Join(cliflag.PreferredTLSCipherNames(), ", ")+". Insecure values: "+strings.Join(cliflag.InsecureTLSCipherNames(), ", ")+".")
+	fs.StringVar(&s.tlsMinVersionName, "tls-min-version", "",
+		"Minimum TLS version supported by --secure-port. Possible values: "+strings.Join(cliflag.TLSPossibleVersions(), ", ")+". Default VersionTLS12.")
 	fs.StringVar(&s.clientCAFile, "client-ca-file", "",
 		"If set, any request presenting a client certificate signed by one of the authorities in the client-ca-file is authenticated with an identity corresponding to the CommonName of the client certificate (groups: its Organizations). Needs --secure-port.")
 	fs.StringVar(&s.tokenAuthFile, "token-auth-file", "",
@@ -98,16 +111,16 @@ func (s *servingFlags) addFlags(fs *pflag.FlagSet) {
 }
 
 // validate checks the flags against each other and loads the files; every
-// error names its flag. port is --port.
-func (s *servingFlags) validate(port int) error {
+// error names its flag.
+func (s *servingFlags) validate() error {
 	if s.securePort < 0 || s.securePort > 65535 {
 		return usageErrorf("invalid --secure-port %d: must be between 0 and 65535", s.securePort)
 	}
-	if s.securePort != 0 && s.securePort == port {
-		return usageErrorf("invalid --secure-port %d: --port is the same port", s.securePort)
-	}
 	if (s.tlsCertFile == "") != (s.tlsKeyFile == "") {
 		return usageErrorf("--tls-cert-file and --tls-private-key-file must be given together")
+	}
+	if err := s.validateTLSFlags(); err != nil {
+		return err
 	}
 	if s.securePort == 0 {
 		if s.tlsCertFile != "" {
@@ -150,7 +163,7 @@ func (s *servingFlags) validate(port int) error {
 		s.tlsCur = cur
 		cur.Store(s.currentTLS())
 		s.servingTLS = &tls.Config{
-			MinVersion: tls.VersionTLS12,
+			MinVersion: s.tlsMin,
 			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 				return cur.Load(), nil
 			},
@@ -181,6 +194,45 @@ func (s *servingFlags) validate(port int) error {
 		return err
 	}
 	return s.validateAuthz()
+}
+
+// validateTLSFlags parses --tls-min-version and --tls-cipher-suites with
+// kube-apiserver's parsers (names of crypto/tls, legacy names included).
+func (s *servingFlags) validateTLSFlags() error {
+	v, err := cliflag.TLSVersion(s.tlsMinVersionName)
+	if err != nil {
+		return usageErrorf("invalid --tls-min-version %q: want one of %s", s.tlsMinVersionName, strings.Join(cliflag.TLSPossibleVersions(), ", "))
+	}
+	s.tlsMin = v
+	names := trimEmpty(s.tlsSuiteNames)
+	suites, err := cliflag.TLSCipherSuites(names)
+	if err != nil {
+		return usageErrorf("invalid --tls-cipher-suites: %v", err)
+	}
+	s.tlsSuites = suites
+	if s.securePort == 0 {
+		switch {
+		case s.tlsMinVersionName != "":
+			return usageErrorf("--tls-min-version needs --secure-port")
+		case len(names) > 0:
+			return usageErrorf("--tls-cipher-suites needs --secure-port")
+		}
+	}
+	return nil
+}
+
+// insecureSuites returns the --tls-cipher-suites crypto/tls calls insecure,
+// for a warning at start (kube-apiserver warns too).
+func (s *servingFlags) insecureSuites() []string {
+	var out []string
+	for _, id := range s.tlsSuites {
+		for _, cs := range tls.InsecureCipherSuites() {
+			if cs.ID == id {
+				out = append(out, cs.Name)
+			}
+		}
+	}
+	return out
 }
 
 // validateWebhookFlags checks the TokenReview and SubjectAccessReview
@@ -226,6 +278,12 @@ func (s *servingFlags) validateWebhookFlags() error {
 	return nil
 }
 
+// authenticated reports whether an authenticator is configured (after
+// validate loaded the files).
+func (s *servingFlags) authenticated() bool {
+	return s.authn.ClientCAs != nil || s.authn.Tokens != nil || len(s.saKeys) > 0 || s.tokenReview()
+}
+
 // tokenReview reports whether bearer tokens are delegated (TokenReview).
 func (s *servingFlags) tokenReview() bool {
 	return s.authnKubeconfig != "" || s.authnWebhookConfig != ""
@@ -235,7 +293,7 @@ func (s *servingFlags) tokenReview() bool {
 // authenticator is configured; a mode without an authenticator is an
 // error (every request would be system:anonymous), except AlwaysAllow.
 func (s *servingFlags) validateAuthz() error {
-	authenticated := s.authn.ClientCAs != nil || s.authn.Tokens != nil || len(s.saKeys) > 0 || s.tokenReview()
+	authenticated := s.authenticated()
 	webhookFlag := "--authorization-kubeconfig"
 	if s.authzWebhookConfig != "" {
 		webhookFlag = "--authorization-webhook-config-file"
@@ -275,7 +333,8 @@ func (s *servingFlags) validateAuthz() error {
 func (s *servingFlags) currentTLS() *tls.Config {
 	cfg := &tls.Config{
 		GetCertificate: s.keyPair.GetCertificate,
-		MinVersion:     tls.VersionTLS12,
+		MinVersion:     s.tlsMin,
+		CipherSuites:   s.tlsSuites,
 		NextProtos:     []string{"http/1.1"}, // fasthttp serves HTTP/1.1 only
 	}
 	if s.clientCAs != nil {

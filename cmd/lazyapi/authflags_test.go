@@ -42,7 +42,7 @@ func TestParseFlagsServing(t *testing.T) {
 		t.Errorf("authMethods = %q", got)
 	}
 
-	c, err = parseFlags([]string{"--token-auth-file=" + tokens, "--anonymous-auth=true"})
+	c, err = parseFlags([]string{"--token-auth-file=" + tokens, "--anonymous-auth=true", "--port=8080"})
 	if err != nil || c.serving.servingTLS != nil || !c.serving.authn.Anonymous || c.serving.authn.ClientCAs != nil {
 		t.Errorf("tokens without TLS, anonymous: %+v, %v", c.serving, err)
 	}
@@ -71,7 +71,7 @@ func TestParseFlagsServingErrors(t *testing.T) {
 	with := func(extra ...string) []string { return append(append([]string{}, tlsArgs...), extra...) }
 	checkFlagErrors(t, []flagErrorCase{
 		{[]string{"--secure-port=70000"}, "--secure-port 70000"},
-		{[]string{"--secure-port=8080"}, "--secure-port 8080: --port"},
+		{append(tlsArgs[1:3:3], "--secure-port=8080"), "--secure-port 8080: --port"},
 		{[]string{"--secure-port=6443"}, "--secure-port needs --tls-cert-file"},
 		{[]string{"--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile}, "need --secure-port"},
 		{[]string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile}, "--tls-private-key-file must be given together"},
@@ -128,7 +128,7 @@ func TestParseFlagsAuthorizationMode(t *testing.T) {
 		{[]string{"--authentication-kubeconfig=" + tokens, "--authorization-mode=RBAC,Webhook", "--authorization-kubeconfig=" + tokens}, "RBAC,Webhook"},
 		{[]string{"--token-auth-file=" + tokens, "--authorization-mode=Webhook", "--authorization-webhook-config-file=" + tokens}, "Webhook"},
 	} {
-		c, err := parseFlags(tt.args)
+		c, err := parseFlags(append(tt.args, "--port=8080"))
 		if err != nil {
 			t.Fatalf("parseFlags(%q) = %v", tt.args, err)
 		}
@@ -151,5 +151,9 @@ func TestStartHint(t *testing.T) {
 		if got := startHint("http://127.0.0.1:8080", tt.secure, tt.methods); got != tt.want {
 			t.Errorf("startHint(%q, %q) = %q, want %q", tt.secure, tt.methods, got, tt.want)
 		}
+	}
+	// --port=0 without an authenticator: the TLS URL.
+	if got, want := startHint("", "https://127.0.0.1:6443", nil), "try: kubectl --server https://127.0.0.1:6443 --certificate-authority=<CA of --tls-cert-file> get configmaps -A\n"; got != want {
+		t.Errorf("startHint with the plain port off = %q, want %q", got, want)
 	}
 }

@@ -167,6 +167,8 @@ func useKlog(lg *zap.Logger) {
 // the HTTPS URL, or says that --secure-port is needed.
 func startHint(url, secureURL string, authMethods []string) string {
 	switch {
+	case len(authMethods) == 0 && url == "":
+		return fmt.Sprintf("try: kubectl --server %s --certificate-authority=<CA of --tls-cert-file> get configmaps -A\n", secureURL)
 	case len(authMethods) == 0:
 		return fmt.Sprintf("try: kubectl --server %s get configmaps -A\n", url)
 	case secureURL != "":

@@ -241,8 +241,17 @@ func checkFlagsAccepted(t *testing.T, what string, args []string) {
 		}
 		local[i] = a
 	}
-	if _, err := parseFlags(local); err != nil {
+	c, err := parseFlags(local)
+	if err != nil {
 		t.Errorf("%s: lazyapi refuses its flags: %v\nflags: %s", what, err, strings.Join(args, " "))
+		return
+	}
+	// Credentials sent to a plain port travel in clear text (issue 23).
+	if c.port != 0 {
+		t.Errorf("%s: serves plain HTTP on --port %d (bound to --bind-address %s): want --port=0", what, c.port, c.bindAddress)
+	}
+	if c.serving.securePort == 0 {
+		t.Errorf("%s: no --secure-port", what)
 	}
 }
 

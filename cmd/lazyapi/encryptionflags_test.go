@@ -102,7 +102,7 @@ func TestRunEncryption(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		err := run(context.Background(), []string{"--etcd-servers=" + etcd.Endpoint, "--port=0", "--encryption-provider-config=" + file}, io.Discard, io.Discard)
+		err := run(context.Background(), []string{"--etcd-servers=" + etcd.Endpoint, freePortFlag(t), "--encryption-provider-config=" + file}, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "--encryption-provider-config") || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("run with %s = %v, want a start-up error naming the flag and %q", file, err, bad.want)
 		}
@@ -113,7 +113,7 @@ func TestRunEncryption(t *testing.T) {
 		sink := &logSink{serving: make(chan string, 1)}
 		done := make(chan error, 1)
 		go func() {
-			done <- run(ctx, append([]string{"--etcd-servers=" + etcd.Endpoint, "--port=0", "--encryption-provider-config=" + cfg}, extra...), io.Discard, sink)
+			done <- run(ctx, append([]string{"--etcd-servers=" + etcd.Endpoint, freePortFlag(t), "--encryption-provider-config=" + cfg}, extra...), io.Discard, sink)
 		}()
 		var url string
 		select {

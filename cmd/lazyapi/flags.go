@@ -35,7 +35,8 @@ type config struct {
 	etcdCAs       *certfile.CAs     // --etcd-cafile, reloaded on change
 
 	bindAddress    net.IP
-	port           int // 0 picks a free port
+	port           int  // --port: plain HTTP; 0: off (the default with an authenticator)
+	plainTokens    bool // --plain-port-tokens: accept bearer tokens on --port
 	listPageSize   int
 	listPageBytes  int
 	requestTimeout time.Duration
@@ -53,6 +54,7 @@ type config struct {
 	dataDir        string
 	demo           bool
 	serving        servingFlags // --secure-port, --tls-*, --client-ca-file, --token-auth-file, --anonymous-auth
+	audit          auditFlags   // --audit-log-path, --audit-policy-file, --audit-log-max*
 	version        bool
 	help           bool
 	usage          string // flag usage text, printed for --help
@@ -116,8 +118,12 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.etcdKeyFile, "etcd-keyfile", "", "SSL key file used to secure etcd communication.")
 	fs.IPVar(&c.bindAddress, "bind-address", net.ParseIP(defaultBindAddress),
 		"The IP address on which to listen for --port and --secure-port. Use 0.0.0.0 or :: for all interfaces.")
-	fs.IntVar(&c.port, "port", defaultPort, "The port on which to serve plain HTTP. 0 picks a free port (logged at start).")
+	fs.IntVar(&c.port, "port", defaultPort,
+		"The port on which to serve plain HTTP (no TLS), bound to --bind-address. 0 turns it off. Default 8080 without authentication; off when an authenticator is configured (--client-ca-file, --token-auth-file, --service-account-key-file, --authentication-kubeconfig, --authentication-token-webhook-config-file) unless --port is given.")
+	fs.BoolVar(&c.plainTokens, "plain-port-tokens", false,
+		"With an authenticator: accept bearer tokens on --port, where they travel in clear text. Default false: a request with an Authorization header on --port is answered 401, and /debug/pprof/ is served on --secure-port only.")
 	c.serving.addFlags(fs)
+	c.audit.addFlags(fs)
 	fs.IntVar(&c.listPageSize, "list-page-size", defaultListPageSize,
 		"Maximum number of items read from etcd in one range request of a LIST.")
 	fs.Var(&listPageBytes, "list-page-bytes",
@@ -241,7 +247,13 @@ func parseFlags(args []string) (*config, error) {
 	if err := c.encryption.validate(); err != nil {
 		return nil, err
 	}
-	if err := c.serving.validate(c.port); err != nil {
+	if err := c.serving.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.validatePlainPort(fs.Changed("port")); err != nil {
+		return nil, err
+	}
+	if err := c.audit.validate(); err != nil {
 		return nil, err
 	}
 	tlsCfg, err := etcdTLS(c)
@@ -250,6 +262,31 @@ func parseFlags(args []string) (*config, error) {
 	}
 	c.etcdTLS = tlsCfg
 	return c, nil
+}
+
+// validatePlainPort applies the plain port's rule: with an authenticator
+// configured, --port is off unless given (credentials sent to it travel in
+// clear text; kube-apiserver has no insecure port), and takes no bearer
+// tokens unless --plain-port-tokens. portGiven says --port was on the
+// command line.
+func (c *config) validatePlainPort(portGiven bool) error {
+	authenticated := c.serving.authenticated()
+	if authenticated && !portGiven {
+		c.port = 0
+	}
+	if c.port == 0 && c.serving.securePort == 0 {
+		if authenticated && !portGiven {
+			return usageErrorf("nothing to serve on: with an authenticator --port is off unless given; add --secure-port with --tls-cert-file and --tls-private-key-file (or give --port, plain HTTP)")
+		}
+		return usageErrorf("nothing to serve on: --port and --secure-port are both 0 (off)")
+	}
+	if c.port != 0 && c.serving.securePort == c.port {
+		return usageErrorf("invalid --secure-port %d: --port is the same port", c.port)
+	}
+	if c.plainTokens && c.port == 0 {
+		return usageErrorf("--plain-port-tokens needs --port")
+	}
+	return nil
 }
 
 // etcdTLS loads the --etcd-* TLS files. It returns nil when none is given.

@@ -59,7 +59,7 @@ func TestQueueWaitFromRequestTimeout(t *testing.T) {
 func TestParseFlagsValues(t *testing.T) {
 	c, err := parseFlags([]string{
 		"--etcd-servers=http://a:2379, http://b:2379", "--etcd-prefix=kube/registry/",
-		"--bind-address=0.0.0.0", "--port=0", "--list-page-size=7", "--list-page-bytes=512Ki",
+		"--bind-address=0.0.0.0", "--port=8081", "--list-page-size=7", "--list-page-bytes=512Ki",
 		"--request-timeout=5s", "--log-level=debug", "--memory-limit=1.5Gi",
 		"--watch-cache-sizes=configmaps#100,deployments.apps#0", "--watch-cache-preload=ConfigMaps,deployments.apps",
 		"--write-timeout=3s", "--etcd-preferred-server=http://b:2379", "--etcd-slow-member-margin=250ms",
@@ -80,7 +80,7 @@ func TestParseFlagsValues(t *testing.T) {
 	if c.etcdPrefix != "/kube/registry" {
 		t.Errorf("etcdPrefix = %q, want /kube/registry", c.etcdPrefix)
 	}
-	if c.bindAddress.String() != "0.0.0.0" || c.port != 0 || c.listPageSize != 7 || c.listPageBytes != 512<<10 ||
+	if c.bindAddress.String() != "0.0.0.0" || c.port != 8081 || c.listPageSize != 7 || c.listPageBytes != 512<<10 ||
 		c.requestTimeout != 5*time.Second || c.logLevel != zapcore.DebugLevel || c.memoryLimit != 3<<29 {
 		t.Errorf("parseFlags = %+v", c)
 	}

@@ -69,7 +69,7 @@ func TestRunServesAndStops(t *testing.T) {
 	var stdout bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--etcd-servers=" + etcd.Endpoint, "--port=0"}, &stdout, sink)
+		done <- run(ctx, []string{"--etcd-servers=" + etcd.Endpoint, freePortFlag(t)}, &stdout, sink)
 	}()
 	var url string
 	select {
@@ -120,7 +120,7 @@ func TestDataDirInUse(t *testing.T) {
 	defer cancel()
 	sink := &logSink{serving: make(chan string, 1)}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"--data-dir=" + dir, "--port=0"}, io.Discard, sink) }()
+	go func() { done <- run(ctx, []string{"--data-dir=" + dir, freePortFlag(t)}, io.Discard, sink) }()
 	var url string
 	select {
 	case url = <-sink.serving:
@@ -132,7 +132,7 @@ func TestDataDirInUse(t *testing.T) {
 
 	second := make(chan error, 1)
 	start := time.Now()
-	go func() { second <- run(ctx, []string{"--data-dir=" + dir, "--port=0"}, io.Discard, io.Discard) }()
+	go func() { second <- run(ctx, []string{"--data-dir=" + dir, freePortFlag(t)}, io.Discard, io.Discard) }()
 	select {
 	case err := <-second:
 		if err == nil || !strings.Contains(err.Error(), "--data-dir") || !strings.Contains(err.Error(), "in use by another lazyapi") ||
@@ -162,7 +162,7 @@ func TestDataDirInUse(t *testing.T) {
 	defer cancel2()
 	sink2 := &logSink{serving: make(chan string, 1)}
 	third := make(chan error, 1)
-	go func() { third <- run(ctx2, []string{"--data-dir=" + dir, "--port=0"}, io.Discard, sink2) }()
+	go func() { third <- run(ctx2, []string{"--data-dir=" + dir, freePortFlag(t)}, io.Discard, sink2) }()
 	select {
 	case url = <-sink2.serving:
 	case err := <-third:

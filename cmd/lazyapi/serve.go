@@ -58,12 +58,21 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 
 	// 0. The listener, first: a port in use fails before etcd starts.
 	// Connections made before the server serves wait in the backlog.
-	addr := net.JoinHostPort(c.bindAddress.String(), strconv.Itoa(c.port))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s (--bind-address, --port): %w", addr, err)
+	var ln net.Listener // --port; nil when 0
+	if c.port != 0 {
+		addr := net.JoinHostPort(c.bindAddress.String(), strconv.Itoa(c.port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("cannot listen on %s (--bind-address, --port): %w", addr, err)
+		}
+		defer l.Close() // no-op after the server closed it
+		ln = l
+		if c.serving.authenticated() {
+			// Credentials over clear text: refused unless
+			// --plain-port-tokens; no profiles (proxy.ClearText).
+			ln = proxy.ClearText(l, c.plainTokens)
+		}
 	}
-	defer ln.Close() // no-op after the server closed it
 
 	var secureLn net.Listener // --secure-port; nil when 0
 	if c.serving.securePort != 0 {
