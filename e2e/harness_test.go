@@ -151,7 +151,7 @@ func parseLog(line string) (logEntry, bool) {
 }
 
 // start runs the lazyapi binary with args (plus --port=0 unless a --port is
-// given) and returns once it logs "serving". The process gets SIGTERM at the
+// given, and --logging-format=json unless a format is) and returns once it logs "serving". The process gets SIGTERM at the
 // end of the test if it is still running.
 func start(t *testing.T, args ...string) *process {
 	t.Helper()
@@ -175,12 +175,16 @@ func start(t *testing.T, args ...string) *process {
 // run starts the binary without waiting for it to serve.
 func run(t *testing.T, args ...string) *process {
 	t.Helper()
-	hasPort := false
+	hasPort, hasFormat := false, false
 	for _, a := range args {
 		hasPort = hasPort || strings.HasPrefix(a, "--port")
+		hasFormat = hasFormat || strings.HasPrefix(a, "--logging-format")
 	}
 	if !hasPort {
 		args = append([]string{"--port=0"}, args...)
+	}
+	if !hasFormat { // the tests read the JSON log entries
+		args = append([]string{"--logging-format=json"}, args...)
 	}
 	cmd := exec.Command(lazyapiBin, args...)
 	dieWithParent(cmd)

@@ -44,7 +44,7 @@ func main() {
 
 // run is the whole command: it parses args, starts every component, serves
 // until ctx ends, then stops the components in reverse order. Human-readable
-// hints go to stdout, JSON logs to stderr. It returns nil after a clean
+// hints go to stdout, logs (text or JSON, --logging-format) to stderr. It returns nil after a clean
 // shutdown.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := parseFlags(args)
@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, err := fmt.Fprintf(stdout, "lazyapi %s\n", versionString())
 		return err
 	}
-	lg := newLogger(stderr, c.logLevel)
+	lg := newLogger(stderr, c.logLevel, c.logFormat)
 	defer lg.Sync() //nolint:errcheck // stderr sync errors are not actionable
 	// Components with no I/O are built now, so that their configuration
 	// errors are command-line errors.
@@ -129,12 +129,23 @@ func versionString() string {
 	return v
 }
 
-// newLogger returns a JSON logger writing to w at level.
-func newLogger(w io.Writer, level zapcore.Level) *zap.Logger {
+// newLogger returns a logger writing to w at level, in format: "json" (one
+// object per line, as before) or "text" (time, level, logger, message,
+// then the fields as JSON, tab separated: readable on a terminal).
+func newLogger(w io.Writer, level zapcore.Level, format string) *zap.Logger {
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
 	enc.EncodeDuration = zapcore.StringDurationEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), level)
+	var e zapcore.Encoder
+	if format == "json" {
+		e = zapcore.NewJSONEncoder(enc)
+	} else {
+		enc.EncodeTime = zapcore.TimeEncoderOfLayout("2006-01-02T15:04:05.000Z07:00")
+		enc.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc.ConsoleSeparator = " "
+		e = zapcore.NewConsoleEncoder(enc)
+	}
+	core := zapcore.NewCore(e, zapcore.Lock(zapcore.AddSync(w)), level)
 	return zap.New(core)
 }
 
