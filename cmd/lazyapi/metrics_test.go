@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/storagefmt"
+)
+
+// startRun runs the command in-process with args and returns its URL once
+// it serves; it is stopped at the end of the test.
+func startRun(t *testing.T, args ...string) (url string, sink *logSink) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sink = &logSink{serving: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, append([]string{"--port=0"}, args...), io.Discard, sink) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("run did not return within 30s of cancel")
+		}
+	})
+	select {
+	case url = <-sink.serving:
+	case err := <-done:
+		done <- err // for the cleanup
+		t.Fatalf("run returned before serving: %v\n%s", err, sink)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run did not serve within 60s\n%s", sink)
+	}
+	return url, sink
+}
+
+// TestMetricsMetadata scrapes a running lazyapi's /metrics after a GET, a
+// LIST, a watch and a 404, parses it with Prometheus' own text parser, and
+// checks that every family has a help text and a type (issue 28: there
+// were no # HELP / # TYPE lines at all).
+func TestMetricsMetadata(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-1", Namespace: "ns", UID: "uid-1", CreationTimestamp: metav1.Now()}}
+	val, err := storagefmt.Protobuf(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.Client.Put(context.Background(), storagefmt.Key("/registry", "configmaps", "ns", "cm-1"), string(val)); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := startRun(t, "--etcd-servers="+etcd.Endpoint, "--logging-format=json")
+	for _, p := range []string{"/api/v1/namespaces/ns/configmaps/cm-1", "/api/v1/configmaps", "/api/v1/namespaces/ns/configmaps/nope",
+		"/api/v1/configmaps?watch=1&timeoutSeconds=1"} {
+		resp, err := http.Get(url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("cannot parse /metrics: %v\n%s", err, body)
+	}
+	var bad []string
+	for name, f := range families {
+		if strings.TrimSpace(f.GetHelp()) == "" {
+			bad = append(bad, name+": no help")
+		}
+		if f.Type == nil || !strings.Contains(string(body), "# TYPE "+name+" ") {
+			bad = append(bad, name+": no type")
+		}
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		t.Errorf("%d of %d families lack metadata (add them to proxy/metricshelp.go):\n%s", len(bad), len(families), strings.Join(bad, "\n"))
+	}
+	for _, want := range []string{"lazyapi_apiserver_request_total", "lazyapi_apiserver_request_duration_seconds", "process_resident_memory_bytes", "lazyapi_cache_state"} {
+		if families[want] == nil {
+			t.Errorf("family %s not served", want)
+		}
+	}
+}
