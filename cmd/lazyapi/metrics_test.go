@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,4 +100,92 @@ func TestMetricsMetadata(t *testing.T) {
 			t.Errorf("family %s not served", want)
 		}
 	}
+}
+
+// TestStartupLogQuiet: the demo's start-up at the default level and format
+// writes a few text lines (issue 28: ~115 JSON lines, ~50 of them one line
+// per empty resource about the replay's byte bound) and stdout carries the
+// banner (where it serves, etcd, auth, memory bounds).
+func TestStartupLogQuiet(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sink := &logSink{serving: make(chan string, 1)}
+	var stdout lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--demo", "--port=0", "--data-dir=" + t.TempDir()}, &stdout, sink)
+	}()
+	var url string
+	select {
+	case url = <-sink.serving:
+	case err := <-done:
+		t.Fatalf("run returned before serving: %v\n%s", err, sink)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run did not serve within 60s\n%s", sink)
+	}
+	// Every preloaded resource filled (state 2) or kept out (4): the
+	// per-resource lines, if any, are written by then.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		states, filling := 0, 0
+		for l := range strings.Lines(string(body)) {
+			if strings.HasPrefix(l, "lazyapi_cache_state{") {
+				states++
+				if !strings.HasSuffix(l, "} 2\n") && !strings.HasSuffix(l, "} 4\n") {
+					filling++
+				}
+			}
+		}
+		if states > 0 && filling == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watch cache still filling after 60s (%d resources)", filling)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	logs := strings.TrimSpace(sink.String())
+	lines := strings.Split(logs, "\n")
+	if strings.Contains(logs, "history before the fill") || strings.Contains(logs, "resource cached") || len(lines) > 12 {
+		t.Errorf("start-up wrote %d log lines, want at most 12 and none per resource:\n%s", len(lines), logs)
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "{") || !strings.Contains(l, " INFO ") && !strings.Contains(l, " WARN ") {
+			t.Errorf("log line %q is not text (time LEVEL message)", l)
+		}
+	}
+	out := stdout.String()
+	for _, want := range []string{"serving   " + url, "etcd      http://", "(embedded, --data-dir", "auth      authentication: none", "memory    limit none"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
