@@ -42,7 +42,7 @@ type config struct {
 	compression    bool  // --enable-response-compression
 	memoryLimit    int64 // bytes; 0: no limit set (a GOMEMLIMIT env var stays in force)
 	logLevel       zapcore.Level
-	logFormat      string // --logging-format: "text" or "json"
+	logFormat      string           // --logging-format: "text" or "json"
 	profiling      bool             // --profiling: serve /debug/pprof/
 	limits         ratelimit.Config // --max-requests-inflight, --max-inflight-bytes, ...; MaxInflightBytes derived when 0
 	watchCache     bool             // --watch-cache
