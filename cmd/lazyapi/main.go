@@ -20,6 +20,7 @@ import (
 	"github.com/lazyapi/lazyapi/encryption"
 	"github.com/lazyapi/lazyapi/internal/certfile"
 	"github.com/lazyapi/lazyapi/ratelimit"
+	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -56,7 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if c.version {
-		_, err := fmt.Fprintf(stdout, "lazyapi %s\n", versionString())
+		bi, _ := debug.ReadBuildInfo()
+		_, err := io.WriteString(stdout, versionOf(bi).long())
 		return err
 	}
 	lg := newLogger(stderr, c.logLevel, c.logFormat)
@@ -112,21 +114,78 @@ type parts struct {
 // version is set at build time: -ldflags "-X main.version=v0.1.0".
 var version string
 
+// versionString is the module version: main.version when set, else the
+// build information's (a pseudo-version with go build in a git checkout,
+// "(devel)" with go run), with the first 12 digits of the VCS revision.
 func versionString() string {
-	if version != "" {
-		return version
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(bi).short()
+}
+
+// buildVersion is what --version prints.
+type buildVersion struct {
+	module   string // module version, or main.version
+	revision string // VCS revision ("" when not stamped)
+	time     string // VCS commit time
+	modified bool   // the tree had uncommitted changes
+	goVer    string
+}
+
+func versionOf(bi *debug.BuildInfo) buildVersion {
+	v := buildVersion{module: version}
+	if bi == nil {
+		if v.module == "" {
+			v.module = "(unknown)"
+		}
+		return v
 	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
+	if v.module == "" {
+		v.module = bi.Main.Version
 	}
-	v := bi.Main.Version
+	v.goVer = bi.GoVersion
 	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
+		switch s.Key {
+		case "vcs.revision":
+			v.revision = s.Value
+		case "vcs.time":
+			v.time = s.Value
+		case "vcs.modified":
+			v.modified = s.Value == "true"
 		}
 	}
 	return v
+}
+
+func (v buildVersion) short() string {
+	if len(v.revision) >= 12 && !strings.Contains(v.module, v.revision[:12]) {
+		return v.module + " " + v.revision[:12]
+	}
+	return v.module
+}
+
+// long is --version's text: module version, VCS revision, the Kubernetes
+// release whose read API lazyapi serves, the Go version.
+func (v buildVersion) long() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lazyapi %s\n", v.module)
+	switch {
+	case v.revision == "":
+		b.WriteString("  revision:   unknown (no VCS stamp: built by go run, go test or outside a git checkout; go build in the checkout stamps it)\n")
+	default:
+		rev := v.revision
+		if v.time != "" {
+			rev += " (" + v.time + ")"
+		}
+		if v.modified {
+			rev += ", with uncommitted changes"
+		}
+		fmt.Fprintf(&b, "  revision:   %s\n", rev)
+	}
+	fmt.Fprintf(&b, "  kubernetes: %s (the read API served; /version reports %s)\n", strings.TrimSuffix(resource.GitVersion, "-lazyapi"), resource.GitVersion)
+	if v.goVer != "" {
+		fmt.Fprintf(&b, "  go:         %s\n", v.goVer)
+	}
+	return b.String()
 }
 
 // newLogger returns a logger writing to w at level, in format: "json" (one
