@@ -53,6 +53,7 @@ type config struct {
 	writeTimeout   time.Duration    // --write-timeout
 	dataDir        string
 	demo           bool
+	demoChurn      bool         // --demo-churn: keep changing a few demo objects
 	serving        servingFlags // --secure-port, --tls-*, --client-ca-file, --token-auth-file, --anonymous-auth
 	version        bool
 	help           bool
@@ -151,6 +152,8 @@ func parseFlags(args []string) (*config, error) {
 		"Data directory of the embedded etcd (used only without --etcd-servers).")
 	fs.BoolVar(&c.demo, "demo", false,
 		"Seed an empty embedded etcd with demo objects (namespaces, ~1,000 ConfigMaps, a Deployment, a CRD, ...).")
+	fs.BoolVar(&c.demoChurn, "demo-churn", true,
+		"With --demo: keep the demo cluster alive: every 2s a ConfigMap in demo-app changes; Events, the Deployment's status and the node Lease follow (kubectl get -w shows them). false: static data.")
 	fs.BoolVar(&c.version, "version", false, "Print the version and exit.")
 	fs.BoolVarP(&c.help, "help", "h", false, "Print this help and exit.")
 	c.usage = "Usage: lazyapi [flags]\n\nlazyapi serves the Kubernetes read API (GET, LIST, WATCH) from the bytes kube-apiserver stored in etcd.\n\nFlags:\n" + fs.FlagUsages()

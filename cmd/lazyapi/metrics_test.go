@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"sort"
@@ -188,4 +189,55 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestDemoChurn: with --demo a watch of the demo-app ConfigMaps sees a
+// MODIFIED within seconds, Events appear, and the node has its Lease
+// (issue 28: the demo was static and describe node said "Failed to get
+// lease").
+func TestDemoChurn(t *testing.T) {
+	url, _ := startRun(t, "--demo", "--data-dir="+t.TempDir())
+	client := &http.Client{Timeout: 30 * time.Second}
+	get := func(path string) (int, string) {
+		resp, err := client.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/demo-node-1"); code != 200 || !strings.Contains(body, `"holderIdentity":"demo-node-1"`) {
+		t.Errorf("node Lease: %d %s", code, body)
+	}
+	start := time.Now()
+	resp, err := client.Get(url + "/api/v1/namespaces/demo-app/configmaps?watch=1&timeoutSeconds=20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev struct{ Type string }
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("watch ended after %v without a MODIFIED: %v", time.Since(start), err)
+		}
+		if ev.Type == "MODIFIED" {
+			break
+		}
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("first MODIFIED after %v, want within seconds", d)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, body := get("/api/v1/namespaces/demo-app/events")
+		if strings.Contains(body, `"reason":"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Event within 15s: %s", body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -155,6 +155,21 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 		if err := seedDemo(ctx, cli, c.etcdPrefix, lg, stdout); err != nil {
 			return err
 		}
+		if c.demoChurn {
+			// Stopped before the etcd client closes (defers run in
+			// reverse).
+			cctx, stopChurn := context.WithCancel(ctx)
+			churned := make(chan struct{})
+			go func() {
+				defer close(churned)
+				if err := demo.Churn(cctx, cli, c.etcdPrefix, demo.DefaultChurnInterval); err != nil && cctx.Err() == nil {
+					lg.Warn("demo: churn stopped", zap.Error(err))
+				}
+			}()
+			defer func() { stopChurn(); <-churned }()
+			fmt.Fprintf(stdout, "demo: a ConfigMap in %s changes every %s, with Events, the Deployment's status and the node Lease (--demo-churn=false: static)\n",
+				demo.AppNamespace, demo.DefaultChurnInterval)
+		}
 	}
 
 	// 4-6. Resource table, watch cache and HTTP server.
