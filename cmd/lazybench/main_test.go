@@ -83,7 +83,9 @@ func TestEtcdNewDataDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "new", "etcd")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"etcd", "--data-dir", dir, "--listen", "127.0.0.1:0"}, io.Discard, io.Discard) }()
+	go func() {
+		done <- run(ctx, []string{"etcd", "--data-dir", dir, "--listen", "127.0.0.1:0"}, io.Discard, io.Discard)
+	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "member")); err == nil {
