@@ -28,6 +28,23 @@ func refusedEndpoint(t *testing.T) string {
 func TestEtcdUnreachableNamesCause(t *testing.T) {
 	refused := refusedEndpoint(t)
 	const noDNS = "http://nonexistent.invalid:2379"
+	// A listener that answers in plain text: a TLS client's handshake fails.
+	plain, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	go func() {
+		for {
+			c, err := plain.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	notTLS := "https://" + plain.Addr().String()
 	for _, tc := range []struct {
 		name      string
 		endpoints string
@@ -36,6 +53,7 @@ func TestEtcdUnreachableNamesCause(t *testing.T) {
 		{"refused", refused, []string{refused + ": connection refused"}},
 		{"dns", noDNS, []string{noDNS + `: DNS: no such host "nonexistent.invalid"`}},
 		{"both", refused + "," + noDNS, []string{refused + ": connection refused", noDNS + ": DNS: no such host"}},
+		{"tls", notTLS, []string{notTLS + ": TLS handshake: "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := &logSink{serving: make(chan string, 1)}
