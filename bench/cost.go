@@ -58,15 +58,14 @@ type CostConfig struct {
 // 1 Gbit/s link for the gzip phases.
 func DefaultCostConfig() CostConfig {
 	return CostConfig{
-		Repo:          ".",
-		Out:           filepath.Join(os.TempDir(), "lazybench-cost"),
-		Prefix:        "/registry",
-		Objects:       200,
-		Size:          SizeDist{Kind: "fixed", Size: 4 << 10},
-		Clients:       2,
-		Duration:      8 * time.Second,
-		LinkRate:      125e6,
-		UpdateResults: true,
+		Repo:     ".",
+		Out:      filepath.Join(os.TempDir(), "lazybench-cost"),
+		Prefix:   "/registry",
+		Objects:  200,
+		Size:     SizeDist{Kind: "fixed", Size: 4 << 10},
+		Clients:  2,
+		Duration: 8 * time.Second,
+		LinkRate: 125e6,
 	}
 }
 

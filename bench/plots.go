@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"path/filepath"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // palette gives each target a distinct, print-friendly colour and dash.
@@ -42,9 +46,91 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.Legend.TextStyle.Font.Size = vg.Points(11)
 	p.Legend.Top = true
 	p.Legend.Left = true
-	p.Legend.XOffs = vg.Points(8)
+	p.Legend.Padding = vg.Points(2)
+	p.Title.Padding = vg.Points(6)
 	p.Add(plotter.NewGrid())
 	return p
+}
+
+// unitTicks marks an axis every 1, 2 or 5 × 10^k units, about five major
+// ticks over the range, each labelled with its value and unit ("500 MiB").
+type unitTicks struct{ unit string }
+
+func (u unitTicks) Ticks(lo, hi float64) []plot.Tick {
+	step := niceStep((hi - lo) / 5)
+	decimals := max(0, -int(math.Floor(math.Log10(step))))
+	first := math.Ceil(lo/step) * step
+	var ts []plot.Tick
+	for i := 0; ; i++ {
+		v := first + float64(i)*step
+		if v > hi+step*1e-9 {
+			break
+		}
+		label := strconv.FormatFloat(v, 'f', decimals, 64)
+		if u.unit != "" {
+			label += " " + u.unit
+		}
+		ts = append(ts, plot.Tick{Value: v, Label: label})
+		if half := v + step/2; half < hi {
+			ts = append(ts, plot.Tick{Value: half}) // minor
+		}
+	}
+	return ts
+}
+
+// niceStep is the least 1, 2 or 5 × 10^k at least raw.
+func niceStep(raw float64) float64 {
+	if !(raw > 0) || math.IsInf(raw, 0) {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5} {
+		if m*p >= raw*(1-1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// logUnitTicks are plot.LogTicks labelled with a unit ("10 ms").
+type logUnitTicks struct{ unit string }
+
+func (u logUnitTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.LogTicks{Prec: -1}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label += " " + u.unit
+		}
+	}
+	return ts
+}
+
+// savePlot writes p as a PNG with its legend below the data (never over
+// a line) and a margin around everything (the title clear of the edge).
+func savePlot(p *plot.Plot, path string) error {
+	leg := p.Legend
+	p.Legend = plot.NewLegend()
+	img := vgimg.NewWith(vgimg.UseWH(plotW, plotH), vgimg.UseDPI(110))
+	dc := draw.New(img)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	margin := vg.Points(10)
+	legH := leg.Rectangle(dc).Size().Y
+	p.Draw(draw.Crop(dc, margin, -margin, legH+2*margin, -margin))
+	leg.Top, leg.Left = true, true
+	leg.Draw(draw.Crop(dc, margin, -margin, margin, -(plotH - legH - margin)))
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("cannot save %q: %w", path, err)
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot save %q: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("cannot save %q: %w", path, err)
+	}
+	return nil
 }
 
 const plotW, plotH = 18 * vg.Centimeter, 11 * vg.Centimeter
@@ -81,7 +167,9 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 }
 
 func plotMemory(path, title string, results []Result) (bool, error) {
-	p := newPlot("memory (RSS) — "+title, "seconds since sampling started", "RSS (MiB)")
+	p := newPlot("memory (RSS) — "+title, "time since sampling started", "resident set size")
+	p.X.Tick.Marker = unitTicks{"s"}
+	p.Y.Tick.Marker = unitTicks{"MiB"}
 	n := 0
 	maxY := 0.0
 	for i, res := range results {
@@ -107,25 +195,26 @@ func plotMemory(path, title string, results []Result) (bool, error) {
 		return false, nil
 	}
 	p.Y.Min = 0
-	p.Y.Max = maxY * 1.25 // room for the legend
-	if err := p.Save(plotW, plotH, path); err != nil {
-		return false, fmt.Errorf("cannot save %q: %w", path, err)
+	p.Y.Max = maxY * 1.05
+	if err := savePlot(p, path); err != nil {
+		return false, err
 	}
 	return true, nil
 }
 
 func plotLatency(path, title string, results []Result) (bool, error) {
-	xlabel := "latency (ms, log scale)"
+	xlabel := "latency (log scale)"
 	p := newPlot("latency CDF — "+title, xlabel, "fraction of requests ≤ x")
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.X.Tick.Marker = logUnitTicks{"ms"}
+	p.Y.Tick.Marker = unitTicks{}
 	n := 0
 	minX, maxX := math.Inf(1), 0.0
 	for i, res := range results {
 		cdf := res.LatencyCDF
 		if res.Watch != nil {
 			cdf = res.Watch.CDF
-			p.X.Label.Text = "write-to-event delivery latency (ms, log scale)"
+			p.X.Label.Text = "write-to-event delivery latency (log scale)"
 			p.Y.Label.Text = "fraction of events ≤ x"
 		}
 		if len(cdf) == 0 {
@@ -155,12 +244,9 @@ func plotLatency(path, title string, results []Result) (bool, error) {
 	}
 	p.X.Min = math.Pow(10, math.Floor(math.Log10(minX)))
 	p.X.Max = math.Pow(10, math.Ceil(math.Log10(maxX*1.01)))
-	p.Y.Min, p.Y.Max = 0, 1.15
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Legend.Padding = vg.Points(2)
-	if err := p.Save(plotW, plotH, path); err != nil {
-		return false, fmt.Errorf("cannot save %q: %w", path, err)
+	p.Y.Min, p.Y.Max = 0, 1
+	if err := savePlot(p, path); err != nil {
+		return false, err
 	}
 	return true, nil
 }

@@ -88,12 +88,12 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 	if err := write("results.json", r.WriteJSON); err != nil {
 		return paths, err
 	}
+	plots, perr := r.WritePlots(dir)
+	paths = append(paths, plots...)
 	if err := write("results.md", r.WriteMarkdown); err != nil {
 		return paths, err
 	}
-	plots, err := r.WritePlots(dir)
-	paths = append(paths, plots...)
-	return paths, err
+	return paths, perr
 }
 
 // WriteJSON writes r as indented JSON.
@@ -264,12 +264,54 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(w, "\n\nPlots: ")
+	// Links only to the plots WritePlots writes: a scenario whose runs
+	// sampled no memory or timed nothing has none.
+	var links []string
 	for _, s := range r.scenarioKeys() {
-		fmt.Fprintf(w, "[memory %[1]s](%[2]s) [latency %[1]s](%[3]s) ", s, plotName("memory", s), plotName("latency", s))
+		results := r.resultsOf(s)
+		if hasMemory(results) {
+			links = append(links, fmt.Sprintf("[memory %s](%s)", s, plotName("memory", s)))
+		}
+		if hasLatency(results) {
+			links = append(links, fmt.Sprintf("[latency %s](%s)", s, plotName("latency", s)))
+		}
+	}
+	if len(links) > 0 {
+		fmt.Fprintf(w, "\n\nPlots: %s", strings.Join(links, " "))
 	}
 	fmt.Fprintln(w)
 	return nil
+}
+
+// resultsOf returns the results of the scenario labelled key.
+func (r *Report) resultsOf(key string) []Result {
+	var out []Result
+	for _, res := range r.Results {
+		if scenarioLabel(res.Scenario) == key {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// hasMemory says whether a memory plot of results has a line.
+func hasMemory(results []Result) bool {
+	for _, res := range results {
+		if len(res.Memory) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// hasLatency says whether a latency plot of results has a line.
+func hasLatency(results []Result) bool {
+	for _, res := range results {
+		if len(res.LatencyCDF) > 0 || res.Watch != nil && len(res.Watch.CDF) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // WriteMarkdownTable writes only the results table (for RESULTS.md).

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +147,58 @@ func TestSuiteMarkdown(t *testing.T) {
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("suite section lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestReportLinksExist: every file results.md links exists, also for a
+// run whose target answered nothing (issue 28: results.md linked a PNG
+// that was never written).
+func TestReportLinksExist(t *testing.T) {
+	r := sampleReport()
+	empty := r.Results[0]
+	empty.Scenario.Name, empty.Memory, empty.LatencyCDF = ScenarioGet, nil, nil
+	r.Results = append(r.Results, empty)
+	dir := t.TempDir()
+	if _, err := r.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := regexp.MustCompile(`\]\(([^)]+)\)`).FindAllStringSubmatch(string(md), -1)
+	if len(links) != 2 {
+		t.Errorf("results.md links %d files, want 2 (the listflood plots):\n%s", len(links), md)
+	}
+	for _, l := range links {
+		if _, err := os.Stat(filepath.Join(dir, l[1])); err != nil {
+			t.Errorf("results.md links %s: %v", l[1], err)
+		}
+	}
+}
+
+// TestUnitTicks: axis ticks are round values labelled with their unit,
+// about five of them (issue 28: the memory axis had two labels, 0.00 and
+// 2500.00).
+func TestUnitTicks(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi float64
+		unit   string
+		want   []string
+	}{
+		{0, 2500, "MiB", []string{"0 MiB", "500 MiB", "1000 MiB", "1500 MiB", "2000 MiB", "2500 MiB"}},
+		{0, 1, "", []string{"0.0", "0.2", "0.4", "0.6", "0.8", "1.0"}},
+		{0, 7.8, "s", []string{"0 s", "2 s", "4 s", "6 s"}},
+	} {
+		var got []string
+		for _, tk := range (unitTicks{tc.unit}).Ticks(tc.lo, tc.hi) {
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("unitTicks{%q}.Ticks(%g, %g) = %q, want %q", tc.unit, tc.lo, tc.hi, got, tc.want)
 		}
 	}
 }

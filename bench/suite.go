@@ -71,7 +71,6 @@ func DefaultSuiteConfig() SuiteConfig {
 		Informers:        4,
 		Watchers:         8,
 		Idle:             3 * time.Second,
-		UpdateResults:    true,
 	}
 }
 

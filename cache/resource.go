@@ -613,7 +613,7 @@ func (r *Resource) ready() {
 	r.broadcastLocked()
 	r.mu.Unlock()
 	r.objects.Store(int64(n))
-	r.c.cfg.Logger.Info("resource cached", zap.String("resource", r.name), zap.Int64("revision", rev),
+	r.c.cfg.Logger.Debug("resource cached", zap.String("resource", r.name), zap.Int64("revision", rev),
 		zap.Int64("history_from", start), zap.Int("objects", n), zap.Int64("bytes", r.bytes.Load()))
 }
 
@@ -723,7 +723,7 @@ func (r *Resource) historyStart(target int64, changes []keyRev, largest int64) i
 	}
 	if span := r.c.cfg.ReplayBytes / max(largest, 1); target-span > at {
 		at = target - span
-		r.c.cfg.Logger.Info("the history before the fill is cut to what fits the replay's byte bound",
+		r.c.cfg.Logger.Debug("the history before the fill is cut to what fits the replay's byte bound",
 			zap.String("resource", r.name), zap.Int64("revisions", span), zap.Int64("largest_sampled_value", largest),
 			zap.Int64("replay_bytes", r.c.cfg.ReplayBytes), zap.Int64("from", at))
 	}

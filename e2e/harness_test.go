@@ -152,9 +152,10 @@ func parseLog(line string) (logEntry, bool) {
 }
 
 // start runs the lazyapi binary with args (plus --port on a free port
-// unless a --port is given: --port=0 turns the plain port off) and returns
-// once it logs "serving"; p.URL is the plain port's URL, or the TLS one's
-// when the plain port is off. The process gets SIGTERM at the
+// unless a --port is given: --port=0 turns the plain port off, and
+// --logging-format=json unless a format is) and returns once it logs
+// "serving"; p.URL is the plain port's URL, or the TLS one's when the
+// plain port is off. The process gets SIGTERM at the
 // end of the test if it is still running.
 func start(t *testing.T, args ...string) *process {
 	t.Helper()
@@ -181,12 +182,16 @@ func start(t *testing.T, args ...string) *process {
 // run starts the binary without waiting for it to serve.
 func run(t *testing.T, args ...string) *process {
 	t.Helper()
-	hasPort := false
+	hasPort, hasFormat := false, false
 	for _, a := range args {
 		hasPort = hasPort || strings.HasPrefix(a, "--port")
+		hasFormat = hasFormat || strings.HasPrefix(a, "--logging-format")
 	}
 	if !hasPort {
 		args = append([]string{"--port=" + strconv.Itoa(freePort(t))}, args...)
+	}
+	if !hasFormat { // the tests read the JSON log entries
+		args = append([]string{"--logging-format=json"}, args...)
 	}
 	cmd := exec.Command(lazyapiBin, args...)
 	dieWithParent(cmd)

@@ -95,13 +95,14 @@ func putBuf(b *[]byte) {
 	bufPool.Put(b)
 }
 
-// serveMetrics writes the metrics set and process metrics (RSS, Go heap).
+// serveMetrics writes the metrics set and process metrics (RSS, Go heap),
+// each family with its # HELP (metricHelp) and # TYPE.
 func (s *Server) serveMetrics(rc *fasthttp.RequestCtx) {
 	rc.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 	var b bytes.Buffer
 	s.ms.WritePrometheus(&b)
 	metrics.WriteProcessMetrics(&b)
-	rc.SetBody(b.Bytes())
+	rc.SetBody(appendHelp(make([]byte, 0, b.Len()+b.Len()/2), b.Bytes()))
 }
 
 // healthTTL is how long an etcd readiness answer is reused.

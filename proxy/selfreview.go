@@ -32,6 +32,31 @@ func selfReviewPath(path string) bool {
 	return path == pathSSAR || path == pathSSRR || path == pathSSR
 }
 
+// servedVerb reports whether lazyapi serves the verb of a self access
+// review, and why not: it is read-only (get, list and watch of resources,
+// GET of other paths, impersonation, and the self reviews themselves,
+// whose create changes nothing). There is no forwarding of writes to kube-apiserver;
+// when there is, its verbs are served too.
+func servedVerb(ra *authorizationv1.ResourceAttributes, nra *authorizationv1.NonResourceAttributes) (reason string, served bool) {
+	if nra != nil {
+		switch strings.ToLower(nra.Verb) {
+		case "get", "head", "*":
+			return "", true
+		}
+		return fmt.Sprintf("lazyapi is read-only: it answers GET on non-resource paths, not %s", strings.ToUpper(nra.Verb)), false
+	}
+	switch ra.Verb {
+	case "get", "list", "watch", "*", "impersonate": // impersonation is honoured (kubectl --as)
+		return "", true
+	case "create":
+		switch ra.Group + "/" + ra.Resource {
+		case "authorization.k8s.io/selfsubjectaccessreviews", "authorization.k8s.io/selfsubjectrulesreviews", "authentication.k8s.io/selfsubjectreviews":
+			return "", true
+		}
+	}
+	return fmt.Sprintf("lazyapi is read-only: it serves get, list and watch, not %s", ra.Verb), false
+}
+
 // serveSelfReview answers a self review from the request's user and
 // Config.Authorizer, as kube-apiserver's REST storages of
 // selfsubjectaccessreviews, selfsubjectrulesreviews and
@@ -80,7 +105,11 @@ func (s *Server) serveSelfReview(rc *fasthttp.RequestCtx, path string) {
 			a.Path, a.Verb = nra.Path, nra.Verb
 		}
 		r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true}
-		if c := s.cfg.Authorizer; c != nil {
+		if reason, served := servedVerb(ra, nra); !served {
+			// What RBAC would allow, lazyapi does not do: kubectl auth
+			// can-i create ... says no.
+			r.Status = authorizationv1.SubjectAccessReviewStatus{Reason: reason}
+		} else if c := s.cfg.Authorizer; c != nil {
 			allowed, mode, reason, err := c.Authorize(&a)
 			r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: allowed, Reason: reason}
 			// A mode that denied outright (a Webhook's "denied": true)

@@ -219,6 +219,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil && cfg.Client == nil {
 		return nil, errors.New("cannot create proxy: Config.Store and Config.Client are nil")
 	}
+	exposeMetadata() // /metrics carries # HELP and # TYPE (process-wide)
 	if cfg.Store == nil {
 		cfg.Store = store.New(cfg.Client, store.Config{Metrics: cfg.Metrics})
 	}

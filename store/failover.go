@@ -224,10 +224,29 @@ func (f *Failover) round(ctx context.Context) ([]error, []time.Duration) {
 			start := time.Now()
 			_, errs[i] = p.Get(pctx, "\x00lazyapi-probe", clientv3.WithCountOnly())
 			lats[i] = time.Since(start)
+			if errs[i] != nil {
+				errs[i] = f.probeError(ctx, i, errs[i])
+			}
 		}()
 	}
 	wg.Wait()
 	return errs, lats
+}
+
+// probeError is the error of member i's failed probe: the cause of its
+// connection failure when it does not connect (store.DialCause, within a
+// quarter of ProbeTimeout: refused and DNS failures answer at once), else
+// err, with "no answer within ProbeTimeout" for a deadline.
+func (f *Failover) probeError(ctx context.Context, i int, err error) error {
+	dctx, cancel := context.WithTimeout(ctx, f.cfg.ProbeTimeout/4)
+	defer cancel()
+	if cause := DialCause(dctx, f.cfg.Endpoints[i], f.cfg.TLS); cause != nil && dctx.Err() == nil {
+		return cause
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("connects, but a linearizable read got no answer within %s", f.cfg.ProbeTimeout)
+	}
+	return err
 }
 
 // median returns the median of d (0 when empty).
@@ -392,6 +411,9 @@ func (f *Failover) logChoice() {
 		}
 	}
 	switch {
+	case len(st.Down) == len(f.cfg.Endpoints):
+		// chooseLocked tries every member: none is "reading from".
+		f.cfg.Logger.Warn("etcd: no member answers linearizable reads; trying every one", fields[1:]...)
 	case st.Preferred != "" && st.OnPreferred:
 		f.cfg.Logger.Info("etcd: reading from the preferred member", append(fields, zap.String("preferred", st.Preferred))...)
 	case len(st.Down) > 0:

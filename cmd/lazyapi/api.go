@@ -186,6 +186,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 	if url != "" {
 		fmt.Fprintf(stdout, "lazyapi: serving the Kubernetes read API on %s\n", url)
 	}
+	fmt.Fprint(stdout, banner(c, url, secureURL, cli.Endpoints()))
 	fmt.Fprint(stdout, startHint(url, secureURL, c.serving.authMethods()))
 
 	select {

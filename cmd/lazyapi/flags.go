@@ -43,6 +43,7 @@ type config struct {
 	compression    bool  // --enable-response-compression
 	memoryLimit    int64 // bytes; 0: no limit set (a GOMEMLIMIT env var stays in force)
 	logLevel       zapcore.Level
+	logFormat      string           // --logging-format: "text" or "json"
 	profiling      bool             // --profiling: serve /debug/pprof/
 	limits         ratelimit.Config // --max-requests-inflight, --max-inflight-bytes, ...; MaxInflightBytes derived when 0
 	watchCache     bool             // --watch-cache
@@ -53,6 +54,7 @@ type config struct {
 	writeTimeout   time.Duration    // --write-timeout
 	dataDir        string
 	demo           bool
+	demoChurn      bool         // --demo-churn: keep changing a few demo objects
 	serving        servingFlags // --secure-port, --tls-*, --client-ca-file, --token-auth-file, --anonymous-auth
 	audit          auditFlags   // --audit-log-path, --audit-policy-file, --audit-log-max*
 	version        bool
@@ -150,11 +152,14 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.profiling, "profiling", false,
 		"Serve Go profiles at /debug/pprof/ (authenticated like /metrics). Default false (kube-apiserver's is true).")
 	c.encryption.addFlags(fs)
-	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error. Logs are JSON on stderr.")
+	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error. Logs go to stderr.")
+	fs.StringVar(&c.logFormat, "logging-format", "text", "Log format of stderr: text (one readable line per entry) or json (one JSON object per line, for log pipelines).")
 	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir(),
 		"Data directory of the embedded etcd (used only without --etcd-servers).")
 	fs.BoolVar(&c.demo, "demo", false,
 		"Seed an empty embedded etcd with demo objects (namespaces, ~1,000 ConfigMaps, a Deployment, a CRD, ...).")
+	fs.BoolVar(&c.demoChurn, "demo-churn", true,
+		"With --demo: keep the demo cluster alive: every 2s a ConfigMap in demo-app changes; Events, the Deployment's status and the node Lease follow (kubectl get -w shows them). false: static data.")
 	fs.BoolVar(&c.version, "version", false, "Print the version and exit.")
 	fs.BoolVarP(&c.help, "help", "h", false, "Print this help and exit.")
 	c.usage = "Usage: lazyapi [flags]\n\nlazyapi serves the Kubernetes read API (GET, LIST, WATCH) from the bytes kube-apiserver stored in etcd.\n\nFlags:\n" + fs.FlagUsages()
@@ -207,6 +212,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if err := c.logLevel.Set(logLevel); err != nil || c.logLevel < zapcore.DebugLevel || c.logLevel > zapcore.ErrorLevel {
 		return nil, usageErrorf("invalid --log-level %q: want debug, info, warn or error", logLevel)
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return nil, usageErrorf("invalid --logging-format %q: want text or json", c.logFormat)
 	}
 	if c.writeTimeout <= 0 {
 		return nil, usageErrorf("invalid --write-timeout %s: must be greater than 0", c.writeTimeout)

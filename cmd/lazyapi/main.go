@@ -20,6 +20,7 @@ import (
 	"github.com/lazyapi/lazyapi/encryption"
 	"github.com/lazyapi/lazyapi/internal/certfile"
 	"github.com/lazyapi/lazyapi/ratelimit"
+	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -44,7 +45,7 @@ func main() {
 
 // run is the whole command: it parses args, starts every component, serves
 // until ctx ends, then stops the components in reverse order. Human-readable
-// hints go to stdout, JSON logs to stderr. It returns nil after a clean
+// hints go to stdout, logs (text or JSON, --logging-format) to stderr. It returns nil after a clean
 // shutdown.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := parseFlags(args)
@@ -56,10 +57,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if c.version {
-		_, err := fmt.Fprintf(stdout, "lazyapi %s\n", versionString())
+		bi, _ := debug.ReadBuildInfo()
+		_, err := io.WriteString(stdout, versionOf(bi).long())
 		return err
 	}
-	lg := newLogger(stderr, c.logLevel)
+	lg := newLogger(stderr, c.logLevel, c.logFormat)
 	defer lg.Sync() //nolint:errcheck // stderr sync errors are not actionable
 	// Components with no I/O are built now, so that their configuration
 	// errors are command-line errors.
@@ -112,29 +114,97 @@ type parts struct {
 // version is set at build time: -ldflags "-X main.version=v0.1.0".
 var version string
 
+// versionString is the module version: main.version when set, else the
+// build information's (a pseudo-version with go build in a git checkout,
+// "(devel)" with go run), with the first 12 digits of the VCS revision.
 func versionString() string {
-	if version != "" {
-		return version
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(bi).short()
+}
+
+// buildVersion is what --version prints.
+type buildVersion struct {
+	module   string // module version, or main.version
+	revision string // VCS revision ("" when not stamped)
+	time     string // VCS commit time
+	modified bool   // the tree had uncommitted changes
+	goVer    string
+}
+
+func versionOf(bi *debug.BuildInfo) buildVersion {
+	v := buildVersion{module: version}
+	if bi == nil {
+		if v.module == "" {
+			v.module = "(unknown)"
+		}
+		return v
 	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
+	if v.module == "" {
+		v.module = bi.Main.Version
 	}
-	v := bi.Main.Version
+	v.goVer = bi.GoVersion
 	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
+		switch s.Key {
+		case "vcs.revision":
+			v.revision = s.Value
+		case "vcs.time":
+			v.time = s.Value
+		case "vcs.modified":
+			v.modified = s.Value == "true"
 		}
 	}
 	return v
 }
 
-// newLogger returns a JSON logger writing to w at level.
-func newLogger(w io.Writer, level zapcore.Level) *zap.Logger {
+func (v buildVersion) short() string {
+	if len(v.revision) >= 12 && !strings.Contains(v.module, v.revision[:12]) {
+		return v.module + " " + v.revision[:12]
+	}
+	return v.module
+}
+
+// long is --version's text: module version, VCS revision, the Kubernetes
+// release whose read API lazyapi serves, the Go version.
+func (v buildVersion) long() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lazyapi %s\n", v.module)
+	switch {
+	case v.revision == "":
+		b.WriteString("  revision:   unknown (no VCS stamp: built by go run, go test or outside a git checkout; go build in the checkout stamps it)\n")
+	default:
+		rev := v.revision
+		if v.time != "" {
+			rev += " (" + v.time + ")"
+		}
+		if v.modified {
+			rev += ", with uncommitted changes"
+		}
+		fmt.Fprintf(&b, "  revision:   %s\n", rev)
+	}
+	fmt.Fprintf(&b, "  kubernetes: %s (the read API served; /version reports %s)\n", strings.TrimSuffix(resource.GitVersion, "-lazyapi"), resource.GitVersion)
+	if v.goVer != "" {
+		fmt.Fprintf(&b, "  go:         %s\n", v.goVer)
+	}
+	return b.String()
+}
+
+// newLogger returns a logger writing to w at level, in format: "json" (one
+// object per line, as before) or "text" (time, level, logger, message,
+// then the fields as JSON, tab separated: readable on a terminal).
+func newLogger(w io.Writer, level zapcore.Level, format string) *zap.Logger {
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
 	enc.EncodeDuration = zapcore.StringDurationEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), level)
+	var e zapcore.Encoder
+	if format == "json" {
+		e = zapcore.NewJSONEncoder(enc)
+	} else {
+		enc.EncodeTime = zapcore.TimeEncoderOfLayout("2006-01-02T15:04:05.000Z07:00")
+		enc.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc.ConsoleSeparator = " "
+		e = zapcore.NewConsoleEncoder(enc)
+	}
+	core := zapcore.NewCore(e, zapcore.Lock(zapcore.AddSync(w)), level)
 	return zap.New(core)
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
 )
 
-// logSink collects JSON log lines and hands the "serving" entry's URL over a
+// logSink collects log lines (text or JSON) and hands the "serving" entry's URL over a
 // channel.
 type logSink struct {
 	mu      sync.Mutex
@@ -33,7 +33,11 @@ func (s *logSink) Write(p []byte) (int, error) {
 	s.buf.Write(p)
 	for _, line := range bytes.Split(p, []byte("\n")) {
 		var e struct{ Msg, URL string }
-		if json.Unmarshal(line, &e) == nil && e.Msg == "serving" {
+		if i := bytes.Index(line, []byte(" INFO serving {")); i >= 0 { // --logging-format=text
+			if json.Unmarshal(line[i+len(" INFO serving "):], &e) == nil {
+				s.serving <- e.URL
+			}
+		} else if json.Unmarshal(line, &e) == nil && e.Msg == "serving" {
 			s.serving <- e.URL
 		}
 	}

@@ -150,17 +150,12 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 		}()
 		pt.failover = f
 	}
-	pctx, cancel := context.WithTimeout(ctx, etcdProbeTimeout)
-	_, err = cli.Get(pctx, c.etcdPrefix+"/", clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
-	cancel()
+	err = probeEtcd(ctx, cli, c.etcdPrefix, endpoints, c.etcdTLS)
 	if ctx.Err() != nil {
 		return nil // stopped while starting
 	}
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no answer within %s", etcdProbeTimeout)
-		}
-		return fmt.Errorf("cannot reach etcd at %s (--etcd-servers): %w", strings.Join(endpoints, ","), err)
+		return err
 	}
 	lg.Info("etcd reachable", zap.Strings("endpoints", endpoints), zap.String("prefix", c.etcdPrefix))
 
@@ -168,6 +163,21 @@ func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.W
 	if c.demo {
 		if err := seedDemo(ctx, cli, c.etcdPrefix, lg, stdout); err != nil {
 			return err
+		}
+		if c.demoChurn {
+			// Stopped before the etcd client closes (defers run in
+			// reverse).
+			cctx, stopChurn := context.WithCancel(ctx)
+			churned := make(chan struct{})
+			go func() {
+				defer close(churned)
+				if err := demo.Churn(cctx, cli, c.etcdPrefix, demo.DefaultChurnInterval); err != nil && cctx.Err() == nil {
+					lg.Warn("demo: churn stopped", zap.Error(err))
+				}
+			}()
+			defer func() { stopChurn(); <-churned }()
+			fmt.Fprintf(stdout, "demo: a ConfigMap in %s changes every %s, with Events, the Deployment's status and the node Lease (--demo-churn=false: static)\n",
+				demo.AppNamespace, demo.DefaultChurnInterval)
 		}
 	}
 
@@ -193,4 +203,64 @@ func seedDemo(ctx context.Context, cli *clientv3.Client, prefix string, lg *zap.
 	lg.Info("demo: seeded", zap.Int("objects", n), zap.Duration("took", time.Since(start)))
 	fmt.Fprintf(stdout, "demo: wrote %d objects into the embedded etcd under %s\n", n, prefix)
 	return nil
+}
+
+// probeEtcd reads one key under prefix, within etcdProbeTimeout, and
+// meanwhile connects to every endpoint itself (store.DialCause): when the
+// read fails, or every endpoint has failed to connect (then at once), the
+// error names each endpoint's cause (refused, DNS, TLS, timeout).
+func probeEtcd(ctx context.Context, cli *clientv3.Client, prefix string, endpoints []string, tlsCfg *tls.Config) error {
+	pctx, cancel := context.WithTimeout(ctx, etcdProbeTimeout)
+	defer cancel()
+	read := make(chan error, 1)
+	go func() {
+		_, err := cli.Get(pctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
+		read <- err
+	}()
+	type cause struct {
+		i   int
+		err error
+	}
+	causes := make(chan cause, len(endpoints))
+	for i, ep := range endpoints {
+		go func() { causes <- cause{i, store.DialCause(pctx, ep, tlsCfg)} }()
+	}
+	errs := make([]error, len(endpoints))
+	failed, got := 0, 0
+	var readErr error
+	for readDone := false; !readDone || got < len(endpoints); {
+		if readDone {
+			c := <-causes
+			errs[c.i], got = c.err, got+1
+			continue
+		}
+		select {
+		case readErr = <-read:
+			if readErr == nil {
+				return nil
+			}
+			readDone = true
+		case c := <-causes:
+			errs[c.i], got = c.err, got+1
+			if c.err != nil {
+				failed++
+			}
+			if failed == len(endpoints) {
+				readErr, readDone = errors.New("no endpoint connects"), true
+				cancel()
+			}
+		}
+	}
+	var msgs []string
+	for i, ep := range endpoints {
+		switch {
+		case errs[i] != nil:
+			msgs = append(msgs, ep+": "+errs[i].Error())
+		case errors.Is(readErr, context.DeadlineExceeded):
+			msgs = append(msgs, fmt.Sprintf("%s: connects, but a read got no answer within %s", ep, etcdProbeTimeout))
+		default:
+			msgs = append(msgs, fmt.Sprintf("%s: connects, but a read failed: %v", ep, readErr))
+		}
+	}
+	return fmt.Errorf("cannot reach etcd (--etcd-servers): %s", strings.Join(msgs, "; "))
 }

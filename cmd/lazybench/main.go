@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -256,6 +257,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("run takes one scenario (%s)", strings.Join(bench.Scenarios, ", "))
 	}
 	scenario := fs.Arg(0)
+	if !slices.Contains(bench.Scenarios, scenario) {
+		return fmt.Errorf("unknown scenario %q: want one of %s", scenario, strings.Join(bench.Scenarios, ", "))
+	}
 	k, ok := bench.LookupKind(*kind)
 	if !ok {
 		return fmt.Errorf("unknown --kind %q", *kind)
@@ -394,6 +398,21 @@ func nsOrAll(ns string) string {
 }
 
 func runSuite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := suiteConfig(args, stdout, stderr)
+	if cfg == nil || err != nil {
+		return err
+	}
+	start := time.Now()
+	rep, err := bench.RunSuite(ctx, *cfg)
+	if rep != nil {
+		_ = rep.WriteTerminal(stdout)
+		fmt.Fprintf(stdout, "suite took %s; results in %s\n", time.Since(start).Round(time.Second), cfg.Out)
+	}
+	return err
+}
+
+// suiteConfig parses suite's flags; nil, nil for --help.
+func suiteConfig(args []string, stdout, stderr io.Writer) (*bench.SuiteConfig, error) {
 	d := bench.DefaultSuiteConfig()
 	fs := newFlagSet("suite", "suite [flags]", stdout)
 	var ef etcdFlags
@@ -411,35 +430,29 @@ func runSuite(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	watchers := fs.Int("watchers", d.Watchers, "watchers in the watch phase, 20 writes/s for 8s (0 skips it)")
 	reference := fs.Bool("reference", false, "add the reference server even when kube-apiserver is available")
 	noLazy := fs.Bool("skip-lazyapi", false, "leave lazyapi out")
-	noUpdate := fs.Bool("no-update-results", false, "do not rewrite the ## suite section of bench/RESULTS.md")
+	update := updateResultsFlag(fs, "## suite")
 	quiet := fs.Bool("quiet", false, "no status line")
 	if help, err := parse(fs, args); help || err != nil {
-		return err
+		return nil, err
 	}
 	sd, err := bench.ParseSizeDist(*size)
 	if err != nil {
-		return fmt.Errorf("invalid --size: %w", err)
+		return nil, fmt.Errorf("invalid --size: %w", err)
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("cannot find the lazybench binary: %w", err)
+		return nil, fmt.Errorf("cannot find the lazybench binary: %w", err)
 	}
-	cfg := bench.SuiteConfig{
+	cfg := &bench.SuiteConfig{
 		Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Objects: *objects, Namespaces: *nss, Size: sd,
 		ListDuration: *listDur, FloodDuration: *floodDur, FloodConcurrency: *floodC, Informers: *informers, Watchers: *watchers, Idle: d.Idle,
-		Reference: *reference, SkipLazyAPI: *noLazy, UpdateResults: !*noUpdate,
+		Reference: *reference, SkipLazyAPI: *noLazy, UpdateResults: *update,
 		Command: commandName() + " suite " + strings.Join(args, " "), Self: self, Log: stderr,
 	}
 	if !*quiet {
 		cfg.Status, cfg.StatusTTY = stderr, isTTY(stderr)
 	}
-	start := time.Now()
-	rep, err := bench.RunSuite(ctx, cfg)
-	if rep != nil {
-		_ = rep.WriteTerminal(stdout)
-		fmt.Fprintf(stdout, "suite took %s; results in %s\n", time.Since(start).Round(time.Second), *out)
-	}
-	return err
+	return cfg, nil
 }
 
 func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -459,7 +472,7 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
 	variants := fs.StringArray("lazyapi-variant", nil, `run lazyapi once per variant, with these space-separated flags added ("" for none; repeatable, e.g. --lazyapi-variant=--memory-limit=1Gi --lazyapi-variant "")`)
 	skipKube := fs.Bool("skip-kube-apiserver", false, "measure lazyapi only")
-	noUpdate := fs.Bool("no-update-results", false, "do not rewrite the ## serving cost section of bench/RESULTS.md")
+	update := updateResultsFlag(fs, "## serving cost")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
@@ -468,7 +481,7 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("invalid --size: %w", err)
 	}
 	cfg := bench.CostConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Objects: *objects, Namespaces: *namespaces, Size: sd,
-		Clients: *clients, Duration: *dur, LinkRate: *link, LazyAPIFlags: *lazyFlags, LazyAPIVariants: *variants, SkipKube: *skipKube, UpdateResults: !*noUpdate,
+		Clients: *clients, Duration: *dur, LinkRate: *link, LazyAPIFlags: *lazyFlags, LazyAPIVariants: *variants, SkipKube: *skipKube, UpdateResults: *update,
 		Command: commandName() + " cost " + strings.Join(args, " "), Log: stderr}
 	rep, err := bench.RunCost(ctx, cfg)
 	if rep != nil {
@@ -492,7 +505,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
 	skipKube := fs.Bool("skip-kube-apiserver", false, "measure lazyapi only")
 	skipLazy := fs.Bool("skip-lazyapi", false, "measure kube-apiserver only")
-	noUpdate := fs.Bool("no-update-results", false, "do not rewrite the ## informer storm section of bench/RESULTS.md")
+	update := updateResultsFlag(fs, "## informer storm")
 	profile := fs.Bool("profile", false, "run lazyapi with --profiling and save its heap profile and metrics at each run's peak RSS to OUT/profiles")
 	transform := fs.String("informer-transform", "", "what the informers rows' informers keep of each object (client-go SetTransform): empty keeps it whole; strip-data counts its data (checked against etcd's) and keeps its metadata only")
 	ownConns := fs.Bool("informer-own-connections", false, "give each informer its own transport and connection, as informers in different pods have (default: client-go's shared transport, one HTTP/2 connection for all to kube-apiserver)")
@@ -521,7 +534,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rs = append(rs, bench.StormRow{Mode: mode, Clients: c})
 	}
 	cfg := bench.StormConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Kind: k, Objects: *objects, Size: sd,
-		Rows: rs, Timeout: *timeout, InformerTransform: *transform, OwnConnections: *ownConns, Gzip: *gzip, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: !*noUpdate, Profile: *profile,
+		Rows: rs, Timeout: *timeout, InformerTransform: *transform, OwnConnections: *ownConns, Gzip: *gzip, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: *update, Profile: *profile,
 		Command: commandName() + " storm " + strings.Join(args, " "), Log: stderr}
 	rep, err := bench.RunStorm(ctx, cfg)
 	if rep != nil {
@@ -612,6 +625,17 @@ func runEtcd(ctx context.Context, args []string, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "etcd on %s (data in %s); Ctrl-C stops it\n", e.Endpoint(), *dir)
 	<-ctx.Done()
 	return nil
+}
+
+// updateResultsFlag adds --update-results: rewrite section of the
+// checkout's bench/RESULTS.md (under --repo). Off by default: results go to
+// --out only, and a quick try never dirties the checkout.
+// --no-update-results, the old opt-out, is kept and hidden.
+func updateResultsFlag(fs *pflag.FlagSet, section string) *bool {
+	update := fs.Bool("update-results", false, "also rewrite the "+section+" section of bench/RESULTS.md under --repo (default: write into --out only)")
+	fs.Bool("no-update-results", false, "the default; kept for old command lines")
+	_ = fs.MarkHidden("no-update-results")
+	return update
 }
 
 // commandName is how this binary was invoked, for reports: "go run

@@ -18,6 +18,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +75,7 @@ func Objects(prefix string, now time.Time) ([]Object, error) {
 	b := &builder{prefix: prefix, now: now.UTC().Truncate(time.Second)}
 	b.namespaces()
 	b.node()
+	b.nodeLease()
 	b.configMaps()
 	b.secrets()
 	b.serviceAccounts()
@@ -312,6 +314,22 @@ func (b *builder) node() {
 // configMaps spreads ConfigMapsGenerated ConfigMaps over the team and app
 // namespaces, with labels app, env and team, and adds kube-root-ca.crt to
 // every namespace.
+// nodeLease writes the kubelet's heartbeat Lease of the node (kubectl
+// describe node shows it; Churn renews it).
+func (b *builder) nodeLease() {
+	o := &coordinationv1.Lease{
+		ObjectMeta: b.meta("leases", "kube-node-lease", NodeName, 30*day, nil),
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr(NodeName),
+			LeaseDurationSeconds: ptr(int32(40)),
+			RenewTime:            &metav1.MicroTime{Time: b.now.Add(-5 * time.Second)},
+		},
+	}
+	o.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: NodeName, UID: uid(storagefmt.Key(b.prefix, "minions", "", NodeName))}}
+	o.ManagedFields = b.managed("kubelet", "coordination.k8s.io/v1", 30*day, `{"f:metadata":{"f:ownerReferences":{}},"f:spec":{"f:holderIdentity":{},"f:leaseDurationSeconds":{},"f:renewTime":{}}}`)
+	b.add("leases", "leases", o, o)
+}
+
 func (b *builder) configMaps() {
 	nss := append(append([]string(nil), TeamNamespaces...), AppNamespace)
 	envs := []string{"prod", "staging", "dev"}

@@ -47,6 +47,11 @@ func Start(cfg Config) (*Etcd, error) {
 	if cfg.Dir == "" {
 		return nil, fmt.Errorf("cannot start embedded etcd: data dir is empty")
 	}
+	// The lock file lives in the directory: make it first (etcd would
+	// make it too, but only after the lock).
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("cannot create the data directory: %w", err)
+	}
 	lock, err := lockDir(cfg.Dir)
 	if err != nil {
 		return nil, err

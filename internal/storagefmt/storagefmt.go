@@ -77,3 +77,14 @@ func Key(prefix, resourcePrefix, namespace, name string) string {
 	}
 	return path.Join(prefix, resourcePrefix, namespace, name)
 }
+
+// DecodeProtobuf decodes a value Protobuf wrote (a built-in object as
+// kube-apiserver stores it); for the demo's writers, which update what
+// they read.
+func DecodeProtobuf(val []byte) (runtime.Object, error) {
+	obj, _, err := protoSerializer.Decode(val, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("cannot decode a stored protobuf value: %w", err)
+	}
+	return obj, nil
+}

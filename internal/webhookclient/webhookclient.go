@@ -126,7 +126,7 @@ func orDefault(d, def time.Duration) time.Duration {
 type Metrics struct {
 	ms      *metrics.Set
 	total   string // the counter's name up to its code label's value
-	latency *metrics.Histogram
+	latency *metrics.PrometheusHistogram
 }
 
 // NewMetrics returns the metrics named from prefix in ms (nil: a set of
@@ -135,7 +135,7 @@ func NewMetrics(ms *metrics.Set, prefix string) *Metrics {
 	if ms == nil {
 		ms = metrics.NewSet()
 	}
-	return &Metrics{ms: ms, total: prefix + `_requests_total{code=`, latency: ms.GetOrCreateHistogram(prefix + `_request_duration_seconds`)}
+	return &Metrics{ms: ms, total: prefix + `_requests_total{code=`, latency: ms.GetOrCreatePrometheusHistogram(prefix + `_request_duration_seconds`)}
 }
 
 // RecordRequestTotal counts one request answered with code.

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lazyapi/lazyapi/ratelimit"
+)
+
+// banner is the start-up summary printed on stdout once lazyapi serves:
+// where it serves, what it reads, who may read, and its memory bounds.
+// etcd is the endpoints the client reads from.
+func banner(c *config, url, secureURL string, etcd []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lazyapi %s\n", versionString())
+	serving := url
+	if secureURL != "" {
+		serving += ", " + secureURL + " (TLS)"
+	}
+	fmt.Fprintf(&b, "  serving   %s\n", serving)
+	where := strings.Join(etcd, ",")
+	if len(c.etcdServers) == 0 {
+		where += " (embedded, --data-dir " + c.dataDir + ")"
+	}
+	fmt.Fprintf(&b, "  etcd      %s, prefix %s\n", where, c.etcdPrefix)
+	authn := "none (every request is served)"
+	if m := c.serving.authMethods(); len(m) > 0 {
+		authn = strings.Join(m, ", ")
+	}
+	authz := "none"
+	if len(c.serving.modes) > 0 {
+		authz = strings.Join(c.serving.modes, ",")
+	}
+	fmt.Fprintf(&b, "  auth      authentication: %s; authorization: %s\n", authn, authz)
+	limit := "none (--memory-limit)"
+	if c.memoryLimit > 0 {
+		limit = fmt.Sprintf("%s (GOMEMLIMIT %s)", quantity(c.memoryLimit), quantity(ratelimit.GoMemoryLimit(c.memoryLimit)))
+	}
+	cache := "off"
+	if c.watchCache {
+		cache = quantity(c.cacheBytes)
+	}
+	fmt.Fprintf(&b, "  memory    limit %s; watch cache %s; in-flight %s\n", limit, cache, quantity(c.limits.MaxInflightBytes))
+	return b.String()
+}
+
+// quantity is n bytes as a binary quantity (512Mi).
+func quantity(n int64) string { b := byteSize(n); return b.String() }
