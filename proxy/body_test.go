@@ -62,7 +62,7 @@ func TestBodyReadAfterAuthentication(t *testing.T) {
 	// is served.
 	c, br := rawConn(t, e.httpURL, 10*time.Second)
 	fmt.Fprintf(c, "GET /api/v1/namespaces/a/configmaps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-alice\r\nContent-Length: 11\r\n\r\nhello world"+
-		"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+		"GET /version HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-alice\r\n\r\n")
 	for i, want := range []int{200, 200} {
 		if code, body := readResponse(t, br, "pipelined"); code != want {
 			t.Errorf("pipelined response %d = %d %s, want %d", i, code, body, want)
@@ -186,5 +186,70 @@ func TestBodyFraming(t *testing.T) {
 		if _, err := br.ReadByte(); err != io.EOF {
 			t.Errorf("%s: after %d responses: %v, want the connection closed", tc.name, len(tc.want), err)
 		}
+	}
+}
+
+// TestHeaderBudget: connections that send part of a large header hold
+// header buffers only within Config.HeaderBufferBytes; the one whose
+// header cannot grow gets 429 with Retry-After, and once the others are
+// gone a large header is read again. Before the budget, every
+// connection's buffer grew to 1 MiB (1,000 such connections: 1 GiB).
+func TestHeaderBudget(t *testing.T) {
+	const budget = 1 << 20
+	e := startEnv(t, func(c *proxy.Config) { c.HeaderBufferBytes = budget })
+	// Each holder's header needs a 256 KiB buffer (200 KiB sent); four
+	// fill the budget.
+	big := "GET /version HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 200<<10)
+	var holders []net.Conn
+	for i := 0; i < 4; i++ {
+		c, _ := rawConn(t, e.url, 20*time.Second)
+		if _, err := io.WriteString(c, big); err != nil {
+			t.Fatal(err)
+		}
+		holders = append(holders, c)
+	}
+	// Wait until the server read them all (the gauge), then a fifth.
+	waitHeaderBytes(t, e, func(n int) bool { return n >= budget })
+	c, br := rawConn(t, e.url, 20*time.Second)
+	io.WriteString(c, big)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("fifth large header: %v, want 429", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("fifth large header: %d (Retry-After %q), want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// A small request is not affected.
+	if r, err := http.Get(e.url + "/version"); err != nil || r.StatusCode != 200 {
+		t.Errorf("small request while the budget is full: %v %v, want 200", r, err)
+	} else {
+		r.Body.Close()
+	}
+	for _, h := range holders {
+		h.Close()
+	}
+	waitHeaderBytes(t, e, func(n int) bool { return n == 0 })
+	c, br = rawConn(t, e.url, 20*time.Second)
+	io.WriteString(c, big+"\r\n\r\n")
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("large header after the others left: %d, want 200", resp.StatusCode)
+	}
+}
+
+// waitHeaderBytes polls lazyapi_header_buffer_bytes until ok.
+func waitHeaderBytes(t *testing.T, e *env, ok func(int) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for n := metricInt(t, e, "lazyapi_header_buffer_bytes"); !ok(n); n = metricInt(t, e, "lazyapi_header_buffer_bytes") {
+		if time.Now().After(deadline) {
+			t.Fatalf("lazyapi_header_buffer_bytes = %d", n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

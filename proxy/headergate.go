@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -59,6 +60,8 @@ type gateListener struct {
 	clear clearMode
 	// headerTimeout bounds a header's read from its first byte.
 	headerTimeout time.Duration
+	// budget bounds the grown header buffers of all connections.
+	budget *headerBudget
 }
 
 func (l gateListener) Accept() (net.Conn, error) {
@@ -71,13 +74,20 @@ func (l gateListener) Accept() (net.Conn, error) {
 		// Write guards measure progress on the socket (progress.go).
 		c = &progressConn{Conn: c}
 	}
-	g := headerGate{Conn: c, clear: l.clear, headerTimeout: l.headerTimeout}
 	if isTLS {
 		// fasthttp and authn find client certificates through the
 		// connection's ConnectionState.
-		return &tlsHeaderGate{headerGate: g, tc: tc}, nil
+		tg := &tlsHeaderGate{tc: tc}
+		l.init(&tg.headerGate, c)
+		return tg, nil
 	}
-	return &g, nil
+	g := new(headerGate)
+	l.init(g, c)
+	return g, nil
+}
+
+func (l gateListener) init(g *headerGate, c net.Conn) {
+	g.Conn, g.clear, g.headerTimeout, g.budget = c, l.clear, l.headerTimeout, l.budget
 }
 
 // headerGate is a net.Conn whose reads deliver a request's header only once
@@ -102,6 +112,10 @@ type headerGate struct {
 	expect bool
 	// first receives a request's first bytes, before a buffer is taken.
 	first [16]byte
+	// budget bounds header buffers grown past gateBufSize; held is what
+	// this connection's took from it (headerbudget.go).
+	budget *headerBudget
+	held   atomic.Int64
 	// headerTimeout bounds a header's read from its first byte (0: no
 	// bound of the gate's own); headerDeadline is the current header's
 	// (zero between headers).
@@ -130,6 +144,10 @@ func (g *headerGate) SetReadDeadline(t time.Time) error {
 // errUnreadBody: fasthttp asked for the next request on a connection
 // whose previous body was neither read nor skippable (finishBody closes
 // such a connection, so this is a guard).
+// errHeaderBudget: a header could not grow within the header budget; the
+// connection was answered 429 and ends.
+var errHeaderBudget = errors.New("cannot read the request header: the header buffer budget is full")
+
 var errUnreadBody = errors.New("cannot read the next request: the previous request's body was not read")
 
 // Read implements net.Conn.
@@ -219,8 +237,17 @@ func (g *headerGate) compact() {
 	if cap(*g.buf) == gateBufSize {
 		*g.buf = (*g.buf)[:0]
 		gateBufs.Put(g.buf)
+	} else {
+		g.releaseHeader()
 	}
 	g.buf, g.off, g.out = nil, 0, 0
+}
+
+// Close implements net.Conn; it gives back what the header buffer took
+// from the budget.
+func (g *headerGate) Close() error {
+	g.releaseHeader()
+	return g.Conn.Close()
 }
 
 // readHeader reads until buf holds a complete request header (or more than
@@ -285,6 +312,10 @@ func (g *headerGate) readHeader() error {
 				*g.buf = b
 				return nil
 			}
+			if !g.budget.take(int64(c) - g.held.Load()) {
+				return g.refuseHeader()
+			}
+			g.held.Store(int64(c))
 			nb := make([]byte, len(b), c)
 			copy(nb, b)
 			if cap(b) == gateBufSize {

@@ -31,6 +31,8 @@ var metricHelp = map[string]string{
 	"lazyapi_audit_events_total":                              "Audit events written to --audit-log-path.",
 	"lazyapi_audit_events_dropped_total":                      "Audit events dropped because the writer's queue (10,000 events or 16 MiB) was full.",
 	"lazyapi_audit_write_errors_total":                        "Audit events the log file could not take (write errors).",
+	"lazyapi_header_buffer_bytes":                             "Bytes of request header buffers grown past their first 4 KiB, held before the headers are complete (before authentication).",
+	"lazyapi_header_buffer_refused_total":                     "Request headers answered 429 because the header buffer budget was full.",
 	"lazyapi_authenticated_requests_total":                    "Requests authenticated, by method (x509, token, serviceaccount, webhook, anonymous).",
 	"lazyapi_authentication_failures_total":                   "Requests answered 401.",
 	"lazyapi_authentication_webhook_requests_total":           "TokenReviews sent to the authentication webhook, by HTTP status code (retries included; cache hits are not requests).",

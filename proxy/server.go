@@ -55,6 +55,12 @@ type Config struct {
 	// needs it, after authentication and authorization, within
 	// RequestTimeout.
 	ReadTimeout time.Duration
+	// HeaderBufferBytes bounds the bytes of request headers that all
+	// connections hold at once beyond each connection's first 4 KiB,
+	// before the header is complete (before authentication); a header
+	// that cannot grow within it is answered 429 (headerbudget.go). 0
+	// means DefaultHeaderBufferBytes.
+	HeaderBufferBytes int64
 	// WriteTimeout bounds each write of a response (--write-timeout): a
 	// flush that a client does not take within it ends the response and
 	// releases its admission (progress.go). 0 means 10s.
@@ -187,6 +193,9 @@ type Server struct {
 	// lists shares the etcd reads of concurrent identical LISTs
 	// (sharedlist.go); nil: every LIST reads its own.
 	lists *listGroups
+	// headers bounds the header buffers of connections not yet
+	// authenticated (headerbudget.go).
+	headers *headerBudget
 	// initialRun bounds the watches encoding initial events at once
 	// (watchWriter.run): a reconnect storm's encoders leave the other
 	// cores' run queues to short requests.
@@ -235,6 +244,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	if cfg.HeaderBufferBytes <= 0 {
+		cfg.HeaderBufferBytes = DefaultHeaderBufferBytes
+	}
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 30 * time.Second
 	}
@@ -280,6 +292,7 @@ func New(cfg Config) (*Server, error) {
 	s.aborted = newAbortMetrics(s.ms)
 	s.ms.GetOrCreateGauge("lazyapi_write_coalesce_buffer_bytes", func() float64 { return float64(coalesceInUse.Load()) })
 	s.rateLog.log = cfg.Logger
+	s.headers = newHeaderBudget(s.ms, cfg.HeaderBufferBytes)
 	s.initAuthn()
 	s.openapi = cfg.OpenAPI
 	if s.openapi == nil {
@@ -331,7 +344,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	stop := context.AfterFunc(s.baseCtx, func() { ln.Close() })
 	defer stop()
 	inner, clear := unwrapClearText(ln)
-	err := s.srv.Serve(gateListener{Listener: inner, clear: clear, headerTimeout: s.cfg.ReadTimeout})
+	err := s.srv.Serve(gateListener{Listener: inner, clear: clear, headerTimeout: s.cfg.ReadTimeout, budget: s.headers})
 	if s.baseCtx.Err() != nil {
 		return nil
 	}
