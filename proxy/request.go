@@ -67,15 +67,22 @@ func decodePath(uri []byte) (path, rawQuery string, ok bool) {
 	return u.Path, u.RawQuery, true
 }
 
-// splitPath splits a path as kube-apiserver's RequestInfoFactory and
-// go-restful's tokenizer (TrimRightSlashEnabled) do: outer slashes trimmed,
-// inner empty segments kept.
-func splitPath(path string) []string {
+// splitPath appends the segments of path to dst as kube-apiserver's
+// RequestInfoFactory and go-restful's tokenizer (TrimRightSlashEnabled)
+// split it: outer slashes trimmed, inner empty segments kept.
+func splitPath(dst []string, path string) []string {
 	path = strings.Trim(path, "/")
 	if path == "" {
-		return nil
+		return dst
 	}
-	return strings.Split(path, "/")
+	for {
+		seg, rest, found := strings.Cut(path, "/")
+		dst = append(dst, seg)
+		if !found {
+			return dst
+		}
+		path = rest
+	}
 }
 
 // validName returns kube-apiserver's 400 for a name its registry refuses

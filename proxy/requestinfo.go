@@ -57,6 +57,9 @@ type RequestInfo struct {
 	routeOK bool
 	// err is NewRequestInfo's error: kube-apiserver answers it 500.
 	err error
+	// partsBuf holds the path's segments of a usual path (Parts is a
+	// part of it) without an allocation.
+	partsBuf [10]string
 }
 
 // errNoKind is RequestInfoFactory's error for a /watch or /proxy path with
@@ -68,8 +71,8 @@ var errNoKind = errors.New("unable to determine kind and namespace from url")
 // ri, as kube-apiserver's RequestInfoFactory.NewRequestInfo and its
 // router do.
 func resolveRequest(ri *RequestInfo, method, path, rawQuery string) {
-	*ri = RequestInfo{Path: path, Verb: strings.ToLower(method)}
-	parts := splitPath(path)
+	*ri = RequestInfo{Path: path, Verb: lowerMethod(method)}
+	parts := splitPath(ri.partsBuf[:0], path)
 	if len(parts) < 3 || (parts[0] != "api" && parts[0] != "apis") {
 		return
 	}
@@ -138,8 +141,8 @@ func resolveRequest(ri *RequestInfo, method, path, rawQuery string) {
 		// The name a fieldSelector requires, when ListOptions decode
 		// (DecodeParameters: every parameter converts, the selectors
 		// parse).
-		if fs, ok := q.first(qFieldSelector); ok && fs != "" && q.listOptionsErr() == nil {
-			if sel, err := fields.ParseSelector(fs); err == nil {
+		if q.vals[qFieldSelector] != "" {
+			if sel, err := q.listOptions(); err == nil {
 				if name, ok := sel.RequiresExactMatch("metadata.name"); ok && len(content.IsPathSegmentName(name)) == 0 {
 					ri.Name = name
 				}
@@ -156,6 +159,28 @@ func resolveRequest(ri *RequestInfo, method, path, rawQuery string) {
 	if ri.routeOK {
 		ri.Params, ri.ParamsErr = q.params(!named || ri.route.Watch)
 	}
+}
+
+// lowerMethod is strings.ToLower(method), without an allocation for the
+// usual methods.
+func lowerMethod(method string) string {
+	switch method {
+	case "GET":
+		return "get"
+	case "HEAD":
+		return "head"
+	case "POST":
+		return "post"
+	case "PUT":
+		return "put"
+	case "PATCH":
+		return "patch"
+	case "DELETE":
+		return "delete"
+	case "OPTIONS":
+		return "options"
+	}
+	return strings.ToLower(method)
 }
 
 // attributes fills a's request fields from ri (the user's are the
@@ -324,25 +349,25 @@ func kubeBool(v string) bool { return v != "0" && !strings.EqualFold(v, "false")
 // watch is ListOptions.Watch.
 func (q *query) watch() bool { return q.has[qWatch] && kubeBool(q.vals[qWatch]) }
 
-// listOptionsErr is the error of kube-apiserver's DecodeParameters of the
-// query into ListOptions, in its order: the url.Values conversion
-// (timeoutSeconds, limit: strconv.ParseInt of the first value, "" too),
-// then the selectors (labels.Parse, fields.ParseSelector).
-func (q *query) listOptionsErr() error {
+// listOptions is kube-apiserver's DecodeParameters of the query into
+// ListOptions: its error, in its order (the url.Values conversion:
+// timeoutSeconds, limit, strconv.ParseInt of the first value, "" too;
+// then the selectors: labels.Parse, fields.ParseSelector), or the field
+// selector.
+func (q *query) listOptions() (fields.Selector, error) {
 	for _, i := range [...]int{qTimeoutSeconds, qLimit} {
 		if q.has[i] {
 			if _, err := strconv.ParseInt(q.vals[i], 10, 64); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	if _, err := labels.Parse(q.vals[qLabelSelector]); err != nil {
-		return err
+	if ls := q.vals[qLabelSelector]; ls != "" {
+		if _, err := labels.Parse(ls); err != nil {
+			return nil, err
+		}
 	}
-	if _, err := fields.ParseSelector(q.vals[qFieldSelector]); err != nil {
-		return err
-	}
-	return nil
+	return fields.ParseSelector(q.vals[qFieldSelector])
 }
 
 // params returns the parameters for serving. list: a list or watch

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -45,8 +46,12 @@ var issue23Requests = []string{
 //	go test ./proxy -run '^$' -fuzz FuzzResolveRequest -fuzztime=3m
 func FuzzResolveRequest(f *testing.F) {
 	klog.SetLogger(logr.Discard()) // NewRequestInfo logs queries it cannot decode
+	add := func(m uint8, target string) {
+		path, query, _ := strings.Cut(target, "?")
+		f.Add(m, path, query)
+	}
 	for _, r := range issue23Requests {
-		f.Add(uint8(0), r)
+		add(0, r)
 	}
 	for _, r := range []string{
 		"/api/v1/watch/namespaces/a/secrets/s?fieldSelector=metadata.name%3Dt",
@@ -85,15 +90,21 @@ func FuzzResolveRequest(f *testing.F) {
 		"/api/v1/namespaces/a/secrets?resourceVersionMatch=NotOlderThan&watch=1",
 		"/api/v1/namespaces/a/secrets?includeObject=Object&includeObject=All",
 	} {
-		f.Add(uint8(0), r)
+		add(0, r)
 	}
-	f.Add(uint8(1), "/api/v1/namespaces/a/secrets?watch=1")
-	f.Add(uint8(5), "/api/v1/namespaces/a/secrets")
-	f.Add(uint8(6), "/api/v1/namespaces/a/secrets/s")
+	add(1, "/api/v1/namespaces/a/secrets?watch=1")
+	add(5, "/api/v1/namespaces/a/secrets")
+	add(6, "/api/v1/namespaces/a/secrets/s")
 	factory := &request.RequestInfoFactory{APIPrefixes: sets.NewString("api", "apis"), GrouplessAPIPrefixes: sets.NewString("api")}
 	methods := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT"}
-	f.Fuzz(func(t *testing.T, m uint8, target string) {
+	// The path and the query are mutated apart; the target is the two
+	// joined by "?" (a "?" in the path ends it there, as in a request).
+	f.Fuzz(func(t *testing.T, m uint8, path, query string) {
 		method := methods[int(m)%len(methods)]
+		target := path
+		if query != "" {
+			target += "?" + query
+		}
 		u, err := url.ParseRequestURI(target)
 		path, rawQuery, ok := decodePath([]byte(target))
 		if ok != (err == nil) || (ok && (path != u.Path || rawQuery != u.RawQuery)) {

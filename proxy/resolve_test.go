@@ -97,7 +97,7 @@ func resolverEnv(t *testing.T) *env {
 }
 
 // served is what a response held: its code, its shape ("list", "watch",
-// "object" or "status") and the namespace/name of every object in it.
+// "object", "status" or "text") and the namespace/name of every object in it.
 type served struct {
 	code  int
 	shape string
@@ -127,6 +127,10 @@ func serve(t *testing.T, e *env, token, target string) served {
 		t.Fatalf("GET %s: read: %v", target, err)
 	}
 	out := served{code: resp.StatusCode}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		out.shape = "text"
+		return out
+	}
 	type object struct {
 		Kind     string `json:"kind"`
 		Metadata struct {
@@ -146,10 +150,6 @@ func serve(t *testing.T, e *env, token, target string) served {
 		if err := dec.Decode(&v); err == io.EOF {
 			break
 		} else if err != nil {
-			if resp.StatusCode == 404 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
-				out.shape = "status"
-				return out
-			}
 			t.Fatalf("GET %s: %d: cannot decode %q: %v", target, resp.StatusCode, body, err)
 		}
 		switch {
@@ -203,6 +203,9 @@ func TestResolverFindings(t *testing.T) {
 		// An empty namespace is routed (go-restful's {namespace} matches
 		// ""): every namespace, as kube-apiserver.
 		{"empty namespace root", tokRoot, "/api/v1/namespaces//secrets", 200, "list", "team-a/allowed-secret,team-a/top-secret,team-b/other"},
+		// RequestInfoFactory's error: kube-apiserver's 500.
+		{"watch without kind", tokRoot, "/api/v1/watch", 500, "text", "-"},
+		{"watch without kind", tokRoot, "/apis/apps/v1/watch/", 500, "text", "-"},
 		// 3: watch=f is a watch.
 		{"watch=f watch-only", tokWatch, secrets + "?watch=f" + end, 200, "watch", "team-a/allowed-secret,team-a/top-secret"},
 		{"watch=F list-only", tokList, secrets + "?watch=F" + end, 403, "", "-"},
