@@ -57,6 +57,9 @@ type RequestInfo struct {
 	routeOK bool
 	// err is NewRequestInfo's error: kube-apiserver answers it 500.
 	err error
+	// rawQuery is the request's query (Go's URL.RawQuery), for the
+	// handlers of other paths (openapi's hash).
+	rawQuery string
 	// partsBuf holds the path's segments of a usual path (Parts is a
 	// part of it) without an allocation.
 	partsBuf [10]string
@@ -71,7 +74,7 @@ var errNoKind = errors.New("unable to determine kind and namespace from url")
 // ri, as kube-apiserver's RequestInfoFactory.NewRequestInfo and its
 // router do.
 func resolveRequest(ri *RequestInfo, method, path, rawQuery string) {
-	*ri = RequestInfo{Path: path, Verb: lowerMethod(method)}
+	*ri = RequestInfo{Path: path, Verb: lowerMethod(method), rawQuery: rawQuery}
 	parts := splitPath(ri.partsBuf[:0], path)
 	if len(parts) < 3 || (parts[0] != "api" && parts[0] != "apis") {
 		return
@@ -300,13 +303,31 @@ type query struct {
 const maxQueryParams = 10000
 
 // parseQuery parses a raw query as net/url's parseQuery, keeping the first
-// value of each parameter lazyapi reads: pairs separated by "&", a pair
-// with ";" or a bad escape skipped. It allocates only for values with
-// escapes.
+// value of each parameter lazyapi reads (queryPairs). It allocates only
+// for values with escapes.
 func parseQuery(raw string) query {
 	var q query
+	queryPairs(raw, func(k, v string) bool {
+		i := queryIndex(k)
+		if i < 0 || q.has[i] {
+			return true
+		}
+		if v, err := url.QueryUnescape(v); err == nil {
+			q.has[i], q.vals[i] = true, v
+		}
+		return true
+	})
+	return q
+}
+
+// queryPairs calls fn with the unescaped key and the raw value of each
+// pair of a raw query, as net/url's parseQuery splits it: pairs separated
+// by "&", a pair with ";" or a key with a bad escape skipped, none at all
+// past maxQueryParams. The caller unescapes the value (a bad escape skips
+// the pair); fn returns false to stop.
+func queryPairs(raw string, fn func(key, rawValue string) bool) {
 	if raw == "" || strings.Count(raw, "&")+1 > maxQueryParams {
-		return q
+		return
 	}
 	for raw != "" {
 		var pair string
@@ -319,16 +340,28 @@ func parseQuery(raw string) query {
 		if err != nil {
 			continue
 		}
-		i := queryIndex(k)
-		if i < 0 {
-			continue
+		if !fn(k, v) {
+			return
 		}
-		if v, err = url.QueryUnescape(v); err != nil || q.has[i] {
-			continue
-		}
-		q.has[i], q.vals[i] = true, v
 	}
-	return q
+}
+
+// queryFirst is the first value of key in a raw query, as Go's
+// URL.Query().Get.
+func queryFirst(raw, key string) string {
+	var first string
+	queryPairs(raw, func(k, v string) bool {
+		if k != key {
+			return true
+		}
+		v, err := url.QueryUnescape(v)
+		if err != nil {
+			return true
+		}
+		first = v
+		return false
+	})
+	return first
 }
 
 func queryIndex(k string) int {

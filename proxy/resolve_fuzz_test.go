@@ -89,6 +89,7 @@ func FuzzResolveRequest(f *testing.F) {
 		"/api/v1/nodes/n/status?resourceVersion=0&watch=1",
 		"/api/v1/namespaces/a/secrets?resourceVersionMatch=NotOlderThan&watch=1",
 		"/api/v1/namespaces/a/secrets?includeObject=Object&includeObject=All",
+		"/openapi/v3/apis/apps/v1?hash=x;&hash=%zz&hash=y&hash=z",
 	} {
 		add(0, r)
 	}
@@ -129,10 +130,22 @@ func FuzzResolveRequest(f *testing.F) {
 		if !reflect.DeepEqual(&got, want) {
 			t.Fatalf("%s %q:\n lazyapi        %+v\n kube-apiserver %+v", method, target, got, *want)
 		}
+		// The query: every parameter's first value as URL.Query's.
+		values := u.Query()
+		q := parseQuery(rawQuery)
+		for i, k := range queryNames {
+			v, has := q.first(i)
+			if want, ok := values[k]; has != ok || (ok && v != want[0]) {
+				t.Fatalf("%q: %s = %q %v; Go's URL.Query: %q", target, k, v, has, want)
+			}
+		}
+		if got, want := queryFirst(rawQuery, "hash"), values.Get("hash"); got != want {
+			t.Fatalf("%q: hash %q; Go's URL.Query: %q", target, got, want)
+		}
 		if kerr != nil || !ri.routeOK {
 			return
 		}
-		checkServed(t, method, target, &ri, u.Query())
+		checkServed(t, method, target, &ri, values)
 	})
 }
 

@@ -414,7 +414,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		pprofhandler.PprofHandler(rc)
 		return
 	case path == "/openapi/v2" || path == "/openapi/v3" || strings.HasPrefix(path, "/openapi/"):
-		s.serveOpenAPI(rc, path)
+		s.serveOpenAPI(rc, &ri)
 		return
 	}
 	if ri.routeOK {
