@@ -107,11 +107,11 @@ func checkPath(t *testing.T, target string) {
 	}
 	ns, name, sub, isResource := kubeRequestInfo(path)
 	if !isResource || p.Namespace != ns || p.Name != name || p.Subresource != sub {
-		t.Fatalf("parsePath(%q) = ns %q name %q sub %q; kube-apiserver: ns %q name %q sub %q resource %v",
+		t.Fatalf("route of %q = ns %q name %q sub %q; kube-apiserver: ns %q name %q sub %q resource %v",
 			path, p.Namespace, p.Name, p.Subresource, ns, name, sub, isResource)
 	}
 	if p.Version == "" || p.Resource == "" || strings.Contains(p.Name, "/") || strings.Contains(p.Namespace, "/") {
-		t.Fatalf("parsePath(%q) accepted %+v", path, p)
+		t.Fatalf("route of %q accepted %+v", path, p)
 	}
 	// What is authorized is what is served.
 	var a authz.Attributes
@@ -122,7 +122,7 @@ func checkPath(t *testing.T, target string) {
 	}
 	if !a.ResourceRequest || a.Namespace != wantNS || a.Name != p.Name || a.Resource != p.Resource ||
 		a.Subresource != p.Subresource || a.APIGroup != p.Group || a.APIVersion != p.Version {
-		t.Fatalf("parsePath(%q) = %+v; authorized as %+v", path, p, a)
+		t.Fatalf("route of %q = %+v; authorized as %+v", path, p, a)
 	}
 }
 

@@ -107,9 +107,9 @@ func TestParseParams(t *testing.T) {
 		_, err := params(t, tt.query)
 		switch {
 		case tt.wantErr == "" && err != nil:
-			t.Errorf("parseParams(%q) = %v, want no error", tt.query, err)
+			t.Errorf("params(%q) = %v, want no error", tt.query, err)
 		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !isBadRequest(err)):
-			t.Errorf("parseParams(%q) = %v, want bad request containing %q", tt.query, err, tt.wantErr)
+			t.Errorf("params(%q) = %v, want bad request containing %q", tt.query, err, tt.wantErr)
 		}
 	}
 	p, _ := params(t, "limit=-5")
