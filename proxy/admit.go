@@ -135,8 +135,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 		}
 	}
 	if s.cfg.Admit != nil {
-		release, err := s.cfg.Admit(rc, &RequestInfo{Verb: st.verb, Resource: st.r, Namespace: st.p.Namespace,
-			Name: st.p.Name, Limit: st.q.Limit, ResourceVersion: st.q.ResourceVersion})
+		release, err := s.cfg.Admit(rc, st.ri)
 		if err != nil {
 			for _, r := range releases {
 				r()

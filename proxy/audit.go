@@ -72,13 +72,13 @@ func noAudit() {}
 // auditRequest starts rc's audit record and returns the function that
 // logs its event when the response is written (handle defers it); without
 // Config.Audit it does nothing.
-func (s *Server) auditRequest(rc *fasthttp.RequestCtx, path string) func() {
+func (s *Server) auditRequest(rc *fasthttp.RequestCtx, path, rawQuery string) func() {
 	if s.cfg.Audit == nil {
 		return noAudit
 	}
 	r := &auditRecord{received: time.Now()}
 	rc.SetUserValue(auditKey, r)
-	return func() { s.auditEnd(rc, path, r) }
+	return func() { s.auditEnd(rc, path, rawQuery, r) }
 }
 
 // auditAuthenticated records the authenticated requestor (before any
@@ -109,11 +109,15 @@ func (s *Server) auditAuthorized(rc *fasthttp.RequestCtx, a *authz.Attributes, a
 
 // auditEnd builds and emits rc's event, unless the policy's level for it
 // is None or omits its stage.
-func (s *Server) auditEnd(rc *fasthttp.RequestCtx, path string, r *auditRecord) {
+func (s *Server) auditEnd(rc *fasthttp.RequestCtx, path, rawQuery string, r *auditRecord) {
 	code := rc.Response.StatusCode()
 	a := r.attrs
 	if !r.authzRan {
-		requestAttributes(&a, bytesutil.ToUnsafeString(rc.Method()), path, rc.QueryArgs())
+		// Not authorized (public paths, 401s): the attributes as
+		// authorization would have seen them.
+		var ri RequestInfo
+		resolveRequest(&ri, bytesutil.ToUnsafeString(rc.Method()), path, rawQuery)
+		ri.attributes(&a)
 	}
 	// The policy sees the requestor, as kube-apiserver's audit filter
 	// (which runs before impersonation).

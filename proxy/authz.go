@@ -9,9 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
@@ -21,10 +19,10 @@ import (
 
 // authorize asks Config.Authorizer whether the request's user may make
 // it, with the attributes kube-apiserver's RequestInfoFactory gives it
-// (requestAttributes). A refusal is answered 403 Forbidden with
+// (ri, resolveRequest). A refusal is answered 403 Forbidden with
 // kube-apiserver's message, in the negotiated error format, and returns
 // false. Without an authorizer every request passes.
-func (s *Server) authorize(rc *fasthttp.RequestCtx, path string) bool {
+func (s *Server) authorize(rc *fasthttp.RequestCtx, ri *RequestInfo) bool {
 	c := s.cfg.Authorizer
 	if c == nil {
 		return true
@@ -36,13 +34,13 @@ func (s *Server) authorize(rc *fasthttp.RequestCtx, path string) bool {
 	}
 	if hasImpersonation(rc) {
 		var ok bool
-		if u, ok = s.impersonate(rc, c, u); !ok {
+		if u, ok = s.impersonate(rc, c, u, ri.Path); !ok {
 			return false
 		}
 		rc.SetUserValue(userKey, u)
 	}
 	a.User, a.UID, a.Groups, a.Extra = u.Name, u.UID, u.Groups, u.Extra
-	requestAttributes(&a, bytesutil.ToUnsafeString(rc.Method()), path, rc.QueryArgs())
+	ri.attributes(&a)
 	allowed, _, reason, err := c.Authorize(&a)
 	s.auditAuthorized(rc, &a, allowed, reason, err)
 	if allowed {
@@ -55,15 +53,21 @@ func (s *Server) authorize(rc *fasthttp.RequestCtx, path string) bool {
 		// decided. responsewriters.InternalError answers it in plain text.
 		s.log.Warn("cannot authorize request", zap.String("user", a.User), zap.String("verb", a.Verb),
 			zap.String("path", a.Path), zap.Error(err))
-		rc.Response.Reset()
-		rc.SetStatusCode(fasthttp.StatusInternalServerError)
-		rc.SetContentType("text/plain; charset=utf-8")
-		rc.Response.Header.Set("X-Content-Type-Options", "nosniff")
-		rc.SetBodyString(authz.InternalErrorMessage(string(rc.RequestURI()), err) + "\n")
+		internalErrorText(rc, err)
 		return false
 	}
 	s.forbid(rc, &a, reason)
 	return false
+}
+
+// internalErrorText answers err as kube-apiserver's
+// responsewriters.InternalError: 500 in plain text.
+func internalErrorText(rc *fasthttp.RequestCtx, err error) {
+	rc.Response.Reset()
+	rc.SetStatusCode(fasthttp.StatusInternalServerError)
+	rc.SetContentType("text/plain; charset=utf-8")
+	rc.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	rc.SetBodyString(authz.InternalErrorMessage(string(rc.RequestURI()), err) + "\n")
 }
 
 // forbid answers 403 Forbidden for a, as kube-apiserver's
@@ -101,10 +105,11 @@ func hasImpersonation(rc *fasthttp.RequestCtx) bool {
 // be allowed to the requestor with the verb impersonate on users,
 // serviceaccounts, groups, userextras/KEY or uids; then the request is
 // served as the impersonated user (groups plus system:authenticated, or
-// a service account's groups when none are given). It answers 400 for
+// a service account's groups when none are given); path is the request's
+// (RequestInfo.Path). It answers 400 for
 // groups, extras or a UID without a user and 403 for a refusal, and
 // returns false then.
-func (s *Server) impersonate(rc *fasthttp.RequestCtx, c *authz.Chain, requestor *authn.User) (*authn.User, bool) {
+func (s *Server) impersonate(rc *fasthttp.RequestCtx, c *authz.Chain, requestor *authn.User, path string) (*authn.User, bool) {
 	type request struct {
 		ref  corev1.ObjectReference
 		attr authz.Attributes
@@ -180,7 +185,7 @@ func (s *Server) impersonate(rc *fasthttp.RequestCtx, c *authz.Chain, requestor 
 		}
 		// kube-apiserver: an error is a refusal here even with Allow.
 		if ok, _, reason, err := c.Authorize(&r.attr); !ok || err != nil {
-			r.attr.Path = string(rc.Path())
+			r.attr.Path = path
 			s.forbid(rc, &r.attr, reason)
 			return nil, false
 		}
@@ -211,111 +216,4 @@ func splitServiceAccount(user string) (ns, name string, ok bool) {
 		return "", "", false
 	}
 	return parts[0], parts[1], true
-}
-
-// requestAttributes fills a's request fields as kube-apiserver's
-// RequestInfoFactory.NewRequestInfo (APIPrefixes api and apis, groupless
-// api, the watch and proxy path verbs, namespace subresources status and
-// finalize): a resource request for /api/v1/... and /apis/G/V/..., a
-// non-resource request (verb = lower-case method) for every other path.
-// A GET of a collection is list or watch (watch=true, any value but
-// "false" and "0"), and a fieldSelector requiring metadata.name=X names X.
-// List, watch and deletecollection requests (not through /watch/) keep
-// their fieldSelector and labelSelector for the Webhook mode. It
-// allocates only for a query with a selector.
-func requestAttributes(a *authz.Attributes, method, path string, q *fasthttp.Args) {
-	a.Path = path
-	a.Verb = strings.ToLower(method)
-	// kube-apiserver splits the path trimmed of slashes at every "/"; the
-	// found flags below count its parts.
-	prefix, rest, ok := strings.Cut(strings.Trim(path, "/"), "/")
-	if !ok || (prefix != "api" && prefix != "apis") {
-		return
-	}
-	var group, version string
-	if prefix == "apis" {
-		if group, rest, ok = strings.Cut(rest, "/"); !ok {
-			return
-		}
-	}
-	if version, rest, ok = strings.Cut(rest, "/"); !ok {
-		return
-	}
-	a.ResourceRequest = true
-	a.APIGroup, a.APIVersion = group, version
-	part, rest, _ := strings.Cut(rest, "/")
-	viaPath := part == "watch" || part == "proxy"
-	if viaPath {
-		if rest == "" {
-			// kube-apiserver: an error ("unable to determine kind and
-			// namespace"), answered as a non-resource request would be
-			// by lazyapi's router: keep the verb.
-			a.Verb = part
-			return
-		}
-		a.Verb = part
-		part, rest, _ = strings.Cut(rest, "/")
-	} else {
-		switch method {
-		case "POST":
-			a.Verb = "create"
-		case "GET", "HEAD":
-			a.Verb = "get"
-		case "PUT":
-			a.Verb = "update"
-		case "PATCH":
-			a.Verb = "patch"
-		case "DELETE":
-			a.Verb = "delete"
-		default:
-			a.Verb = ""
-		}
-	}
-	// parts: resource/name/subresource/...
-	if part == "namespaces" && rest != "" {
-		ns, after, _ := strings.Cut(rest, "/")
-		a.Namespace = ns
-		if after != "" {
-			next, _, _ := strings.Cut(after, "/")
-			if next != "status" && next != "finalize" {
-				part, rest, _ = strings.Cut(after, "/")
-			}
-		}
-	}
-	a.Resource = part
-	name, rest, _ := strings.Cut(rest, "/")
-	a.Name = name
-	if rest != "" && a.Verb != "proxy" {
-		a.Subresource, _, _ = strings.Cut(rest, "/")
-	}
-	if a.Name == "" && a.Verb == "get" {
-		a.Verb = "list"
-		if w := q.Peek("watch"); q.Has("watch") {
-			switch strings.ToLower(bytesutil.ToUnsafeString(w)) {
-			case "false", "0":
-			default:
-				a.Verb = "watch"
-			}
-		}
-		if fs := q.Peek("fieldSelector"); len(fs) > 0 {
-			if sel, err := fields.ParseSelector(string(fs)); err == nil {
-				if name, ok := sel.RequiresExactMatch("metadata.name"); ok && len(content.IsPathSegmentName(name)) == 0 {
-					a.Name = name
-				}
-			}
-		}
-	}
-	if a.Name == "" && a.Verb == "delete" {
-		a.Verb = "deletecollection"
-	}
-	// kube-apiserver keeps the selectors for authorization (the webhook's
-	// SubjectAccessReview) except on /watch/ paths.
-	if !viaPath && (a.Verb == "list" || a.Verb == "watch" || a.Verb == "deletecollection") {
-		if fs := q.Peek("fieldSelector"); len(fs) > 0 {
-			a.FieldSelector = string(fs)
-		}
-		if ls := q.Peek("labelSelector"); len(ls) > 0 {
-			a.LabelSelector = string(ls)
-		}
-	}
 }

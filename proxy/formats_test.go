@@ -193,7 +193,7 @@ func TestErrors(t *testing.T) {
 		{"GET", "/api/v1/namespaces/ns1/configmaps", "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io", 406, metav1.StatusReasonNotAcceptable, ""},
 		{"GET", "/api/v1/namespaces/ns1/configmaps?continue=garbage", "", 400, metav1.StatusReasonBadRequest, "invalid continue token"},
 		{"GET", "/api/v1/namespaces/ns1/configmaps?continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiJhIn0&resourceVersion=5", "", 400, metav1.StatusReasonBadRequest, "specifying resource version is not allowed when using continue"},
-		{"GET", "/api/v1/namespaces/ns1/configmaps?limit=x", "", 400, metav1.StatusReasonBadRequest, "limit"},
+		{"GET", "/api/v1/namespaces/ns1/configmaps?limit=x", "", 400, metav1.StatusReasonBadRequest, `strconv.ParseInt: parsing "x"`},
 		{"GET", "/api/v1/namespaces/ns1/configmaps?resourceVersion=x", "", 400, metav1.StatusReasonBadRequest, "invalid resource version"},
 		{"GET", "/api/v1/namespaces/ns1/configmaps?labelSelector=a+in+(", "", 400, metav1.StatusReasonBadRequest, ""},
 		{"GET", "/api/v1/namespaces/ns1/configmaps?fieldSelector=data.k%3Dv", "", 400, metav1.StatusReasonBadRequest, "data.k"},

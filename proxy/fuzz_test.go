@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/lazyapi/lazyapi/authz"
 )
 
@@ -40,14 +38,13 @@ func FuzzParseRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, target, query, token, labelSel, fieldSel, accept string) {
 		checkPath(t, target)
-		var args fasthttp.Args
-		args.Parse(query)
-		q, err := parseParams(func(fn func(k, v []byte)) { args.VisitAll(fn) })
+		qv := parseQuery(query)
+		q, err := qv.params(true)
 		if err != nil && !isBadRequest(err) {
-			t.Fatalf("parseParams(%q) = %v, not a bad request", query, err)
+			t.Fatalf("params(%q) = %v, not a bad request", query, err)
 		}
 		if err == nil && q.Continue != "" && q.ResourceVersion != "" && q.ResourceVersion != "0" {
-			t.Fatalf("parseParams(%q) accepted resourceVersion with continue", query)
+			t.Fatalf("params(%q) accepted resourceVersion with continue", query)
 		}
 		const prefix = "/registry/configmaps/ns/"
 		if key, rev, err := decodeContinue(token, prefix); err == nil {
@@ -94,37 +91,38 @@ func FuzzParseRequest(f *testing.F) {
 // is Go's URL.Path of the request target, and a path lazyapi routes has the
 // namespace and name kube-apiserver's RequestInfoFactory gives it.
 func checkPath(t *testing.T, target string) {
-	path, ok := decodePath([]byte(target))
+	path, rawQuery, ok := decodePath([]byte(target))
 	u, err := url.ParseRequestURI(target)
-	if ok != (err == nil) || (ok && path != u.Path) {
+	if ok != (err == nil) || (ok && (path != u.Path || rawQuery != u.RawQuery)) {
 		t.Fatalf("decodePath(%q) = %q, %v; Go's server: %v, %v", target, path, ok, u, err)
 	}
 	if !ok {
 		return
 	}
-	p, ok := parsePath(path)
+	var ri RequestInfo
+	resolveRequest(&ri, "GET", path, "")
+	p, ok := ri.route, ri.routeOK
 	if !ok {
 		return
 	}
 	ns, name, sub, isResource := kubeRequestInfo(path)
 	if !isResource || p.Namespace != ns || p.Name != name || p.Subresource != sub {
-		t.Fatalf("parsePath(%q) = ns %q name %q sub %q; kube-apiserver: ns %q name %q sub %q resource %v",
+		t.Fatalf("route of %q = ns %q name %q sub %q; kube-apiserver: ns %q name %q sub %q resource %v",
 			path, p.Namespace, p.Name, p.Subresource, ns, name, sub, isResource)
 	}
 	if p.Version == "" || p.Resource == "" || strings.Contains(p.Name, "/") || strings.Contains(p.Namespace, "/") {
-		t.Fatalf("parsePath(%q) accepted %+v", path, p)
+		t.Fatalf("route of %q accepted %+v", path, p)
 	}
 	// What is authorized is what is served.
 	var a authz.Attributes
-	var q fasthttp.Args
-	requestAttributes(&a, "GET", path, &q)
+	ri.attributes(&a)
 	wantNS := p.Namespace
 	if p.Resource == "namespaces" && !p.InNamespace {
 		wantNS = p.Name
 	}
 	if !a.ResourceRequest || a.Namespace != wantNS || a.Name != p.Name || a.Resource != p.Resource ||
 		a.Subresource != p.Subresource || a.APIGroup != p.Group || a.APIVersion != p.Version {
-		t.Fatalf("parsePath(%q) = %+v; authorized as %+v", path, p, a)
+		t.Fatalf("route of %q = %+v; authorized as %+v", path, p, a)
 	}
 }
 

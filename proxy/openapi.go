@@ -67,7 +67,8 @@ func NewOpenAPI(table *resource.Table) *openapi.Service {
 // caching when current), 404 with an empty body for an unknown path, 406
 // for an Accept it cannot meet. The body is gzip-compressed when the
 // client accepts it (the stored form of the documents).
-func (s *Server) serveOpenAPI(rc *fasthttp.RequestCtx, path string) {
+func (s *Server) serveOpenAPI(rc *fasthttp.RequestCtx, ri *RequestInfo) {
+	path := ri.Path
 	if !rc.IsGet() && !rc.IsHead() {
 		s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), methodNotAllowed(string(rc.Method())))
 		return
@@ -117,7 +118,7 @@ func (s *Server) serveOpenAPI(rc *fasthttp.RequestCtx, path string) {
 	etag := `"` + doc.ETag() + `"`
 	rc.Response.Header.Set("Etag", etag)
 	if gv {
-		if hash := string(rc.QueryArgs().Peek("hash")); hash != "" {
+		if hash := queryFirst(ri.rawQuery, "hash"); hash != "" {
 			if hash != doc.ETag() {
 				rc.Response.Header.Set("Location", "/openapi/v3/"+gvPath+"?"+url.Values{"hash": {doc.ETag()}}.Encode())
 				rc.SetStatusCode(http.StatusMovedPermanently)

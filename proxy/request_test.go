@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/base64"
-	"net/url"
 	"strings"
 	"testing"
 )
@@ -43,28 +42,37 @@ func TestParsePath(t *testing.T) {
 		{"/api/v1/watch/namespaces/ns/pods/p/status", apiPath{}, false},
 		{"//api/v1/namespaces/ns/configmaps", apiPath{}, false},
 		{"/api/v1/watch", apiPath{}, false},
+		// kube-apiserver's router matches no static segment (version,
+		// resource, subresource, watch) that is empty (issue 23).
+		{"/api/v1//secrets", apiPath{}, false},
+		{"/api/v1//namespaces/ns/secrets", apiPath{}, false},
+		{"/apis/apps/v1//deployments", apiPath{}, false},
+		{"/apis/apps//v1/deployments", apiPath{}, false},
+		{"/api//v1/secrets", apiPath{}, false},
+		{"/api/v1/namespaces/ns//secrets", apiPath{}, false},
+		{"/api/v1/namespaces/ns/pods/p//x", apiPath{}, false},
+		{"/api/v1/watch//secrets", apiPath{}, false},
 	}
 	for _, tt := range tests {
-		got, ok := parsePath(tt.path)
+		got, ok := routeFor(tt.path)
 		if ok != tt.ok || (ok && got != tt.want) {
-			t.Errorf("parsePath(%q) = %+v, %v; want %+v, %v", tt.path, got, ok, tt.want, tt.ok)
+			t.Errorf("routeFor(%q) = %+v, %v; want %+v, %v", tt.path, got, ok, tt.want, tt.ok)
 		}
 	}
 }
 
+// routeFor is the route of a GET of path.
+func routeFor(path string) (apiPath, bool) {
+	var ri RequestInfo
+	resolveRequest(&ri, "GET", path, "")
+	return ri.route, ri.routeOK
+}
+
+// params are the parameters of a LIST with the raw query.
 func params(t *testing.T, query string) (Params, error) {
 	t.Helper()
-	v, err := url.ParseQuery(query)
-	if err != nil {
-		t.Fatalf("bad test query %q: %v", query, err)
-	}
-	return parseParams(func(fn func(k, v []byte)) {
-		for k, vs := range v {
-			for _, x := range vs {
-				fn([]byte(k), []byte(x))
-			}
-		}
-	})
+	q := parseQuery(query)
+	return q.params(true)
 }
 
 func TestParseParams(t *testing.T) {
@@ -73,7 +81,12 @@ func TestParseParams(t *testing.T) {
 		wantErr string // substring; "" = ok
 	}{
 		{"limit=500&resourceVersion=0", ""},
-		{"limit=abc", "invalid limit"},
+		{"limit=abc", `strconv.ParseInt: parsing "abc": invalid syntax`},
+		{"limit=", `strconv.ParseInt: parsing "": invalid syntax`},
+		{"limit=1&limit=x", ""},
+		{"limit=x&limit=1", `parsing "x"`},
+		{"limit=%zz&limit=1", ""}, // a bad escape: the pair is skipped
+		{"watch=maybe", ""},       // every value but 0 and false is true
 		{"resourceVersion=12&resourceVersionMatch=Exact", ""},
 		{"resourceVersion=12&resourceVersionMatch=NotOlderThan", ""},
 		{"resourceVersionMatch=Exact", "forbidden unless resourceVersion is provided"},
@@ -85,23 +98,38 @@ func TestParseParams(t *testing.T) {
 		{"continue=abc&resourceVersion=0", ""},
 		{"continue=abc&resourceVersion=1&resourceVersionMatch=Exact", "forbidden when continue is provided"},
 		{"watch=true&allowWatchBookmarks=true&sendInitialEvents=true", ""},
-		{"watch=maybe", "invalid watch"},
 		{"includeObject=Object", ""},
 		{"includeObject=All", "includeObject"},
-		{"timeoutSeconds=x", "invalid timeoutSeconds"},
+		{"timeoutSeconds=x", `strconv.ParseInt: parsing "x": invalid syntax`},
+		{"timeoutSeconds=", `strconv.ParseInt: parsing "": invalid syntax`},
 	}
 	for _, tt := range tests {
 		_, err := params(t, tt.query)
 		switch {
 		case tt.wantErr == "" && err != nil:
-			t.Errorf("parseParams(%q) = %v, want no error", tt.query, err)
+			t.Errorf("params(%q) = %v, want no error", tt.query, err)
 		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !isBadRequest(err)):
-			t.Errorf("parseParams(%q) = %v, want bad request containing %q", tt.query, err, tt.wantErr)
+			t.Errorf("params(%q) = %v, want bad request containing %q", tt.query, err, tt.wantErr)
 		}
 	}
 	p, _ := params(t, "limit=-5")
 	if p.Limit != 0 {
 		t.Errorf("negative limit = %d, want 0 (no limit)", p.Limit)
+	}
+	// The first value of each parameter, as apimachinery's conversions.
+	p, _ = params(t, "fieldSelector=metadata.name%3Da&fieldSelector=&labelSelector=x&labelSelector=y&watch=0&watch=1&limit=5&limit=6")
+	if p.FieldSelector != "metadata.name=a" || p.LabelSelector != "x" || p.Watch || p.Limit != 5 {
+		t.Errorf("repeated parameters = %+v, want the first of each", p)
+	}
+	for _, w := range []string{"", "1", "true", "t", "f", "F", "no", "FALSE0"} {
+		if p, _ := params(t, "watch="+w); !p.Watch {
+			t.Errorf("watch=%s is not a watch", w)
+		}
+	}
+	for _, w := range []string{"0", "false", "False", "fAlSe"} {
+		if p, _ := params(t, "watch="+w); p.Watch {
+			t.Errorf("watch=%s is a watch", w)
+		}
 	}
 }
 

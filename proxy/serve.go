@@ -46,9 +46,10 @@ func (e *decodeError) Unwrap() error { return e.err }
 type reqState struct {
 	s       *Server
 	r       *resource.Resource
-	p       apiPath
-	q       Params
-	enc     encoder // the negotiated representation; nil before negotiation
+	ri      *RequestInfo // the resolved request; nil for a cache fill
+	p       apiPath      // ri's route
+	q       Params       // ri's parameters
+	enc     encoder      // the negotiated representation; nil before negotiation
 	verb    string
 	start   time.Time
 	release func()
@@ -112,11 +113,18 @@ func (st *reqState) fail(rc *fasthttp.RequestCtx, ef format, e *StatusError) {
 	st.finish(int(e.Status.Code), len(rc.Response.Body()))
 }
 
-// serveResource serves GET, LIST and WATCH of a resource path.
-func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
+// serveResource serves GET, LIST and WATCH of a resource route; it reads
+// the request from ri only.
+func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	accept := string(rc.Request.Header.Peek("Accept"))
 	ef := errorFormat(accept)
-	st := &reqState{s: s, p: p, start: time.Now(), verb: "get"}
+	p := ri.route
+	named := p.Name != "" || p.Subresource != ""
+	// A watch is what kube-apiserver's router serves as one: a /watch/
+	// path, or watch=true on a collection (ri.Verb); a watch parameter on
+	// a named object is ignored (GetOptions have none).
+	watch := p.Watch || (!named && ri.Verb == "watch")
+	st := &reqState{s: s, ri: ri, p: p, start: time.Now(), verb: "get"}
 	if p.Name == "" {
 		st.verb = "list"
 	}
@@ -144,7 +152,7 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		st.fail(rc, ef, notFoundPath())
 		return
 	}
-	st.r = r
+	st.r, ri.Entry = r, r
 	if r.Warning != "" {
 		// kube-apiserver adds a deprecated version's warning to every
 		// response of the resource's routes, errors included.
@@ -169,13 +177,13 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 			Details: &codec.StatusDetails{Group: r.Group, Kind: r.Resource}}})
 		return
 	}
-	q, err := parseParams(func(fn func(k, v []byte)) { rc.QueryArgs().VisitAll(fn) })
-	if err != nil {
-		st.fail(rc, ef, badRequestErr(err.Error()))
+	if ri.ParamsErr != nil {
+		st.fail(rc, ef, badRequestErr(ri.ParamsErr.Error()))
 		return
 	}
+	q := ri.Params
 	st.q = q
-	if !p.Watch && !q.Watch && (p.Name != "" || p.Subresource != "") {
+	if !watch && named {
 		// The registry's key function (NamespaceKeyFunc,
 		// NoNamespaceKeyFunc) refuses these before reading.
 		if p.InNamespace && p.Namespace == "" {
@@ -188,7 +196,7 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, p apiPath) {
 		}
 	}
 	st.gzip = !s.cfg.DisableCompression && acceptsGzip(rc.Request.Header.Peek("Accept-Encoding"))
-	if p.Watch || q.Watch {
+	if watch {
 		st.gzip = false // never for watches, as kube-apiserver
 		st.verb = "watch"
 		s.serveWatch(rc, st, accept, ef)

@@ -31,6 +31,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/internal/bytesutil"
 	"github.com/lazyapi/lazyapi/openapi"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
@@ -88,7 +89,8 @@ type Config struct {
 	// etcd read. It returns a release function called when the response is
 	// complete (after the last byte of a stream), or an error answered as a
 	// Status (a *StatusError keeps its code; others become 429).
-	Admit func(rc *fasthttp.RequestCtx, req *RequestInfo) (release func(), err error)
+	// ri is the resolved request (Entry set); the hook must not keep it.
+	Admit func(rc *fasthttp.RequestCtx, ri *RequestInfo) (release func(), err error)
 	// Profiling serves Go's profiles at /debug/pprof/ (--profiling),
 	// authenticated like /metrics. Off by default: a CPU profile or trace
 	// costs CPU while it runs and a heap profile shows object contents'
@@ -127,20 +129,6 @@ type Config struct {
 	// (store.Failover): /readyz?verbose says when etcd members are left
 	// out (etcd-members degraded).
 	EtcdFailover func() store.FailoverStatus
-}
-
-// RequestInfo describes a routed resource request, for admission.
-type RequestInfo struct {
-	// Verb is "get", "list" or "watch".
-	Verb string
-	// Resource is the table entry the request names.
-	Resource *resource.Resource
-	// Namespace and Name are from the path ("" when absent).
-	Namespace, Name string
-	// Limit is the list's limit parameter (0: none).
-	Limit int64
-	// ResourceVersion is the resourceVersion parameter.
-	ResourceVersion string
 }
 
 // StatusError is an error answered with a specific Status.
@@ -463,7 +451,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 	defer s.recoverPanic(rc)
 	// Set last: writeStatus resets the response's headers.
 	defer finishBody(rc)
-	path, ok := decodePath(rc.RequestURI())
+	path, rawQuery, ok := decodePath(rc.RequestURI())
 	if !ok {
 		// What Go's server (kube-apiserver's) answers a request line it
 		// cannot parse; the handler never sees it.
@@ -474,9 +462,26 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		rc.SetConnectionClose()
 		return
 	}
-	defer s.auditRequest(rc, path)()
-	if !publicPath(path) && (!s.authenticate(rc) || (!publicInfoPath(path) && !s.authorize(rc, path))) {
-		return
+	defer s.auditRequest(rc, path, rawQuery)()
+	// The request is resolved once, after authentication: authorization
+	// and serving read ri only (requestinfo.go). Public paths (health,
+	// /version) are not resource paths: the zero ri.
+	var ri RequestInfo
+	if !publicPath(path) {
+		if !s.authenticate(rc) {
+			return
+		}
+		resolveRequest(&ri, bytesutil.ToUnsafeString(rc.Method()), path, rawQuery)
+		if ri.err != nil {
+			// kube-apiserver's WithRequestInfo filter answers 500 (before
+			// authentication there; after it here, so that nothing is
+			// resolved for an unauthenticated client).
+			internalErrorText(rc, fmt.Errorf("failed to create RequestInfo: %w, %s", ri.err, rc.RequestURI()))
+			return
+		}
+		if !publicInfoPath(path) && !s.authorize(rc, &ri) {
+			return
+		}
 	}
 	switch {
 	case rc.IsPost() && selfReviewPath(path):
@@ -496,11 +501,11 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		pprofhandler.PprofHandler(rc)
 		return
 	case path == "/openapi/v2" || path == "/openapi/v3" || strings.HasPrefix(path, "/openapi/"):
-		s.serveOpenAPI(rc, path)
+		s.serveOpenAPI(rc, &ri)
 		return
 	}
-	if p, ok := parsePath(path); ok {
-		s.serveResource(rc, p)
+	if ri.routeOK {
+		s.serveResource(rc, &ri)
 		return
 	}
 	s.serveDiscovery(rc, path)

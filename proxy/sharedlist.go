@@ -174,8 +174,7 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 	if s.cfg.Admit != nil {
 		// The admission hook, per request (the group holds the
 		// limiter's admission).
-		release, err := s.cfg.Admit(rc, &RequestInfo{Verb: st.verb, Resource: st.r, Namespace: st.p.Namespace,
-			Name: st.p.Name, Limit: st.q.Limit, ResourceVersion: st.q.ResourceVersion})
+		release, err := s.cfg.Admit(rc, st.ri)
 		if err != nil {
 			cancel()
 			st.fail(rc, ef, admissionStatus(err))
