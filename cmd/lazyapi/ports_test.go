@@ -236,7 +236,7 @@ func TestRunPlainPortCredentials(t *testing.T) {
 		securePort := freePort(t)
 		args := append([]string{"--etcd-servers=" + etcd.Endpoint, "--secure-port=" + strconv.Itoa(securePort),
 			"--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile, "--token-auth-file=" + tokens,
-			"--profiling", "--watch-cache=false"}, extra...)
+			"--profiling", "--watch-cache=false", "--logging-format=json"}, extra...)
 		ctx, cancel := context.WithCancel(context.Background())
 		sink := &logSink{serving: make(chan string, 1)}
 		done := make(chan error, 1)
