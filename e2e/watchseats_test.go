@@ -8,16 +8,21 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lazyapi/lazyapi/internal/testpki"
 )
 
 // loopback returns the i-th distinct loopback address of a block: 127.b.x.y
@@ -43,15 +48,27 @@ type idleWatch struct {
 	code int
 }
 
-// openWatch dials url from local (nil: the default), sends a GET of path
-// with header lines extra, and reads the response's status line and
-// headers (not its body: the watch stays open and, with no events, idle).
-func openWatch(url string, local net.IP, path string, extra ...string) (idleWatch, error) {
-	d := net.Dialer{Timeout: 10 * time.Second}
-	if local != nil {
-		d.LocalAddr = &net.TCPAddr{IP: local}
+// dialer dials url (http:// or https:// with tlsConf) from a local address
+// (nil: the default).
+func dialer(url string, tlsConf *tls.Config) func(local net.IP) (net.Conn, error) {
+	host := strings.TrimPrefix(strings.TrimPrefix(url, "http://"), "https://")
+	return func(local net.IP) (net.Conn, error) {
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		if local != nil {
+			d.LocalAddr = &net.TCPAddr{IP: local}
+		}
+		if strings.HasPrefix(url, "https://") {
+			return tls.DialWithDialer(d, "tcp", host, tlsConf)
+		}
+		return d.Dial("tcp", host)
 	}
-	c, err := d.Dial("tcp", strings.TrimPrefix(url, "http://"))
+}
+
+// openWatch dials with dial from local, sends a GET of path with header
+// lines extra, and reads the response's status line and headers (not its
+// body: the watch stays open and, with no events, idle).
+func openWatch(dial func(net.IP) (net.Conn, error), local net.IP, path string, extra ...string) (idleWatch, error) {
+	c, err := dial(local)
 	if err != nil {
 		return idleWatch{}, err
 	}
@@ -96,7 +113,7 @@ func openWatch(url string, local net.IP, path string, extra ...string) (idleWatc
 // openWatches opens n idle watches of path in parallel, watch i from
 // addr(i) with header lines extra(i) (nil: none); it returns the open ones
 // and the count per status (0: a dial or read error, first in errs).
-func openWatches(url string, n int, addr func(i int) net.IP, path string, extra func(i int) []string) (open []net.Conn, codes map[int]int, errs []string) {
+func openWatches(dial func(net.IP) (net.Conn, error), n int, addr func(i int) net.IP, path string, extra func(i int) []string) (open []net.Conn, codes map[int]int, errs []string) {
 	codes = map[int]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -110,7 +127,7 @@ func openWatches(url string, n int, addr func(i int) net.IP, path string, extra 
 				if extra != nil {
 					h = extra(i)
 				}
-				w, err := openWatch(url, addr(i), path, h...)
+				w, err := openWatch(dial, addr(i), path, h...)
 				mu.Lock()
 				if err != nil {
 					codes[0]++
@@ -174,16 +191,17 @@ func TestIdleWatchesDefaultFlags(t *testing.T) {
 	h := newHostileEnv(t)
 	// Default flags; LAZYAPI_IDLE_FLAGS adds some (space separated), to
 	// measure another configuration.
-	p := h.startDefault(t, strings.Fields(os.Getenv("LAZYAPI_IDLE_FLAGS"))...)
+	p := h.startDefault(t, append([]string{"--profiling"}, strings.Fields(os.Getenv("LAZYAPI_IDLE_FLAGS"))...)...)
 	waitCached(t, p)
 	const coll = "/api/v1/namespaces/big/configmaps"
 	rv := collectionRV(t, p.URL, coll)
 	path := coll + "?watch=1&allowWatchBookmarks=true&timeoutSeconds=600&resourceVersion=" + rv
 	pid := p.cmd.Process.Pid
 	rss0 := vmRSS(pid)
+	gc(http.DefaultClient, p.URL)
 	heap0, stacks0 := scrape(p.URL, "go_memstats_heap_inuse_bytes"), scrape(p.URL, "go_memstats_stack_inuse_bytes")
 	start := time.Now()
-	open, codes, errs := openWatches(p.URL, n, func(i int) net.IP { return loopback(10+i/10000, i%10000) }, path, nil)
+	open, codes, errs := openWatches(dialer(p.URL, nil), n, func(i int) net.IP { return loopback(10+i/10000, i%10000) }, path, nil)
 	defer closeAll(open)
 	took := time.Since(start)
 	if codes[200] != n {
@@ -198,6 +216,7 @@ func TestIdleWatchesDefaultFlags(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	rss1 := vmRSS(pid)
+	gc(http.DefaultClient, p.URL)
 	reserved := scrape(p.URL, "lazyapi_ratelimit_reserved_bytes")
 	heap := scrape(p.URL, "go_memstats_heap_inuse_bytes")
 	stacks := scrape(p.URL, "go_memstats_stack_inuse_bytes")
@@ -210,7 +229,7 @@ func TestIdleWatchesDefaultFlags(t *testing.T) {
 		t.Errorf("a new client's WatchList beside %d idle watches: %d, %v; want 200 and its initial-events-end bookmark", n, code, err)
 	}
 	peak := peakRSS(t, p)
-	t.Logf("idle watches: %d opened in %s; RSS %d -> %d MiB (%.1f KiB per watch), peak %d MiB; heap in use %.0f -> %.0f MiB, stacks %.0f -> %.0f MiB, %v goroutines; reserved %.0f bytes (%.1f KiB per watch)",
+	t.Logf("idle watches: %d opened in %s; RSS %d -> %d MiB (%.1f KiB per watch), peak %d MiB; heap in use after a GC %.0f -> %.0f MiB, stacks %.0f -> %.0f MiB, %v goroutines; reserved %.0f bytes (%.1f KiB per watch)",
 		n, took.Round(time.Millisecond), rss0>>20, rss1>>20, float64(rss1-rss0)/float64(n)/1024, peak>>20, heap0/(1<<20), heap/(1<<20), stacks0/(1<<20), stacks/(1<<20), gor, reserved, reserved/float64(n)/1024)
 	if peak >= 1<<30 {
 		t.Errorf("peak RSS %d MiB with %d idle watches, want below the 1 GiB the default budgets assume", peak>>20, n)
@@ -365,4 +384,176 @@ func TestWatchListsStayOpen(t *testing.T) {
 	}
 	t.Logf("%d WatchLists of 35 MiB synced in %s and held open; reserved %.0f bytes (%.1f KiB per watch); a new WatchList answered in %s, synced in %s; peak RSS %d MiB",
 		clients, synced.Round(time.Millisecond), reserved, reserved/clients/1024, answered.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond), peakRSS(t, p)>>20)
+}
+
+// TestWatchSharesManyIdentities is issue 23's fair-share case on the real
+// binary with default flags, over TLS with bearer tokens and RBAC: one
+// user holds 3,000 idle watches, then two others open 500 each at once,
+// while a system:masters
+// user's GET and watch succeed at once. The per-client cap used to be a
+// fixed half of --max-watches-inflight (1,000): two identities took every
+// watch seat and everyone else, an admin too, got 429. Peak RSS is
+// sampled and bounded by the 1 GiB the default budgets assume.
+func TestWatchSharesManyIdentities(t *testing.T) {
+	h := newHostileEnv(t)
+	servingCA, clientCA := testpki.NewCA(t, "serving-ca"), testpki.NewCA(t, "client-ca")
+	serving := servingCA.Server(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("token-alpha,alpha,uid-a,readers\ntoken-beta,beta,uid-b,readers\n"+
+		"token-gamma,gamma,uid-g,readers\ntoken-admin,admin,uid-m,system:masters\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	putRBAC(t, h.etcd, discoveryRBAC()...)
+	putRBAC(t, h.etcd, readerRBAC("big", group("readers"))...)
+	port := freePort(t)
+	old := lazyapiBin
+	lazyapiBin = h.bin
+	p := start(t, "--etcd-servers="+h.etcd.Endpoint, "--secure-port="+strconv.Itoa(port),
+		"--tls-cert-file="+serving.CertFile, "--tls-private-key-file="+serving.KeyFile,
+		"--client-ca-file="+clientCA.File, "--token-auth-file="+tokens, "--profiling")
+	lazyapiBin = old
+	pem, err := os.ReadFile(servingCA.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	url := "https://127.0.0.1:" + strconv.Itoa(port)
+	tlsConf := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	dial := dialer(url, tlsConf)
+	// The admin reads /metrics (anonymous requests may not).
+	hc := &http.Client{Transport: &bearer{token: "token-admin", rt: &http.Transport{TLSClientConfig: tlsConf}}}
+	metric := func(name string) float64 { return scrapeWith(hc, url, name) }
+	deadline := time.Now().Add(60 * time.Second)
+	for metric(`lazyapi_cache_state{resource="configmaps"}`) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("configmaps not cached within 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	const coll = "/api/v1/namespaces/big/configmaps"
+	cur, err := h.etcd.Client.Get(context.Background(), "/registry/configmaps/big/big-000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := coll + "?watch=1&allowWatchBookmarks=true&timeoutSeconds=600&resourceVersion=" + strconv.FormatInt(cur.Header.Revision, 10)
+	base := vmRSS(p.cmd.Process.Pid)
+	gc(hc, url)
+	heap0, stacks0 := metric("go_memstats_heap_inuse_bytes"), metric("go_memstats_stack_inuse_bytes")
+
+	type user struct {
+		token string
+		n     int
+	}
+	users := []user{{"token-alpha", 3000}, {"token-beta", 500}, {"token-gamma", 500}}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+		got   = map[string]map[int]int{}
+		errs  []string
+	)
+	defer func() { closeAll(conns) }()
+	start := time.Now()
+	// alpha first (a node agent holding its watches), then beta and gamma
+	// at once: alpha alone may take 7/8 of --max-watch-bytes, beta and
+	// gamma then share what is left.
+	for i, u := range users {
+		if i == 1 {
+			wg.Wait()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			open, codes, e := openWatches(dial, u.n, func(int) net.IP { return nil }, path,
+				func(int) []string { return []string{"Authorization: Bearer " + u.token} })
+			mu.Lock()
+			defer mu.Unlock()
+			conns = append(conns, open...)
+			got[u.token] = codes
+			errs = append(errs, e...)
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for _, u := range users {
+		if got[u.token][200] != u.n {
+			t.Errorf("%s: %d watches: codes %v, want all 200 (first error %q)", u.token, u.n, got[u.token], first(errs))
+		}
+	}
+	// The admin's GET and watch are answered at once.
+	admin := func(path string) (int, time.Duration) {
+		t0 := time.Now()
+		w, err := openWatch(dial, nil, path, "Authorization: Bearer token-admin")
+		if err != nil {
+			t.Fatalf("admin GET %s: %v", path, err)
+		}
+		if w.conn != nil {
+			w.conn.Close()
+		}
+		return w.code, time.Since(t0)
+	}
+	for _, q := range []string{coll + "/big-001", path, coll + watchListQuery + "&timeoutSeconds=10"} {
+		if code, took := admin(q); code != 200 || took > 5*time.Second {
+			t.Errorf("system:masters GET %s beside 4,000 watches: %d after %s, want 200 at once", q, code, took.Round(time.Millisecond))
+		}
+	}
+	rss := vmRSS(p.cmd.Process.Pid)
+	peak := peakRSS(t, p)
+	gc(hc, url)
+	heap, stacks := metric("go_memstats_heap_inuse_bytes"), metric("go_memstats_stack_inuse_bytes")
+	t.Logf("watch shares: %v opened in %s; RSS %d -> %d MiB (%.1f KiB per TLS watch), peak %d MiB; heap in use + stacks after a GC %.1f KiB per watch; reserved %.0f bytes, %v watch clients",
+		got, took.Round(time.Millisecond), base>>20, rss>>20, float64(rss-base)/4000/1024, peak>>20, (heap+stacks-heap0-stacks0)/4000/1024,
+		metric("lazyapi_ratelimit_reserved_bytes"), metric("lazyapi_ratelimit_watch_clients"))
+	if peak >= 1<<30 {
+		t.Errorf("peak RSS %d MiB with 4,000 watches, want below the 1 GiB the default budgets assume", peak>>20)
+	}
+	closeAll(conns)
+	conns = nil
+	deadline = time.Now().Add(30 * time.Second)
+	for metric(`lazyapi_ratelimit_inflight{kind="watch"}`) != 0 || metric("lazyapi_ratelimit_reserved_bytes") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the watches closed the limiter holds %v watches, %v bytes", metric(`lazyapi_ratelimit_inflight{kind="watch"}`), metric("lazyapi_ratelimit_reserved_bytes"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// gc makes lazyapi (run with --profiling) collect its garbage: a heap
+// profile with gc=1, so that heap in use counts what is live.
+func gc(hc *http.Client, url string) {
+	if resp, err := hc.Get(url + "/debug/pprof/heap?gc=1"); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// bearer adds a bearer token to requests.
+type bearer struct {
+	token string
+	rt    http.RoundTripper
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
+}
+
+// scrapeWith is scrape through hc.
+func scrapeWith(hc *http.Client, url, name string) float64 {
+	resp, err := hc.Get(url + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return -1
 }

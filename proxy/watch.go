@@ -55,11 +55,19 @@ const (
 	// notices a hang-up), fasthttp's connection state and buffers, its own
 	// small write buffer (watchIdleBuf), its cache cursor or etcd watch,
 	// its context and timer. Measured on the real binary with 10,000 idle
-	// watches from distinct clients (TestIdleWatchesDefaultFlags; bench/RESULTS.md
-	// ## idle watches): heap + stacks grew by 21.4 KiB per watch, RSS by
-	// 20.5 KiB. A busy watch charges the frames queued for it on top
-	// (watchWriter.charge) until they are written.
+	// watches from distinct clients over plain HTTP
+	// (TestIdleWatchesDefaultFlags; bench/RESULTS.md ## idle watches):
+	// heap in use after a GC + stacks grew by 24.8 KiB per watch, RSS by
+	// 24.4 KiB. A watch over TLS holds watchTLSBytes more. A busy watch
+	// charges the frames queued for it on top (watchWriter.charge) until
+	// they are written.
 	watchIdleBytes = 25 << 10
+	// watchTLSBytes is what an idle watch over TLS holds besides
+	// watchIdleBytes: the connection's crypto/tls state and record
+	// buffers. Measured with 4,000 idle TLS watches
+	// (TestWatchSharesManyIdentities): heap in use after a GC + stacks
+	// grew by 46.3 KiB per watch, 21.5 KiB more than over plain HTTP.
+	watchTLSBytes = 22 << 10
 	// watchIdleBuf is the write buffer a watch keeps between flushes; one
 	// that grew past flushSize (a single large frame) is dropped after the
 	// flush.
@@ -201,6 +209,7 @@ type watchReq struct {
 	// watchIdleBytes plus the frames queued (watchWriter).
 	ticket  *ratelimit.Ticket
 	initial int64
+	idleB   int64 // what the watch holds idle: watchIdleBytes, plus watchTLSBytes over TLS
 	// releases run at the end: the initial list's admission (fill.go)
 	// and lazyapi_watchers_open, which counts the watch from newWatch on.
 	releases []func()
@@ -274,8 +283,12 @@ func (w *watchReq) admit() *StatusError {
 	if w.ws.initial && cr != nil && cr.Ready() {
 		w.initial = w.s.watchInitialEstimate(w.r, cr)
 	}
+	w.idleB = watchIdleBytes
+	if w.rc.IsTLS() {
+		w.idleB += watchTLSBytes
+	}
 	t, err := l.Admit(w.ctx, ratelimit.Request{Client: clientKey(w.rc), Class: "watch/" + w.r.GroupResource(),
-		Kind: ratelimit.Watch, Bytes: watchIdleBytes + w.initial, Exempt: exempt(w.rc)})
+		Kind: ratelimit.Watch, Bytes: w.idleB + w.initial, Exempt: exempt(w.rc)})
 	if err != nil {
 		return tooManyRequests(err)
 	}
@@ -289,7 +302,7 @@ func (w *watchReq) admit() *StatusError {
 func (w *watchReq) idle() {
 	if w.ticket != nil && w.initial > 0 {
 		w.initial = 0
-		w.ticket.Resize(watchIdleBytes)
+		w.ticket.Resize(w.idleB)
 	}
 }
 
@@ -410,7 +423,7 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 		// A watch is long-lived and mostly idle: it keeps a small buffer
 		// of its own rather than a pooled flushSize one.
 		sw := &watchWriter{guard: g, w: bw, buf: make([]byte, 0, watchIdleBuf), m: m,
-			ticket: w.ticket, base: watchIdleBytes + w.initial, initial: w.initial > 0}
+			ticket: w.ticket, idle: w.idleB, base: w.idleB + w.initial, initial: w.initial > 0}
 		if l := s.cfg.Limiter; l != nil && w.ws.initial {
 			ctx := w.ctx
 			sw.yield = func() { l.Yield(ctx) }
@@ -497,6 +510,7 @@ type watchWriter struct {
 	// frames are written (flush). During the initial phase the initial
 	// reservation covers the buffers.
 	ticket  *ratelimit.Ticket
+	idle    int64 // watchReq.idleB
 	base    int64
 	charged int64
 	initial bool
@@ -518,7 +532,7 @@ func (sw *watchWriter) endInitial() {
 		return
 	}
 	sw.initial = false
-	sw.base = watchIdleBytes
+	sw.base = sw.idle
 	sw.charged = -1 // differs from any charge: Resize below
 	sw.charge(sw.borrowed())
 }
