@@ -20,7 +20,7 @@ func addLimitFlags(fs *pflag.FlagSet, c *ratelimit.Config) {
 	fs.Var((*byteSize)(&c.MaxInflightBytes), "max-inflight-bytes",
 		"Byte budget for the working sets of in-flight requests (quantity, e.g. 256Mi). 0 = half of --memory-limit minus the cache budget.")
 	fs.Var((*byteSize)(&c.MaxWatchBytes), "max-watch-bytes",
-		"Byte budget of open watches: what each holds idle (24Ki), its initial events from the watch cache while it sends them, and its queued frames (quantity). A client holding watches gets more while it holds at most 7/8 of it divided among the clients holding watches. 0 = --max-inflight-bytes.")
+		"Byte budget of open watches: what each holds idle (25Ki, 49Ki over TLS), its initial events from the watch cache while it sends them, and its queued frames (quantity). A client holding watches gets more while it holds at most 7/8 of it divided among the clients holding watches. 0 = --max-inflight-bytes.")
 	fs.Var((*byteSize)(&c.MaxSingleRequestBytes), "max-single-request-bytes",
 		"Largest working-set estimate admitted, alone, when above --max-inflight-bytes (quantity). 0 = twice --max-inflight-bytes.")
 	fs.IntVar(&c.MaxQueued, "max-queued-requests", c.MaxQueued,
