@@ -36,6 +36,16 @@ import (
 // resourceVersion until the response headers). Each row runs against a
 // just-started server (cold) and then again against the same process
 // (warm). A 429 is counted and retried as a reflector would (get).
+//
+// A stream is synced at its initial-events-end bookmark (WatchList) or when
+// its watch's response headers arrive (LIST+WATCH), and then stays open, as
+// a reflector's watch does (timeoutSeconds drawn from 5 to 10 minutes,
+// client-go's minWatchTimeout to twice it), its events read and discarded,
+// until the row ends (every stream synced or failed, or the row's timeout):
+// the streams still syncing compete with every watch already synced, as
+// after a restart of a server under real informers. CloseStreams closes
+// each stream as soon as it is synced instead (the storm table's older
+// rows, labelled "closing streams").
 
 // Storm modes.
 const (
@@ -81,6 +91,9 @@ type StormConfig struct {
 	// compressed response (StormResult.Gzipped counts them). Without it
 	// they ask for none.
 	Gzip bool
+	// CloseStreams closes each WatchList and LIST+WATCH stream once it is
+	// synced, instead of holding it open to the end of the row.
+	CloseStreams bool
 	// LazyAPIFlags are extra lazyapi flags (e.g. --memory-limit).
 	LazyAPIFlags []string
 	SkipKube     bool
@@ -179,6 +192,11 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 		} else {
 			rep.Notes = append(rep.Notes, "informers: client-go's shared transport (one HTTP/2 connection for all to kube-apiserver, one HTTP/1.1 connection each to lazyapi)")
 		}
+	}
+	if cfg.CloseStreams {
+		rep.Notes = append(rep.Notes, "closing streams (--close-streams): each WatchList and LIST+WATCH stream is closed once synced, which no reflector does")
+	} else {
+		rep.Notes = append(rep.Notes, "streams held open after sync to the end of the row, as reflectors' watches (timeoutSeconds 300-599)")
 	}
 	if cfg.Gzip {
 		rep.Notes = append(rep.Notes, "WatchList and LIST+WATCH streams ask for gzip as client-go does (--gzip: Accept-Encoding: gzip, a compressed response decoded)")
@@ -291,6 +309,43 @@ type stormState struct {
 	client       *http.Client
 	path         string
 	deadline     time.Time
+	// closeStreams: CloseStreams; held are the synced streams kept open
+	// (closed by closeHeld at the row's end).
+	closeStreams bool
+	heldMu       sync.Mutex
+	held         []io.Closer
+	heldWG       sync.WaitGroup
+}
+
+// hold keeps a synced stream open, reading and discarding its events, as
+// a reflector's watch stays open, until closeHeld (or the server ends
+// it); with closeStreams it closes it at once.
+func (s *stormState) hold(r io.Reader, c io.Closer) {
+	if s.closeStreams {
+		c.Close()
+		return
+	}
+	s.heldMu.Lock()
+	s.held = append(s.held, c)
+	s.heldMu.Unlock()
+	s.heldWG.Go(func() { _, _ = io.Copy(io.Discard, r) })
+}
+
+// closeHeld closes the streams held open and waits for their readers.
+func (s *stormState) closeHeld() {
+	s.heldMu.Lock()
+	for _, c := range s.held {
+		c.Close()
+	}
+	s.held = nil
+	s.heldMu.Unlock()
+	s.heldWG.Wait()
+}
+
+// reflectorTimeout is a reflector watch's timeoutSeconds: client-go draws
+// it from [minWatchTimeout, 2 × minWatchTimeout), 5 to 10 minutes.
+func reflectorTimeout() string {
+	return strconv.Itoa(300 + rand.IntN(300))
 }
 
 func (s *stormState) fail(err error) {
@@ -353,7 +408,7 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 		}
 	}
 	st := &stormState{start: time.Now(), expected: expected, target: t, path: cfg.Kind.Path(ns), deadline: time.Now().Add(cfg.Timeout),
-		transform: cfg.InformerTransform, expectedData: expectedData, ownConns: cfg.OwnConnections}
+		transform: cfg.InformerTransform, expectedData: expectedData, ownConns: cfg.OwnConnections, closeStreams: cfg.CloseStreams}
 	if row.Mode == StormInformers {
 		st.runInformers(rctx, cfg.Kind, ns, row.Clients)
 	} else {
@@ -384,6 +439,7 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 			})
 		}
 		wg.Wait()
+		st.closeHeld()
 		tr.CloseIdleConnections()
 	}
 	stop()
@@ -526,12 +582,18 @@ func reflectorBackoff(n int) time.Duration {
 // watchList reads a WatchList stream until its initial-events-end
 // bookmark and returns the ADDED events counted.
 func (s *stormState) watchList(ctx context.Context) (int64, error) {
-	q := url.Values{"watch": {"1"}, "sendInitialEvents": {"true"}, "resourceVersionMatch": {"NotOlderThan"}, "allowWatchBookmarks": {"true"}}
+	q := url.Values{"watch": {"1"}, "sendInitialEvents": {"true"}, "resourceVersionMatch": {"NotOlderThan"}, "allowWatchBookmarks": {"true"},
+		"timeoutSeconds": {reflectorTimeout()}}
 	resp, err := s.get(ctx, s.path+"?"+q.Encode())
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	synced := false
+	defer func() {
+		if !synced {
+			resp.Body.Close()
+		}
+	}()
 	br := bufio.NewReaderSize(resp.Body, 32<<10)
 	var added int64
 	var line []byte // the start of a line, or a whole BOOKMARK line
@@ -550,6 +612,8 @@ func (s *stormState) watchList(ctx context.Context) (int64, error) {
 		case bytes.HasPrefix(line, []byte(`{"type":"ADDED"`)):
 			added++
 		case bytes.HasPrefix(line, []byte(`{"type":"BOOKMARK"`)) && bytes.Contains(line, []byte(`"k8s.io/initial-events-end":"true"`)):
+			synced = true
+			s.hold(br, resp.Body)
 			return added, nil
 		case bytes.HasPrefix(line, []byte(`{"type":"ERROR"`)):
 			return added, fmt.Errorf("watchlist ERROR event: %.300s", line)
@@ -585,12 +649,12 @@ func (s *stormState) listWatch(ctx context.Context) (int64, error) {
 		}
 		items += int64(info.Items)
 	}
-	q := url.Values{"watch": {"1"}, "resourceVersion": {info.ResourceVersion}, "allowWatchBookmarks": {"true"}, "timeoutSeconds": {"60"}}
+	q := url.Values{"watch": {"1"}, "resourceVersion": {info.ResourceVersion}, "allowWatchBookmarks": {"true"}, "timeoutSeconds": {reflectorTimeout()}}
 	wresp, err := s.get(ctx, s.path+"?"+q.Encode())
 	if err != nil {
 		return items, err
 	}
-	wresp.Body.Close()
+	s.hold(wresp.Body, wresp.Body)
 	return items, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,5 +195,70 @@ func TestStormListWatchGzip(t *testing.T) {
 			t.Errorf("gzip %v: %d synced (%d wrong, %s), %d compressed LISTs, %d requests asked for gzip; want 3 synced, %d compressed, %d asked",
 				gz, r.Synced, r.Wrong, r.FirstError, r.Gzipped, asked.Load(), want, 2*want)
 		}
+	}
+}
+
+// TestStormStreamsHeldOpen: a synced stream stays open, as a reflector's
+// watch does, until the row ends (every stream synced), with a
+// reflector's timeoutSeconds (5 to 10 minutes); --close-streams closes it
+// at once (issue 29: closing streams at the bookmark measured storms no
+// reflector makes).
+func TestStormStreamsHeldOpen(t *testing.T) {
+	ctx, cm, rs := fiveConfigMaps(t)
+	var mu sync.Mutex
+	var ended []time.Time
+	var timeouts []string
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "" {
+			rs.ServeHTTP(w, r)
+			return
+		}
+		rs.ServeHTTP(w, r)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		<-r.Context().Done() // held until the client closes the stream
+		mu.Lock()
+		ended = append(ended, time.Now())
+		timeouts = append(timeouts, r.URL.Query().Get("timeoutSeconds"))
+		mu.Unlock()
+	}))
+	hs.StartTLS()
+	t.Cleanup(hs.Close)
+	target := Target{Name: "reference", URL: hs.URL, PID: os.Getpid()}
+	ns := NamespaceName(DefaultNamespacePrefix, 0)
+	for _, mode := range []string{StormWatchList, StormListWatch} {
+		mu.Lock()
+		ended, timeouts = nil, nil
+		mu.Unlock()
+		start := time.Now()
+		r := runStormRow(ctx, target, StormConfig{Kind: cm, Timeout: 30 * time.Second}, StormRow{Mode: mode, Clients: 3}, false, ns, 5, -1)
+		if r.Synced != 3 {
+			t.Fatalf("%s: %d synced (%s), want 3", mode, r.Synced, r.FirstError)
+		}
+		allSynced := start.Add(r.AllTime)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			n := len(ended)
+			mu.Unlock()
+			if n == 3 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		mu.Lock()
+		for i, e := range ended {
+			if e.Before(allSynced) {
+				t.Errorf("%s: a stream closed %s before the last one synced, want held open to the row's end", mode, allSynced.Sub(e))
+			}
+			if n, err := strconv.Atoi(timeouts[i]); err != nil || n < 300 || n >= 600 {
+				t.Errorf("%s: timeoutSeconds=%q, want a reflector's, 300 to 599", mode, timeouts[i])
+			}
+		}
+		if len(ended) != 3 {
+			t.Errorf("%s: %d streams ended after the row, want 3", mode, len(ended))
+		}
+		mu.Unlock()
 	}
 }

@@ -221,6 +221,11 @@ func (w *Watcher) closed() bool {
 	}
 }
 
+// InitialDone reports whether Next returned the whole initial state (and
+// its initial-events-end bookmark when asked for); true for a watch
+// without one. Call it from Next's goroutine.
+func (w *Watcher) InitialDone() bool { return w.initialDone }
+
 // More reports whether Next would return an event without waiting (use it
 // to decide when to flush the response).
 func (w *Watcher) More() bool {

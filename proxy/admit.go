@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/ratelimit"
@@ -107,6 +110,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 			Class:  st.verb + "/" + st.r.GroupResource(),
 			Kind:   kind,
 			Bytes:  estimateList(avg, items, buffers),
+			Exempt: exempt(rc),
 		})
 		if err != nil {
 			return err
@@ -123,7 +127,7 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 			if need <= 0 {
 				return nil
 			}
-			x, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Kind: ratelimit.Short, Bytes: need, NoWait: true})
+			x, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Kind: ratelimit.Short, Bytes: need, NoWait: true, Exempt: exempt(rc)})
 			if err != nil {
 				return err
 			}
@@ -155,6 +159,15 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 		}
 	}
 	return nil
+}
+
+// exempt reports whether a request is admitted at once, never queued or
+// refused (ratelimit.Request.Exempt): its user is in system:masters, whom
+// kube-apiserver's API Priority and Fairness puts in the exempt priority
+// level. Its bytes still count in the budgets (others find them taken).
+func exempt(rc *fasthttp.RequestCtx) bool {
+	u, ok := rc.UserValue(userKey).(*authn.User)
+	return ok && u.Method != "anonymous" && slices.Contains(u.Groups, authz.SystemMasters)
 }
 
 // bulkYield returns the reqState.yield of a LIST. A bulk LIST yields to

@@ -179,32 +179,24 @@ func (s *Server) PreloadCache(include func(name string) bool) int {
 	return n
 }
 
-// watchEstimate is a watch's admission estimate: its buffers
-// (watchBufferBytes) plus what a watch whose client stops reading holds
-// until --write-timeout ends it: one frame of its objects (the frame,
-// its encoding and the batch buffer it is copied into, 3 × the resource's
-// average stored size: the watch cache's bytes per object when it holds the
-// resource, else the size seen by LISTs, else 4 KiB). A watch on 900 KiB
-// ConfigMaps that never reads held ~1 MiB, 16 times the old fixed 64 KiB
-// (issue 10, hostile suite).
-func (s *Server) watchEstimate(r *resource.Resource) int64 {
+// watchInitialEstimate is the reservation of the initial phase of a watch
+// the watch cache serves (cr, ready): a cache-served LIST of the
+// collection's (admit), that is a page of the cache's item headers, the
+// write buffers and the encoding of one object twice (its frame and the
+// batch it is copied into), at the resource's average stored size in the
+// cache; with a conversion, its cost for one object. The events' bytes
+// are the cache's: they are not copied.
+func (s *Server) watchInitialEstimate(r *resource.Resource, cr *cache.Resource) int64 {
 	avg := int64(0)
-	if cr := s.cacheResource(r); cr != nil && cr.Ready() {
-		if n := cr.Objects(); n > 0 {
-			avg = cr.Bytes() / n
-		}
-	}
-	if avg == 0 {
-		avg = int64(s.stats.hint(s.listPrefix(r, "")))
+	if n := cr.Objects(); n > 0 {
+		avg = cr.Bytes() / n
 	}
 	if avg <= 0 {
 		avg = defaultAvgValueBytes
 	}
-	est := watchBufferBytes + 3*avg
+	buffers := streamBufferBytes + 2*avg
 	if r.Conversion != nil {
-		// Each event's object is converted (codec.Convert) while its
-		// frame is written.
-		est += codec.ConvertCost(avg)
+		buffers += codec.ConvertCost(avg)
 	}
-	return est
+	return estimateList(0, cachePageItems, buffers)
 }

@@ -50,12 +50,25 @@ const (
 	// etcdBookmarkInterval is how often an etcd-backed watch that allows
 	// bookmarks asks etcd for a progress notification while idle.
 	etcdBookmarkInterval = time.Minute
-	// watchBufferBytes is a watch's admission estimate: its idle write
-	// buffer, fasthttp's connection buffers, goroutine stacks (measured:
-	// ~18 KiB of heap per idle watch, see bench/RESULTS.md ## watch
-	// fan-out). A busy watch borrows a pooled flushSize buffer until its
-	// next flush.
-	watchBufferBytes = 64 << 10
+	// watchIdleBytes is what an open, idle watch holds, reserved for its
+	// whole life: its goroutines' stacks (the connection's, the one that
+	// notices a hang-up), fasthttp's connection state and buffers, its own
+	// small write buffer (watchIdleBuf), its cache cursor or etcd watch,
+	// its context and timer. Measured on the real binary with 10,000 idle
+	// watches from distinct clients over plain HTTP
+	// (TestIdleWatchesDefaultFlags; bench/RESULTS.md ## idle watches):
+	// heap in use after a GC + stacks grew by 24.8 KiB per watch, RSS by
+	// 24.4 KiB. A watch over TLS holds watchTLSBytes more. A busy watch
+	// charges the frames queued for it on top (watchWriter.charge) until
+	// they are written.
+	watchIdleBytes = 25 << 10
+	// watchTLSBytes is what an idle watch over TLS holds besides
+	// watchIdleBytes: the connection's crypto/tls state and record
+	// buffers. Measured with 4,000 idle TLS watches
+	// (TestWatchSharesManyIdentities, two runs): heap in use after a GC +
+	// stacks grew by 46.3 and 48.7 KiB per watch, up to 24 KiB more than
+	// over plain HTTP.
+	watchTLSBytes = 24 << 10
 	// watchIdleBuf is the write buffer a watch keeps between flushes; one
 	// that grew past flushSize (a single large frame) is dropped after the
 	// flush.
@@ -192,6 +205,13 @@ type watchReq struct {
 	ctx     context.Context // the watch's: its timeout, shutdown, the end of the stream
 	cancel  context.CancelFunc
 	release func() // the limiter's admission, or nil
+	// ticket is the limiter's admission (nil without a limiter): during
+	// the initial phase of a watch the cache serves it holds
+	// watchIdleBytes plus a cache LIST's estimate (initial), afterwards
+	// watchIdleBytes plus the frames queued (watchWriter).
+	ticket  *ratelimit.Ticket
+	initial int64
+	idleB   int64 // what the watch holds idle: watchIdleBytes, plus watchTLSBytes over TLS
 	// releases run at the end: the initial list's admission (fill.go)
 	// and lazyapi_watchers_open, which counts the watch from newWatch on.
 	releases []func()
@@ -223,19 +243,10 @@ func (s *Server) newWatch(rc *fasthttp.RequestCtx, st *reqState, accept string) 
 	st.enc = newEncoder(s.schema, r, out, cc, includeObject(q.IncludeObject), time.Time{})
 	w := &watchReq{s: s, rc: rc, r: r, q: q, ns: st.p.Namespace, prefix: s.listPrefix(r, st.p.Namespace), f: f,
 		ws: parseWatchStart(q), enc: &watchEncoder{s: s, r: r, enc: st.enc}}
-	// The watch's context: its timeout, server shutdown (rc.Done closes
+	// The watch's context: its timeout, server shutdown (watchCtx ends
 	// when Shutdown starts), and the end of the stream.
-	w.ctx, w.cancel = context.WithTimeout(s.baseCtx, watchTimeout(q))
+	w.ctx, w.cancel = context.WithTimeout(s.watchCtx, watchTimeout(q))
 	w.enc.ctx, w.enc.gr = w.ctx, r.GroupResource()
-	shutdown := rc.Done()
-	ctx, cancel := w.ctx, w.cancel
-	go func() {
-		select {
-		case <-shutdown:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	// The watch counts as open from here on: while it waits for a cache
 	// fill or reads its initial list from etcd too.
 	m := s.watchMetrics()
@@ -255,22 +266,46 @@ func (w *watchReq) end() {
 	}
 }
 
-// admit asks the limiter for the watch's (small, long-lived) share.
+// admit asks the limiter for the watch's seat (ratelimit.Watch): what an
+// idle watch holds (watchIdleBytes) for its life and, for a watch with
+// initial events that the watch cache serves, its initial phase, admitted
+// as the LIST of the collection it is (watchInitialEstimate) and given
+// back once the initial events are written (watchWriter.endInitial). A
+// watch whose initial events etcd serves reserves them apart, as a LIST
+// (admitEtcdWatchList, or its shared scan's admission).
 func (w *watchReq) admit() *StatusError {
-	if se := w.s.waitCacheFill(w.ctx, w.rc, w.s.cacheResource(w.r)); se != nil {
+	cr := w.s.cacheResource(w.r)
+	if se := w.s.waitCacheFill(w.ctx, w.rc, cr); se != nil {
 		return se
 	}
 	l := w.s.cfg.Limiter
 	if l == nil {
 		return nil
 	}
+	if w.ws.initial && cr != nil && cr.Ready() {
+		w.initial = w.s.watchInitialEstimate(w.r, cr)
+	}
+	w.idleB = watchIdleBytes
+	if w.rc.IsTLS() {
+		w.idleB += watchTLSBytes
+	}
 	t, err := l.Admit(w.ctx, ratelimit.Request{Client: clientKey(w.rc), Class: "watch/" + w.r.GroupResource(),
-		Kind: ratelimit.Watch, Bytes: w.s.watchEstimate(w.r)})
+		Kind: ratelimit.Watch, Bytes: w.idleB + w.initial, Exempt: exempt(w.rc)})
 	if err != nil {
 		return tooManyRequests(err)
 	}
+	w.ticket = &t
 	w.release = func() { t.Release(0) }
 	return nil
+}
+
+// idle gives back the initial phase's reservation of a watch the cache
+// does not serve after all (etcd's initial list is admitted apart).
+func (w *watchReq) idle() {
+	if w.ticket != nil && w.initial > 0 {
+		w.initial = 0
+		w.ticket.Resize(w.idleB)
+	}
 }
 
 // source opens the watch's events: the watch cache's when it can serve
@@ -284,6 +319,7 @@ func (w *watchReq) source() (run func(sw *watchWriter) error, se *StatusError) {
 		}
 	}
 	s.watchMetrics().fallback.Inc()
+	w.idle()
 	ew := &etcdWatch{s: s, enc: w.enc, f: &w.f, prefix: w.prefix, ws: w.ws, bookmarks: w.q.AllowWatchBookmarks}
 	if w.ws.initial && cr != nil && !cr.Ready() {
 		// Logged once per client and minute: why the cache did not serve it.
@@ -388,7 +424,8 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 		go watchHangup(conn, cancel)
 		// A watch is long-lived and mostly idle: it keeps a small buffer
 		// of its own rather than a pooled flushSize one.
-		sw := &watchWriter{guard: g, w: bw, buf: make([]byte, 0, watchIdleBuf), m: m}
+		sw := &watchWriter{guard: g, w: bw, buf: make([]byte, 0, watchIdleBuf), m: m,
+			ticket: w.ticket, idle: w.idleB, base: w.idleB + w.initial, initial: w.initial > 0}
 		if l := s.cfg.Limiter; l != nil && w.ws.initial {
 			ctx := w.ctx
 			sw.yield = func() { l.Yield(ctx) }
@@ -467,6 +504,48 @@ type watchWriter struct {
 	yield  func()
 	pooled *[]byte // the pooled buffer buf is, or nil
 	big    *[]byte // the large pooled buffer buf is (getBigBuf), or nil
+
+	// ticket is the watch's admission (nil without a limiter), of base
+	// bytes (watchIdleBytes, plus the initial phase's reservation while
+	// initial) plus charged: the pooled buffer holding the frames queued
+	// for the watch, charged when it is taken and given back when its
+	// frames are written (flush). During the initial phase the initial
+	// reservation covers the buffers.
+	ticket  *ratelimit.Ticket
+	idle    int64 // watchReq.idleB
+	base    int64
+	charged int64
+	initial bool
+}
+
+// charge sets the bytes of queued frames the watch holds beside base.
+func (sw *watchWriter) charge(n int64) {
+	if sw.ticket == nil || sw.initial || n == sw.charged {
+		return
+	}
+	sw.charged = n
+	sw.ticket.Resize(sw.base + n)
+}
+
+// endInitial gives back the initial phase's reservation once its events
+// are written: the watch keeps watchIdleBytes and its queued frames.
+func (sw *watchWriter) endInitial() {
+	if !sw.initial {
+		return
+	}
+	sw.initial = false
+	sw.base = sw.idle
+	sw.charged = -1 // differs from any charge: Resize below
+	sw.charge(sw.borrowed())
+}
+
+// borrowed is the capacity of the pooled buffer buf is, or 0 for the
+// watch's own small buffer (part of watchIdleBytes).
+func (sw *watchWriter) borrowed() int64 {
+	if sw.pooled != nil || sw.big != nil {
+		return int64(cap(sw.buf))
+	}
+	return 0
 }
 
 // batch is called before a frame of about n bytes is appended: when
@@ -488,6 +567,9 @@ func (sw *watchWriter) batch(n int) {
 			sw.own = sw.buf[:0]
 			sw.buf = append((*sw.pooled)[:0], sw.buf...)
 		}
+		// The frame may grow the pooled buffer by append, up to
+		// bufPoolCap.
+		sw.charge(max(sw.borrowed(), int64(need)))
 		return
 	}
 	b := getBigBuf(need)
@@ -504,6 +586,7 @@ func (sw *watchWriter) batch(n int) {
 		sw.own = sw.buf[:0]
 	}
 	sw.big, sw.buf = b, *b
+	sw.charge(int64(cap(sw.buf)))
 }
 
 // frameBytes estimates the frame of an event whose stored value is n
@@ -532,6 +615,7 @@ func (sw *watchWriter) flush() error {
 	default:
 		sw.buf = sw.buf[:0]
 	}
+	sw.charge(0)
 	if err == nil {
 		err = sw.w.Flush()
 	}
@@ -632,6 +716,9 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			if err := sw.flush(); err != nil {
 				return err
 			}
+			if w.InitialDone() {
+				sw.endInitial()
+			}
 			ev, err = w.Next(ctx)
 		}
 		if err != nil {
@@ -672,6 +759,9 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			release()
 			if err := sw.flush(); err != nil {
 				return err
+			}
+			if w.InitialDone() {
+				sw.endInitial()
 			}
 			if ev.Initial && sw.yield != nil {
 				sw.yield()

@@ -18,15 +18,22 @@ type Config struct {
 	// kube-apiserver) bounds the number of short requests (GET, LIST) being
 	// served at once.
 	MaxRequestsInflight int
-	// MaxWatchesInflight (--max-watches-inflight, default 1000) bounds the
-	// number of open watches. kube-apiserver has no such flag: it exempts
-	// watches, as long-running requests, from --max-requests-inflight; lazyapi
-	// counts them apart in the style of --max-mutating-requests-inflight.
+	// MaxWatchesInflight (--max-watches-inflight, default 0 = no count
+	// limit) bounds the number of open watches. kube-apiserver has no such
+	// flag: it exempts watches, as long-running requests, from
+	// --max-requests-inflight. By default watches are bounded by
+	// MaxWatchBytes and by their clients' fair shares of it (see Watch).
 	MaxWatchesInflight int
 	// MaxInflightBytes (--max-inflight-bytes) is the byte budget for the
-	// working sets of all admitted requests together. Required (> 0); derive
-	// it from --memory-limit with DefaultInflightBytes.
+	// working sets of all admitted GETs and LISTs together. Required (> 0);
+	// derive it from --memory-limit with DefaultInflightBytes.
 	MaxInflightBytes int64
+	// MaxWatchBytes (--max-watch-bytes) is the byte budget of open
+	// watches (kind Watch): what each holds while idle, its initial
+	// events while it sends them, and the frames queued for it. 0 means
+	// MaxInflightBytes (with the defaults a quarter of --memory-limit,
+	// taken from the half the other budgets leave as headroom).
+	MaxWatchBytes int64
 	// MaxSingleRequestBytes (--max-single-request-bytes) is the largest
 	// estimate ever admitted. An estimate above MaxInflightBytes but not above
 	// this is admitted alone: it reserves the whole budget, so it waits until
@@ -61,13 +68,14 @@ type Config struct {
 	// stream pauses per flush while short requests are in flight (Yield);
 	// 0 turns yielding off.
 	BulkYield time.Duration
-	// ClientShare (--per-client-share, default 0.5) is the fraction of each
-	// kind's seats and bytes one client (Request.Client) may hold at once:
-	// beyond it the client's requests queue behind its own, so that one
-	// client opening hundreds of connections leaves seats and bytes to
-	// everyone else (API Priority and Fairness bounds a flow the same way).
-	// A client may always hold one request of each kind. 1 turns the
-	// share off.
+	// ClientShare (--per-client-share, default 0.5) is the fraction of the
+	// short and bulk seats and bytes one client (Request.Client) may hold
+	// at once: beyond it the client's requests queue behind its own, so
+	// that one client opening hundreds of connections leaves seats and
+	// bytes to everyone else (API Priority and Fairness bounds a flow the
+	// same way). A client may always hold one request of each kind. 1
+	// turns the share off. Watches are shared among the active clients
+	// instead (see Watch).
 	ClientShare float64
 	// MaxClasses bounds the number of estimate classes whose correction ratio
 	// is remembered (default 1024); classes beyond it are not corrected.
@@ -90,7 +98,6 @@ func DefaultConfig() Config { return defaultConfig() }
 func defaultConfig() Config {
 	return Config{
 		MaxRequestsInflight: 400,
-		MaxWatchesInflight:  1000,
 		MaxQueued:           1000,
 		MaxQueueWait:        15 * time.Second,
 		PerClientBurst:      100,
@@ -118,11 +125,17 @@ func (c *Config) validate() error {
 	if c.MaxRequestsInflight <= 0 {
 		return fmt.Errorf("ratelimit: MaxRequestsInflight must be > 0, got %d", c.MaxRequestsInflight)
 	}
-	if c.MaxWatchesInflight <= 0 {
-		return fmt.Errorf("ratelimit: MaxWatchesInflight must be > 0, got %d", c.MaxWatchesInflight)
+	if c.MaxWatchesInflight < 0 {
+		return fmt.Errorf("ratelimit: MaxWatchesInflight must be >= 0, got %d", c.MaxWatchesInflight)
 	}
 	if c.MaxInflightBytes <= 0 {
 		return fmt.Errorf("ratelimit: MaxInflightBytes must be > 0, got %d", c.MaxInflightBytes)
+	}
+	if c.MaxWatchBytes < 0 {
+		return fmt.Errorf("ratelimit: MaxWatchBytes must be >= 0, got %d", c.MaxWatchBytes)
+	}
+	if c.MaxWatchBytes == 0 {
+		c.MaxWatchBytes = c.MaxInflightBytes
 	}
 	if c.MaxSingleRequestBytes == 0 {
 		c.MaxSingleRequestBytes = satMul(2, c.MaxInflightBytes)

@@ -66,7 +66,7 @@ func TestDrain(t *testing.T) {
 		held[i].Drain() // after Release: no effect
 	}
 	st = l.Stats()
-	if st != (Stats{BudgetBytes: 10 * mib}) {
+	if st != (Stats{BudgetBytes: 10 * mib, WatchBudgetBytes: 10 * mib}) {
 		t.Fatalf("after Release: %+v, want nothing held", st)
 	}
 	if len(l.holding) != 0 {
@@ -103,7 +103,7 @@ func TestDrainDispatches(t *testing.T) {
 	}
 	second.Release(0)
 	first.Release(0)
-	if st := l.Stats(); st != (Stats{BudgetBytes: 1 << 30}) {
+	if st := l.Stats(); st != (Stats{BudgetBytes: 1 << 30, WatchBudgetBytes: 1 << 30}) {
 		t.Fatalf("after Release: %+v", st)
 	}
 }
@@ -137,7 +137,7 @@ func TestMerge(t *testing.T) {
 	other.Release(0)
 	a.Drain()
 	a.Release(0)
-	if st := l.Stats(); st != (Stats{BudgetBytes: 1 << 30}) || len(l.holding) != 0 {
+	if st := l.Stats(); st != (Stats{BudgetBytes: 1 << 30, WatchBudgetBytes: 1 << 30}) || len(l.holding) != 0 {
 		t.Fatalf("after Release: %+v, holdings %v", st, l.holding)
 	}
 }

@@ -119,7 +119,7 @@ func TestFairness(t *testing.T) {
 			for tk := range aTickets {
 				tk.Release(0)
 			}
-			if st := l.Stats(); st != (Stats{BudgetBytes: tt.budget}) {
+			if st := l.Stats(); st != (Stats{BudgetBytes: tt.budget, WatchBudgetBytes: tt.budget}) {
 				t.Fatalf("after drain Stats() = %+v", st)
 			}
 			checkGoroutines(t, base)
@@ -149,7 +149,7 @@ func TestConcurrentAdmitRelease(t *testing.T) {
 				zapcore.AddSync(io.Discard), zap.DebugLevel))
 			l := mustNew(t, cfg)
 
-			var held, admitted, released, rejected, cancelled atomic.Int64
+			var held, heldWatch, admitted, released, rejected, cancelled atomic.Int64
 			var over atomic.Bool
 			var wg sync.WaitGroup
 			for g := range 32 {
@@ -191,15 +191,20 @@ func TestConcurrentAdmitRelease(t *testing.T) {
 							return
 						}
 						admitted.Add(1)
-						if held.Add(tk.Reserved()) > budget {
+						// Watches have their own budget (MaxWatchBytes).
+						pool := &held
+						if req.Kind == Watch {
+							pool = &heldWatch
+						}
+						if pool.Add(tk.Reserved()) > budget {
 							over.Store(true)
 						}
-						if st := l.Stats(); st.ReservedBytes > budget ||
+						if st := l.Stats(); st.ReservedBytes-st.WatchReservedBytes > budget || st.WatchReservedBytes > budget ||
 							st.InflightRequests > cfg.MaxRequestsInflight || st.InflightWatches > cfg.MaxWatchesInflight {
 							over.Store(true)
 						}
 						runtime.Gosched()
-						held.Add(-tk.Reserved())
+						pool.Add(-tk.Reserved())
 						tk.Release(rng.Int64N(400 << 10))
 						released.Add(1)
 					}
@@ -223,7 +228,7 @@ func TestConcurrentAdmitRelease(t *testing.T) {
 			if admitted.Load() != released.Load() || admitted.Load() == 0 {
 				t.Fatalf("admitted %d, released %d", admitted.Load(), released.Load())
 			}
-			if st := l.Stats(); st != (Stats{BudgetBytes: budget}) {
+			if st := l.Stats(); st != (Stats{BudgetBytes: budget, WatchBudgetBytes: budget}) {
 				t.Fatalf("after all releases Stats() = %+v", st)
 			}
 			l.mu.Lock()

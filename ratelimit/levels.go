@@ -52,10 +52,12 @@ func (t *Ticket) BecomeBulk() {
 	l.shortNow.Add(-1)
 	l.inflight[Bulk]++
 	l.bulkRes += t.reserved
-	l.unholdLocked(t.client, Short, t.reserved, false)
-	h := l.holdingLocked(t.client)
-	h.seats[Bulk]++
-	h.bytes[Bulk] += t.reserved
+	if !t.exempt {
+		l.unholdLocked(t.client, Short, t.reserved, false)
+		h := l.holdingLocked(t.client)
+		h.seats[Bulk]++
+		h.bytes[Bulk] += t.reserved
+	}
 	t.kind = Bulk
 	if l.inflight[Short] == 0 && l.idle != nil {
 		close(l.idle)

@@ -195,7 +195,7 @@ func TestBecomeBulk(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("queued GET = %v, want admitted once the LIST became bulk", err)
 	}
-	want := Stats{InflightRequests: 1, InflightBulk: 2, ReservedBytes: 910, BulkReservedBytes: 900, BudgetBytes: 1000}
+	want := Stats{InflightRequests: 1, InflightBulk: 2, ReservedBytes: 910, BulkReservedBytes: 900, BudgetBytes: 1000, WatchBudgetBytes: 1000}
 	if st := l.Stats(); st != want {
 		t.Fatalf("Stats() = %+v, want %+v", st, want)
 	}
@@ -210,7 +210,7 @@ func TestBecomeBulk(t *testing.T) {
 	list.BecomeBulk() // twice: no change
 	list.Release(0)
 	bulk.Release(0)
-	if st := l.Stats(); st != (Stats{BudgetBytes: 1000}) {
+	if st := l.Stats(); st != (Stats{BudgetBytes: 1000, WatchBudgetBytes: 1000}) {
 		t.Fatalf("after releases Stats() = %+v, want all zero", st)
 	}
 	var zero Ticket

@@ -13,8 +13,11 @@ import (
 //	cache budget (DefaultCacheBytes)   = M / 4
 //	--max-inflight-bytes               = M/2 - cache budget   (= M/4 with the default cache)
 //	--max-single-request-bytes         = 2 × --max-inflight-bytes
+//	--max-watch-bytes                  = --max-inflight-bytes (open watches: Watch)
 //
-// The other half of M is headroom for what no budget accounts: the Go
+// The watch budget is taken from the half of M the others leave: open
+// watches are mostly stacks and connection buffers, little garbage. The
+// rest of M is headroom for what no budget accounts: the Go
 // runtime, goroutine stacks, the etcd client's gRPC buffers, garbage not yet
 // collected (GOMEMLIMIT makes the collector work harder as the heap nears
 // its limit rather than letting it double), and the one oversize request

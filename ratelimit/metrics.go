@@ -41,6 +41,9 @@ func newLimiterMetrics(l *Limiter, s *metrics.Set) *limiterMetrics {
 	s.NewGauge(`lazyapi_ratelimit_queued`, stat(func(st Stats) float64 { return float64(st.Queued) }))
 	s.NewGauge(`lazyapi_ratelimit_reserved_bytes`, stat(func(st Stats) float64 { return float64(st.ReservedBytes) }))
 	s.NewGauge(`lazyapi_ratelimit_budget_bytes`, stat(func(st Stats) float64 { return float64(st.BudgetBytes) }))
+	s.NewGauge(`lazyapi_ratelimit_watch_reserved_bytes`, stat(func(st Stats) float64 { return float64(st.WatchReservedBytes) }))
+	s.NewGauge(`lazyapi_ratelimit_watch_budget_bytes`, stat(func(st Stats) float64 { return float64(st.WatchBudgetBytes) }))
+	s.NewGauge(`lazyapi_ratelimit_watch_clients`, stat(func(st Stats) float64 { return float64(st.WatchClients) }))
 	return &limiterMetrics{
 		admittedNow:    s.NewCounter(`lazyapi_ratelimit_admitted_total{how="immediate"}`),
 		admittedQueued: s.NewCounter(`lazyapi_ratelimit_admitted_total{how="queued"}`),

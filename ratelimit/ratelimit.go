@@ -18,7 +18,15 @@ type Kind uint8
 const (
 	// Short is a GET or a small LIST, limited by Config.MaxRequestsInflight.
 	Short Kind = iota
-	// Watch is a WATCH, limited by Config.MaxWatchesInflight.
+	// Watch is a WATCH (a long-running request), limited by
+	// Config.MaxWatchBytes and by its client's fair share of them: a
+	// client that holds watches may take another only while it holds at
+	// most (MaxWatchBytes - MaxWatchBytes/8) / n, n the clients holding
+	// watches (the active ones), so that a new client's first watch always
+	// finds the last eighth free of the others' excess, and one client
+	// alone may use seven eighths. A client's first watch is limited by
+	// the budget only. Config.MaxWatchesInflight, when set, bounds their
+	// count as well.
 	Watch
 	// Bulk is a large LIST (Limiter.IsBulk), limited by
 	// Config.MaxBulkInflight and by the byte budget minus
@@ -60,6 +68,13 @@ type Request struct {
 	// excess of a response found larger than its estimate) and must not
 	// wait while holding it.
 	NoWait bool
+	// Exempt admits the request at once, never queued, refused or counted
+	// against a client's share or a kind's seats (its seat and bytes are
+	// counted in the metrics and in what others find free): the exempt
+	// priority level of API Priority and Fairness, which kube-apiserver
+	// gives the system:masters group. Its bytes may take the budget past
+	// its end, as a Resize does.
+	Exempt bool
 }
 
 // Correction of estimates: each Release with used > 0 moves the class's ratio
@@ -122,7 +137,8 @@ type Limiter struct {
 
 	mu       sync.Mutex
 	inflight [numKinds]int            // admitted and not yet released, per kind
-	reserved int64                    // sum of admitted reservations; <= cfg.MaxInflightBytes
+	reserved int64                    // sum of admitted reservations but watches'; <= cfg.MaxInflightBytes but after Resize or Exempt
+	watchRes int64                    // sum of admitted watches' reservations; <= cfg.MaxWatchBytes but after Resize or Exempt
 	bulkRes  int64                    // sum of bulk reservations; <= bulkBudget but after BecomeBulk
 	idle     chan struct{}            // closed when inflight[Short] drops to 0; nil when nobody waits
 	queued   int                      // waiters over all clients
@@ -133,6 +149,9 @@ type Limiter struct {
 	next     int                      // index in ring of the client served next
 	classes  map[string]*class        // correction per class; entries are never removed
 	sweepIn  int                      // rate-limited Admit calls until the next sweep
+	// watchClients is the number of clients holding watches (the active
+	// ones, among whom watch bytes are shared: watchShareLocked).
+	watchClients int
 	// holding is what each client holds, for Config.ClientShare; an
 	// entry exists while the client holds something.
 	holding map[string]*holding
@@ -212,8 +231,11 @@ func New(cfg Config) (*Limiter, error) {
 	l.holding = make(map[string]*holding)
 	for k := range numKinds {
 		budget := cfg.MaxInflightBytes
-		if k == Bulk {
+		switch k {
+		case Bulk:
 			budget = l.bulkBudget
+		case Watch:
+			budget = cfg.MaxWatchBytes
 		}
 		l.shareSeats[k] = max(1, int(math.Ceil(cfg.ClientShare*float64(l.maxInflight[k]))))
 		l.shareBytes[k] = int64(cfg.ClientShare * float64(budget))
@@ -236,6 +258,7 @@ type Ticket struct {
 	used     int64
 	kind     Kind
 	drained  bool // Drain: the seat is free, the bytes are held until Release
+	exempt   bool // Request.Exempt: not in its client's holding
 }
 
 // Reserved returns the bytes reserved for the request.
@@ -248,6 +271,35 @@ func (t *Ticket) Use(n int64) {
 	if n > t.used {
 		t.used = n
 	}
+}
+
+// Resize sets the request's reservation to n bytes (n < 0 counts as 0):
+// a watch whose initial events are written keeps what an idle watch holds,
+// and charges the frames queued for it while they are queued. Growing
+// never waits and never fails: it records memory the request holds
+// already, so the kind's bytes may pass their budget until it shrinks
+// again (new requests of the kind wait meanwhile). Shrinking admits queued
+// requests that now fit. Resize after Release does nothing.
+func (t *Ticket) Resize(n int64) {
+	l := t.l
+	n = max(n, 0)
+	if l == nil || n == t.reserved {
+		return
+	}
+	delta := n - t.reserved
+	l.mu.Lock()
+	*l.poolLocked(t.kind) += delta
+	if t.kind == Bulk {
+		l.bulkRes += delta
+	}
+	if h := l.holding[t.client]; h != nil && !t.exempt {
+		h.bytes[t.kind] += delta
+	}
+	t.reserved = n
+	if delta < 0 && l.queued > 0 {
+		l.dispatchLocked()
+	}
+	l.mu.Unlock()
 }
 
 // Release returns the reservation and reports used, the bytes the request
@@ -264,18 +316,20 @@ func (t *Ticket) Release(used int64) {
 	t.l = nil
 	used = max(used, t.used)
 	l.mu.Lock()
-	l.reserved -= t.reserved
+	*l.poolLocked(t.kind) -= t.reserved
 	if t.drained {
 		l.draining--
 	} else {
 		l.freeSeatLocked(t.kind)
 	}
-	l.unholdLocked(t.client, t.kind, t.reserved, t.drained)
+	if !t.exempt {
+		l.unholdLocked(t.client, t.kind, t.reserved, t.drained)
+	}
 	if t.kind == Bulk {
 		l.bulkRes -= t.reserved
 	}
-	if l.inflight[t.kind] < 0 || l.reserved < 0 || l.bulkRes < 0 {
-		panic(fmt.Sprintf("BUG: negative in-flight state: %d %s, %d bytes, %d bulk bytes", l.inflight[t.kind], t.kind, l.reserved, l.bulkRes))
+	if l.inflight[t.kind] < 0 || l.reserved < 0 || l.bulkRes < 0 || l.watchRes < 0 {
+		panic(fmt.Sprintf("BUG: negative in-flight state: %d %s, %d bytes, %d bulk bytes, %d watch bytes", l.inflight[t.kind], t.kind, l.reserved, l.bulkRes, l.watchRes))
 	}
 	if used > 0 && t.raw > 0 && t.class != "" {
 		l.observeLocked(t.cls, t.class, float64(used)/float64(t.raw))
@@ -312,7 +366,7 @@ func (t *Ticket) Drain() {
 	l.mu.Lock()
 	l.freeSeatLocked(t.kind)
 	l.draining++
-	if h := l.holding[t.client]; h != nil {
+	if h := l.holding[t.client]; h != nil && !t.exempt {
 		h.seats[t.kind]--
 		h.drained[t.kind]++
 	}
@@ -330,7 +384,7 @@ func (t *Ticket) Drain() {
 // another Limiter or client, or released ones, are left unchanged.
 func (t *Ticket) Merge(o *Ticket) {
 	l := t.l
-	if l == nil || o.l != l || o == t || o.client != t.client {
+	if l == nil || o.l != l || o == t || o.client != t.client || o.exempt != t.exempt {
 		return
 	}
 	o.l = nil
@@ -340,7 +394,10 @@ func (t *Ticket) Merge(o *Ticket) {
 	} else {
 		l.freeSeatLocked(o.kind)
 	}
-	if h := l.holding[o.client]; h != nil {
+	*l.poolLocked(o.kind) -= o.reserved
+	*l.poolLocked(t.kind) += o.reserved
+	if h := l.holding[o.client]; h != nil && !o.exempt {
+		watching := h.watching()
 		if o.drained {
 			h.drained[o.kind]--
 		} else {
@@ -348,6 +405,9 @@ func (t *Ticket) Merge(o *Ticket) {
 		}
 		h.bytes[o.kind] -= o.reserved
 		h.bytes[t.kind] += o.reserved
+		if watching && !h.watching() {
+			l.watchClients--
+		}
 	}
 	if o.kind == Bulk {
 		l.bulkRes -= o.reserved
@@ -396,12 +456,18 @@ func (l *Limiter) Admit(ctx context.Context, req Request) (Ticket, error) {
 	raw := max(req.Bytes, 0)
 
 	l.mu.Lock()
+	cls := l.classes[req.Class]
+	need := l.needLocked(kind, cls, raw)
+	if req.Exempt {
+		l.admitLocked(req.Client, kind, need, true)
+		l.mu.Unlock()
+		l.met.admittedNow.Inc()
+		return Ticket{l: l, client: req.Client, class: req.Class, cls: cls, raw: raw, reserved: need, kind: kind, exempt: true}, nil
+	}
 	if raw > l.cfg.MaxSingleRequestBytes {
 		l.mu.Unlock()
 		return Ticket{}, l.reject(ReasonTooLarge, req.Client, raw, 0)
 	}
-	cls := l.classes[req.Class]
-	need := l.needLocked(kind, cls, raw)
 	if l.cfg.PerClientQPS > 0 {
 		now := l.clock.Now()
 		if l.sweepIn--; l.sweepIn <= 0 {
@@ -421,7 +487,7 @@ func (l *Limiter) Admit(ctx context.Context, req Request) (Ticket, error) {
 	qk := queueKey{req.Client, kind}
 	c := l.queues[qk]
 	if c == nil && l.fitsLocked(req.Client, kind, need) {
-		l.admitLocked(req.Client, kind, need)
+		l.admitLocked(req.Client, kind, need, false)
 		l.mu.Unlock()
 		l.met.admittedNow.Inc()
 		if ce := l.log.Check(zap.DebugLevel, "ratelimit: admit"); ce != nil {
@@ -498,14 +564,17 @@ func (l *Limiter) waitLocked(ctx context.Context, req Request, qk queueKey, c *c
 
 // Stats is a snapshot of a Limiter's state.
 type Stats struct {
-	InflightRequests  int   // admitted short requests not yet released
-	InflightWatches   int   // admitted watches not yet released
-	InflightBulk      int   // admitted bulk requests not yet released
-	Queued            int   // requests waiting for admission
-	Draining          int   // drained requests (Ticket.Drain) holding bytes, not seats
-	ReservedBytes     int64 // sum of admitted reservations
-	BulkReservedBytes int64 // sum of admitted bulk reservations (part of ReservedBytes)
-	BudgetBytes       int64 // Config.MaxInflightBytes
+	InflightRequests   int   // admitted short requests not yet released
+	InflightWatches    int   // admitted watches not yet released
+	InflightBulk       int   // admitted bulk requests not yet released
+	Queued             int   // requests waiting for admission
+	Draining           int   // drained requests (Ticket.Drain) holding bytes, not seats
+	ReservedBytes      int64 // sum of admitted reservations, watches' included
+	BulkReservedBytes  int64 // sum of admitted bulk reservations (part of ReservedBytes)
+	WatchReservedBytes int64 // sum of admitted watches' reservations (part of ReservedBytes)
+	WatchClients       int   // clients holding watches (their shares: Watch)
+	BudgetBytes        int64 // Config.MaxInflightBytes
+	WatchBudgetBytes   int64 // Config.MaxWatchBytes
 }
 
 // Stats returns a snapshot of l's state.
@@ -513,14 +582,17 @@ func (l *Limiter) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return Stats{
-		InflightRequests:  l.inflight[Short],
-		InflightWatches:   l.inflight[Watch],
-		InflightBulk:      l.inflight[Bulk],
-		Queued:            l.queued,
-		Draining:          l.draining,
-		ReservedBytes:     l.reserved,
-		BulkReservedBytes: l.bulkRes,
-		BudgetBytes:       l.cfg.MaxInflightBytes,
+		InflightRequests:   l.inflight[Short],
+		InflightWatches:    l.inflight[Watch],
+		InflightBulk:       l.inflight[Bulk],
+		Queued:             l.queued,
+		Draining:           l.draining,
+		ReservedBytes:      l.reserved + l.watchRes,
+		BulkReservedBytes:  l.bulkRes,
+		WatchReservedBytes: l.watchRes,
+		WatchClients:       l.watchClients,
+		BudgetBytes:        l.cfg.MaxInflightBytes,
+		WatchBudgetBytes:   l.cfg.MaxWatchBytes,
 	}
 }
 
@@ -549,8 +621,11 @@ func (l *Limiter) reject(reason Reason, clientKey string, need int64, retryAfter
 // use.
 func (l *Limiter) needLocked(kind Kind, cls *class, raw int64) int64 {
 	budget := l.cfg.MaxInflightBytes
-	if kind == Bulk {
+	switch kind {
+	case Bulk:
 		budget = l.bulkBudget
+	case Watch:
+		budget = l.cfg.MaxWatchBytes
 	}
 	f := float64(raw)
 	if cls != nil {
@@ -566,6 +641,16 @@ func (l *Limiter) needLocked(kind Kind, cls *class, raw int64) int64 {
 // bytes fits now: within the kind's seats and bytes, and within the
 // client's share of them (it may always hold one request of a kind).
 func (l *Limiter) fitsLocked(client string, kind Kind, need int64) bool {
+	if kind == Watch {
+		if l.cfg.MaxWatchesInflight > 0 && l.inflight[Watch] >= l.cfg.MaxWatchesInflight {
+			return false
+		}
+		if l.watchRes > l.cfg.MaxWatchBytes-need {
+			return false
+		}
+		h := l.holding[client]
+		return h == nil || !h.watching() || h.bytes[Watch] <= l.watchShareLocked()-need
+	}
 	if kind == Bulk && l.bulkRes > l.bulkBudget-need {
 		return false
 	}
@@ -575,6 +660,25 @@ func (l *Limiter) fitsLocked(client string, kind Kind, need int64) bool {
 	}
 	return l.inflight[kind] < l.maxInflight[kind] && l.reserved <= l.cfg.MaxInflightBytes-need
 }
+
+// watchShareLocked is the watch bytes a client holding watches may hold
+// and still be admitted another: seven eighths of the budget shared among
+// the clients holding watches (see Watch).
+func (l *Limiter) watchShareLocked() int64 {
+	b := l.cfg.MaxWatchBytes
+	return (b - b/8) / int64(max(l.watchClients, 1))
+}
+
+// poolLocked returns the sum of reservations a request of kind counts in.
+func (l *Limiter) poolLocked(kind Kind) *int64 {
+	if kind == Watch {
+		return &l.watchRes
+	}
+	return &l.reserved
+}
+
+// watching reports whether the client holds a watch.
+func (h *holding) watching() bool { return h.seats[Watch]+h.drained[Watch] > 0 }
 
 // holdingLocked returns client's holding, creating it (from l.spare when
 // it can) when the client holds nothing.
@@ -599,12 +703,16 @@ func (l *Limiter) unholdLocked(client string, kind Kind, bytes int64, drained bo
 	if h == nil {
 		return
 	}
+	watching := h.watching()
 	if drained {
 		h.drained[kind]--
 	} else {
 		h.seats[kind]--
 	}
 	h.bytes[kind] -= bytes
+	if watching && !h.watching() {
+		l.watchClients--
+	}
 	if h.seats == [numKinds]int{} && h.drained == [numKinds]int{} {
 		delete(l.holding, client)
 		*h = holding{}
@@ -612,23 +720,29 @@ func (l *Limiter) unholdLocked(client string, kind Kind, bytes int64, drained bo
 	}
 }
 
-func (l *Limiter) admitLocked(client string, kind Kind, need int64) {
-	h := l.holdingLocked(client)
-	h.seats[kind]++
-	h.bytes[kind] += need
+// admitLocked counts an admitted request; exempt: Request.Exempt (not in
+// its client's holding, and allowed past the budget).
+func (l *Limiter) admitLocked(client string, kind Kind, need int64, exempt bool) {
+	if !exempt {
+		h := l.holdingLocked(client)
+		if kind == Watch && !h.watching() {
+			l.watchClients++
+		}
+		h.seats[kind]++
+		h.bytes[kind] += need
+	}
 	l.inflight[kind]++
-	l.reserved += need
+	pool := l.poolLocked(kind)
+	*pool += need
 	switch kind {
 	case Bulk:
 		l.bulkRes += need
 	case Short:
 		l.shortNow.Add(1)
 	}
-	// bulkRes may exceed bulkBudget after Ticket.BecomeBulk; fitsLocked
-	// keeps new bulk requests out until it is back under.
-	if l.reserved > l.cfg.MaxInflightBytes {
-		panic(fmt.Sprintf("BUG: reserved %d bytes over the budget of %d", l.reserved, l.cfg.MaxInflightBytes))
-	}
+	// bulkRes may exceed bulkBudget after Ticket.BecomeBulk, a pool its
+	// budget after Resize or an exempt request; fitsLocked keeps new
+	// requests out until it is back under.
 }
 
 // dispatchLocked admits queued requests that fit, taking clients' queue heads
@@ -649,7 +763,7 @@ func (l *Limiter) dispatchLocked() {
 				i++
 				continue
 			}
-			l.admitLocked(c.key.client, w.kind, w.need)
+			l.admitLocked(c.key.client, w.kind, w.need, false)
 			c.queue[0] = nil
 			c.queue = c.queue[1:]
 			l.queued--

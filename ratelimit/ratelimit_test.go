@@ -85,7 +85,8 @@ func TestAdmitTable(t *testing.T) {
 		{"short count full", []Request{{}, {}}, Request{}, ErrQueueFull, 0, 1},
 		{"watch counted apart", []Request{{}, {}}, Request{Kind: Watch}, nil, 0, 0},
 		{"watch count full", []Request{{Kind: Watch}}, Request{Kind: Watch}, ErrQueueFull, 0, 1},
-		{"watch bytes share budget", []Request{{Kind: Watch, Bytes: 900}}, Request{Bytes: 200}, ErrQueueFull, 0, 1},
+		{"watch bytes apart", []Request{{Kind: Watch, Bytes: 900}}, Request{Bytes: 200}, nil, 200, 0},
+		{"watch bytes full", []Request{{Kind: Watch, Bytes: 900}}, Request{Kind: Watch, Bytes: 200, Client: "b"}, ErrQueueFull, 0, 1},
 		{"unknown kind is short", []Request{{}, {}}, Request{Kind: 7}, ErrQueueFull, 0, 1},
 		{"oversize alone", nil, Request{Bytes: 1500}, nil, budget, 0},
 		{"oversize at single limit", nil, Request{Bytes: 2000}, nil, budget, 0},
@@ -139,14 +140,14 @@ func TestAdmitTable(t *testing.T) {
 			} else if tk.Reserved() != tt.wantReserved {
 				t.Fatalf("Reserved() = %d, want %d", tk.Reserved(), tt.wantReserved)
 			}
-			if st := l.Stats(); st.ReservedBytes > budget || st.BulkReservedBytes > budget-250 {
+			if st := l.Stats(); st.ReservedBytes-st.WatchReservedBytes > budget || st.WatchReservedBytes > budget || st.BulkReservedBytes > budget-250 {
 				t.Fatalf("Stats() = %+v: over a budget (%d, bulk %d)", st, budget, budget-250)
 			}
 			tk.Release(0)
 			for i := range held {
 				held[i].Release(0)
 			}
-			if st := l.Stats(); st != (Stats{BudgetBytes: budget}) {
+			if st := l.Stats(); st != (Stats{BudgetBytes: budget, WatchBudgetBytes: budget}) {
 				t.Fatalf("after releases Stats() = %+v, want all zero", st)
 			}
 		})

@@ -16,9 +16,11 @@ func addLimitFlags(fs *pflag.FlagSet, c *ratelimit.Config) {
 	fs.IntVar(&c.MaxRequestsInflight, "max-requests-inflight", c.MaxRequestsInflight,
 		"Maximum number of non-watch requests served at once.")
 	fs.IntVar(&c.MaxWatchesInflight, "max-watches-inflight", c.MaxWatchesInflight,
-		"Maximum number of open watches.")
+		"Maximum number of open watches; 0 = no count limit (watches are bounded by --max-watch-bytes and their clients' fair shares of it).")
 	fs.Var((*byteSize)(&c.MaxInflightBytes), "max-inflight-bytes",
 		"Byte budget for the working sets of in-flight requests (quantity, e.g. 256Mi). 0 = half of --memory-limit minus the cache budget.")
+	fs.Var((*byteSize)(&c.MaxWatchBytes), "max-watch-bytes",
+		"Byte budget of open watches: what each holds idle (25Ki, 49Ki over TLS), its initial events from the watch cache while it sends them, and its queued frames (quantity). A client holding watches gets more while it holds at most 7/8 of it divided among the clients holding watches. 0 = --max-inflight-bytes.")
 	fs.Var((*byteSize)(&c.MaxSingleRequestBytes), "max-single-request-bytes",
 		"Largest working-set estimate admitted, alone, when above --max-inflight-bytes (quantity). 0 = twice --max-inflight-bytes.")
 	fs.IntVar(&c.MaxQueued, "max-queued-requests", c.MaxQueued,
@@ -34,7 +36,7 @@ func addLimitFlags(fs *pflag.FlagSet, c *ratelimit.Config) {
 	fs.DurationVar(&c.BulkYield, "bulk-list-yield", c.BulkYield,
 		"Longest pause of a bulk LIST stream per flush while GETs or small LISTs are in flight; 0 = never pause.")
 	fs.Float64Var(&c.ClientShare, "per-client-share", c.ClientShare,
-		"Fraction (0-1] of the short, bulk and watch seats, and of the byte budget, one client (user, or remote IP when anonymous) may hold at once; its further requests queue behind its own. 1 = no cap.")
+		"Fraction (0-1] of the short and bulk seats, and of the byte budget, one client (user, or remote IP when anonymous) may hold at once; its further requests queue behind its own. 1 = no cap.")
 	fs.Float64Var(&c.PerClientQPS, "per-client-qps", c.PerClientQPS,
 		"Sustained requests per second admitted per client (user or remote IP); 0 = unlimited.")
 	fs.IntVar(&c.PerClientBurst, "per-client-burst", c.PerClientBurst,
@@ -48,6 +50,7 @@ var limitFlagNames = strings.NewReplacer(
 	"MaxRequestsInflight", "--max-requests-inflight",
 	"MaxWatchesInflight", "--max-watches-inflight",
 	"MaxInflightBytes", "--max-inflight-bytes",
+	"MaxWatchBytes", "--max-watch-bytes",
 	"MaxSingleRequestBytes", "--max-single-request-bytes",
 	"MaxQueued", "--max-queued-requests",
 	"MaxQueueWait", "--max-queue-wait",
