@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -109,20 +108,8 @@ func TestRunEncryption(t *testing.T) {
 	}
 
 	for _, extra := range [][]string{nil, {"--watch-cache-decrypted"}, {"--watch-cache=false"}} {
-		ctx, cancel := context.WithCancel(context.Background())
-		sink := &logSink{serving: make(chan string, 1)}
-		done := make(chan error, 1)
-		go func() {
-			done <- run(ctx, append([]string{"--etcd-servers=" + etcd.Endpoint, freePortFlag(t), "--encryption-provider-config=" + cfg}, extra...), io.Discard, sink)
-		}()
-		var url string
-		select {
-		case url = <-sink.serving:
-		case err := <-done:
-			t.Fatalf("run returned before serving: %v\n%s", err, sink)
-		case <-time.After(60 * time.Second):
-			t.Fatalf("run did not serve within 60s\n%s", sink)
-		}
+		r := startServing(t, io.Discard, append([]string{"--etcd-servers=" + etcd.Endpoint, freePortFlag(t), "--encryption-provider-config=" + cfg}, extra...)...)
+		url := r.url
 		resp, err := http.Get(url + "/apis/example.com/v1/namespaces/ns/widgets/w1")
 		if err != nil {
 			t.Fatal(err)
@@ -147,8 +134,7 @@ func TestRunEncryption(t *testing.T) {
 				t.Errorf("GET %s: not JSON", p)
 			}
 		}
-		cancel()
-		if err := <-done; err != nil {
+		if err := r.stop(); err != nil {
 			t.Errorf("run = %v", err)
 		}
 	}

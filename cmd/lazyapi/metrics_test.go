@@ -21,31 +21,12 @@ import (
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
 )
 
-// startRun runs the command in-process with args and returns its URL once
-// it serves; it is stopped at the end of the test.
+// startRun runs the command in-process with args on a free port and
+// returns its URL once it serves; it is stopped at the end of the test.
 func startRun(t *testing.T, args ...string) (url string, sink *logSink) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	sink = &logSink{serving: make(chan string, 1)}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{freePortFlag(t)}, args...), io.Discard, sink) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("run did not return within 30s of cancel")
-		}
-	})
-	select {
-	case url = <-sink.serving:
-	case err := <-done:
-		done <- err // for the cleanup
-		t.Fatalf("run returned before serving: %v\n%s", err, sink)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("run did not serve within 60s\n%s", sink)
-	}
-	return url, sink
+	r := startServing(t, io.Discard, append([]string{freePortFlag(t)}, args...)...)
+	return r.url, r.sink
 }
 
 // TestMetricsMetadata scrapes a running lazyapi's /metrics after a GET, a
@@ -108,22 +89,9 @@ func TestMetricsMetadata(t *testing.T) {
 // per empty resource about the replay's byte bound) and stdout carries the
 // banner (where it serves, etcd, auth, memory bounds).
 func TestStartupLogQuiet(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sink := &logSink{serving: make(chan string, 1)}
 	var stdout lockedBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--demo", freePortFlag(t), "--data-dir=" + t.TempDir()}, &stdout, sink)
-	}()
-	var url string
-	select {
-	case url = <-sink.serving:
-	case err := <-done:
-		t.Fatalf("run returned before serving: %v\n%s", err, sink)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("run did not serve within 60s\n%s", sink)
-	}
+	r := startServing(t, &stdout, "--demo", freePortFlag(t), "--data-dir="+t.TempDir())
+	url, sink := r.url, r.sink
 	// Every preloaded resource filled (state 2) or kept out (4): the
 	// per-resource lines, if any, are written by then.
 	deadline := time.Now().Add(60 * time.Second)
@@ -151,8 +119,7 @@ func TestStartupLogQuiet(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := r.stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	logs := strings.TrimSpace(sink.String())

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -237,21 +236,10 @@ func TestRunPlainPortCredentials(t *testing.T) {
 		args := append([]string{"--etcd-servers=" + etcd.Endpoint, "--secure-port=" + strconv.Itoa(securePort),
 			"--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile, "--token-auth-file=" + tokens,
 			"--profiling", "--watch-cache=false", "--logging-format=json"}, extra...)
-		ctx, cancel := context.WithCancel(context.Background())
-		sink := &logSink{serving: make(chan string, 1)}
-		done := make(chan error, 1)
-		go func() { done <- run(ctx, args, io.Discard, sink) }()
-		var url string
-		select {
-		case url = <-sink.serving:
-		case err := <-done:
-			t.Fatalf("run returned before serving: %v\n%s", err, sink)
-		case <-time.After(60 * time.Second):
-			t.Fatalf("run did not serve within 60s\n%s", sink)
-		}
+		r := startServing(t, io.Discard, args...)
+		url, sink := r.url, r.sink
 		stop := func() {
-			cancel()
-			if err := <-done; err != nil {
+			if err := r.stop(); err != nil {
 				t.Errorf("run after cancel = %v", err)
 			}
 		}
@@ -300,21 +288,10 @@ func TestRunAuditLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "audit", "audit.log")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sink := &logSink{serving: make(chan string, 1)}
-	done := make(chan error, 1)
 	args := []string{"--etcd-servers=" + etcd.Endpoint, freePortFlag(t), "--plain-port-tokens", "--token-auth-file=" + tokens,
 		"--audit-log-path=" + logPath, "--watch-cache=false"}
-	go func() { done <- run(ctx, args, io.Discard, sink) }()
-	var url string
-	select {
-	case url = <-sink.serving:
-	case err := <-done:
-		t.Fatalf("run returned before serving: %v\n%s", err, sink)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("run did not serve within 60s\n%s", sink)
-	}
+	r := startServing(t, io.Discard, args...)
+	url := r.url
 	for _, c := range []struct {
 		token string
 		want  int
@@ -330,8 +307,7 @@ func TestRunAuditLog(t *testing.T) {
 			t.Fatalf("GET secrets as %s = %d, want %d", c.token, resp.StatusCode, c.want)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := r.stop(); err != nil {
 		t.Fatalf("run after cancel = %v", err)
 	}
 	data, err := os.ReadFile(logPath)

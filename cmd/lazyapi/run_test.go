@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -67,22 +68,9 @@ func TestRunServesAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sink := &logSink{serving: make(chan string, 1)}
-	var stdout bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--etcd-servers=" + etcd.Endpoint, freePortFlag(t)}, &stdout, sink)
-	}()
-	var url string
-	select {
-	case url = <-sink.serving:
-	case err := <-done:
-		t.Fatalf("run returned before serving: %v\n%s", err, sink)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("run did not serve within 60s\n%s", sink)
-	}
+	var stdout lockedBuffer
+	r := startServing(t, &stdout, "--etcd-servers="+etcd.Endpoint, freePortFlag(t))
+	url := r.url
 
 	resp, err := http.Get(url + "/api/v1/namespaces/ns/configmaps/cm-1")
 	if err != nil {
@@ -98,14 +86,8 @@ func TestRunServesAndStops(t *testing.T) {
 		t.Errorf("resourceVersion = %q, want %d", got.ResourceVersion, want)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run after cancel = %v, want nil", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return within 30s of cancel")
+	if err := r.stop(); err != nil {
+		t.Errorf("run after cancel = %v, want nil", err)
 	}
 	if !strings.Contains(stdout.String(), "kubectl --server "+url) {
 		t.Errorf("stdout = %q, want the kubectl hint", stdout.String())
@@ -179,4 +161,49 @@ func TestDataDirInUse(t *testing.T) {
 	}
 	cancel2()
 	<-third
+}
+
+// running is the command run in-process by startServing.
+type running struct {
+	url  string // the plain port's URL, or the TLS one's when it is off
+	sink *logSink
+	stop func() error // cancels run and returns its error (once; the cleanup calls it too)
+}
+
+// startServing runs the command in-process with args (stdout to stdout)
+// and returns once it serves; it is stopped at the end of the test if it
+// was not before.
+func startServing(t *testing.T, stdout io.Writer, args ...string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{sink: &logSink{serving: make(chan string, 1)}}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, stdout, r.sink) }()
+	var once sync.Once
+	var err error
+	r.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				err = errors.New("run did not return within 30s of cancel")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("run after cancel = %v", err)
+		}
+	})
+	select {
+	case r.url = <-r.sink.serving:
+	case err := <-done:
+		done <- err // for stop
+		t.Fatalf("run returned before serving: %v\n%s", err, r.sink)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run did not serve within 60s\n%s", r.sink)
+	}
+	return r
 }
