@@ -159,22 +159,7 @@ func peakRSS(t *testing.T, p *process) int64 {
 }
 
 // scrape returns the value of a metric line ("name{labels}") or -1.
-func scrape(url, name string) float64 {
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return -1
-}
+func scrape(url, name string) float64 { return scrapeWith(http.DefaultClient, url, name) }
 
 // waitDrained waits until the limiter holds no seat and no byte.
 func (h *hostileEnv) waitDrained(t *testing.T, p *process) {

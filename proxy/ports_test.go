@@ -61,23 +61,7 @@ func TestMetricsUnknownMethods(t *testing.T) {
 func TestVersionAnonymousRules(t *testing.T) {
 	ms := metrics.NewSet()
 	e := startEnv(t, withRBAC(t, ms))
-	get := func(path, token string) int {
-		t.Helper()
-		req, err := http.NewRequest("GET", e.url+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		io.Copy(io.Discard, resp.Body) //nolint:errcheck
-		return resp.StatusCode
-	}
+	get := func(path, token string) int { t.Helper(); return codeWithToken(t, e.url+path, token) }
 	for _, tt := range []struct {
 		path, token string
 		want        int
@@ -117,23 +101,7 @@ func TestClearTextCredentials(t *testing.T) {
 		return "http://" + ln.Addr().String()
 	}
 	noTokens, withTokens := serve(false), serve(true)
-	get := func(url, token string) int {
-		t.Helper()
-		req, err := http.NewRequest("GET", url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		io.Copy(io.Discard, resp.Body) //nolint:errcheck
-		return resp.StatusCode
-	}
+	get := func(url, token string) int { t.Helper(); return codeWithToken(t, url, token) }
 	const list, cmdline = "/api/v1/namespaces/ns/configmaps", "/debug/pprof/cmdline"
 	for _, tt := range []struct {
 		what, url, token string
@@ -151,4 +119,24 @@ func TestClearTextCredentials(t *testing.T) {
 			t.Errorf("%s: GET %s = %d, want %d", tt.what, tt.url, got, tt.want)
 		}
 	}
+}
+
+// codeWithToken GETs url, with a bearer token unless it is "", and
+// returns the status code.
+func codeWithToken(t *testing.T, url, token string) int {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck
+	return resp.StatusCode
 }
