@@ -86,6 +86,12 @@ type StormConfig struct {
 	// HTTP/2 (kube-apiserver), one HTTP/1.1 connection each to one that
 	// does not (lazyapi).
 	OwnConnections bool
+	// DistinctAddresses gives each informer its own connection (as
+	// OwnConnections) from its own loopback address (stormLocalAddr: 127.0.1.1
+	// on), as informers in different pods connect from different
+	// addresses: lazyapi's fair shares count an unauthenticated client per
+	// address.
+	DistinctAddresses bool
 	// Gzip leaves compression on for the WatchList and LIST+WATCH streams,
 	// as client-go has it: Go's transport asks for gzip and decodes a
 	// compressed response (StormResult.Gzipped counts them). Without it
@@ -187,7 +193,9 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 		rep.Notes = append(rep.Notes, "harness RSS includes the embedded etcd (--etcd-servers: a separate one)")
 	}
 	if slices.ContainsFunc(cfg.Rows, func(r StormRow) bool { return r.Mode == StormInformers }) {
-		if cfg.OwnConnections {
+		if cfg.DistinctAddresses {
+			rep.Notes = append(rep.Notes, "informers: a transport and connection each, each from its own loopback address 127.0.x.y (--distinct-addresses)")
+		} else if cfg.OwnConnections {
 			rep.Notes = append(rep.Notes, "informers: a transport and connection each (--informer-own-connections)")
 		} else {
 			rep.Notes = append(rep.Notes, "informers: client-go's shared transport (one HTTP/2 connection for all to kube-apiserver, one HTTP/1.1 connection each to lazyapi)")
@@ -305,6 +313,7 @@ type stormState struct {
 	expectedData int64
 	dataRead     atomic.Int64
 	ownConns     bool
+	distinct     bool // DistinctAddresses
 	target       Target
 	client       *http.Client
 	path         string
@@ -408,7 +417,7 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 		}
 	}
 	st := &stormState{start: time.Now(), expected: expected, target: t, path: cfg.Kind.Path(ns), deadline: time.Now().Add(cfg.Timeout),
-		transform: cfg.InformerTransform, expectedData: expectedData, ownConns: cfg.OwnConnections, closeStreams: cfg.CloseStreams}
+		transform: cfg.InformerTransform, expectedData: expectedData, ownConns: cfg.OwnConnections, distinct: cfg.DistinctAddresses, closeStreams: cfg.CloseStreams}
 	if row.Mode == StormInformers {
 		st.runInformers(rctx, cfg.Kind, ns, row.Clients)
 	} else {
@@ -692,12 +701,15 @@ func (s *stormState) runInformers(ctx context.Context, k Kind, ns string, n int)
 	defer close(stop)
 	sc := Scenario{Kind: k, Namespace: ns}
 	var wg sync.WaitGroup
-	for range n {
+	for i := range n {
 		cfg := rest.CopyConfig(base)
-		if s.ownConns {
+		if s.ownConns || s.distinct {
 			// A Dial makes client-go's transport uncacheable: a transport,
 			// so a connection, of the informer's own.
 			d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+			if s.distinct {
+				d.LocalAddr = &net.TCPAddr{IP: stormLocalAddr(i)}
+			}
 			cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 				c, err := d.DialContext(ctx, network, addr)
 				if err == nil {
@@ -735,6 +747,13 @@ func (s *stormState) runInformers(ctx context.Context, k Kind, ns string, n int)
 		})
 	}
 	wg.Wait()
+}
+
+// stormLocalAddr is the i-th informer's own loopback address with
+// DistinctAddresses: 127.0.1.1, 127.0.1.2, ... 127.0.1.254, 127.0.2.1, ...
+// (Linux routes all of 127.0.0.0/8 to the loopback interface).
+func stormLocalAddr(i int) net.IP {
+	return net.IPv4(127, 0, byte(1+i/254), byte(1+i%254))
 }
 
 // newStormInformer is newInformer with the storm's transform set before

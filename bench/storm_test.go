@@ -154,6 +154,39 @@ func TestStormInformersOwnConnections(t *testing.T) {
 	}
 }
 
+// TestStormInformersDistinctAddresses: with DistinctAddresses each
+// informer connects from its own loopback address (127.0.1.x), as
+// informers in different pods do, so that a server keying clients by
+// address sees one client per informer.
+func TestStormInformersDistinctAddresses(t *testing.T) {
+	ctx, cm, rs := fiveConfigMaps(t)
+	var mu sync.Mutex
+	hosts := map[string]bool{} // the client addresses requests came from
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := strings.Cut(r.RemoteAddr, ":")
+		mu.Lock()
+		hosts[host] = true
+		mu.Unlock()
+		rs.ServeHTTP(w, r)
+	}))
+	hs.EnableHTTP2 = true
+	hs.StartTLS()
+	t.Cleanup(hs.Close)
+	target := Target{Name: "reference", URL: hs.URL, PID: os.Getpid()}
+	ns := NamespaceName(DefaultNamespacePrefix, 0)
+	r := runStormRow(ctx, target, StormConfig{Kind: cm, Timeout: 30 * time.Second, DistinctAddresses: true}, StormRow{Mode: StormInformers, Clients: 3}, false, ns, 5, -1)
+	mu.Lock()
+	got := slices.Sorted(maps.Keys(hosts))
+	mu.Unlock()
+	want := []string{"127.0.1.1", "127.0.1.2", "127.0.1.3"}
+	if r.Synced != 3 || r.Wrong != 0 || !slices.Equal(got, want) {
+		t.Errorf("%d synced (%d wrong, %s), requests from %v; want 3 synced from %v", r.Synced, r.Wrong, r.FirstError, got, want)
+	}
+	if a := stormLocalAddr(254).String(); a != "127.0.2.1" {
+		t.Errorf("stormLocalAddr(254) = %s, want 127.0.2.1", a)
+	}
+}
+
 // TestStormListWatchGzip: with Gzip the LIST+WATCH streams ask for gzip
 // (Go's transport: Accept-Encoding: gzip) and decode a compressed LIST,
 // counted; without it they ask for none.

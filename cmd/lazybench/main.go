@@ -509,6 +509,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	profile := fs.Bool("profile", false, "run lazyapi with --profiling and save its heap profile and metrics at each run's peak RSS to OUT/profiles")
 	transform := fs.String("informer-transform", "", "what the informers rows' informers keep of each object (client-go SetTransform): empty keeps it whole; strip-data counts its data (checked against etcd's) and keeps its metadata only")
 	ownConns := fs.Bool("informer-own-connections", false, "give each informer its own transport and connection, as informers in different pods have (default: client-go's shared transport, one HTTP/2 connection for all to kube-apiserver)")
+	distinct := fs.Bool("distinct-addresses", false, "give each informer its own connection from its own loopback address (127.0.1.1, 127.0.1.2, ...), as informers in different pods connect (lazyapi's fair shares see one client each); implies --informer-own-connections")
 	gzip := fs.Bool("gzip", false, "WatchList and LIST+WATCH streams ask for gzip as client-go does (Go's transport: Accept-Encoding: gzip, a compressed response decoded; counted); default: no compression asked")
 	closeStreams := fs.Bool("close-streams", false, "close each WatchList and LIST+WATCH stream once synced (the older storm rows); default: hold it open to the end of the row, as a reflector's watch stays open")
 	if help, err := parse(fs, args); help || err != nil {
@@ -535,7 +536,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rs = append(rs, bench.StormRow{Mode: mode, Clients: c})
 	}
 	cfg := bench.StormConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Kind: k, Objects: *objects, Size: sd,
-		Rows: rs, Timeout: *timeout, InformerTransform: *transform, OwnConnections: *ownConns, Gzip: *gzip, CloseStreams: *closeStreams, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: *update, Profile: *profile,
+		Rows: rs, Timeout: *timeout, InformerTransform: *transform, OwnConnections: *ownConns, DistinctAddresses: *distinct, Gzip: *gzip, CloseStreams: *closeStreams, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: *update, Profile: *profile,
 		Command: commandName() + " storm " + strings.Join(args, " "), Log: stderr}
 	rep, err := bench.RunStorm(ctx, cfg)
 	if rep != nil {
