@@ -21,14 +21,7 @@ import (
 // reads), Emit returns at once and drops what does not fit in the buffer,
 // counting it; Close returns once the reader goes away.
 func TestEmitNeverBlocks(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), "audit.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("no FIFO: %v", err)
-	}
-	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fifo, r := stalledFIFO(t)
 	ms := metrics.NewSet()
 	l, err := audit.New(audit.Config{Path: fifo, BufferSize: 10, Metrics: ms})
 	if err != nil {
@@ -160,14 +153,7 @@ func TestRotation(t *testing.T) {
 // bytes as well as in number: 1 MiB request URIs are dropped once 16 MiB
 // wait.
 func TestBufferBytes(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), "audit.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("no FIFO: %v", err)
-	}
-	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fifo, r := stalledFIFO(t)
 	ms := metrics.NewSet()
 	l, err := audit.New(audit.Config{Path: fifo, Metrics: ms})
 	if err != nil {
@@ -184,4 +170,19 @@ func TestBufferBytes(t *testing.T) {
 	}
 	r.Close()
 	l.Close() //nolint:errcheck
+}
+
+// stalledFIFO makes a FIFO whose reader is open and reads nothing (a
+// stalled audit log file), skipping the test where FIFOs are not made.
+func stalledFIFO(t *testing.T) (path string, r *os.File) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "audit.fifo")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("no FIFO: %v", err)
+	}
+	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, r
 }
