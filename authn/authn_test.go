@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/lazyapi/lazyapi/authn"
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 func TestParseTokens(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/lazyapi/lazyapi/authn"
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 // BenchmarkAuthenticate: the per-request cost of each method. "x509/verify"

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/lazyapi/lazyapi/authn"
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // Names and UIDs of the objects testdata/sa-tokens.json's tokens are bound

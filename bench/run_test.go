@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 func TestRunScenariosAgainstRefServer(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // decodeStored decodes a stored value with apimachinery, the way

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // TestBackfillWatchFromBeforeFill: a resource filled after changes were

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/internal/embedetcd"
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // seedConfigMaps writes n ConfigMaps with dataBytes of data each in

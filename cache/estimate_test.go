@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // seedSizes writes one ConfigMap per size under prefix (keys

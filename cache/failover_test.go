@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
-	"github.com/lazyapi/lazyapi/internal/failovertest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/failovertest"
 	"github.com/lazyapi/lazyapi/store"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // fakeMoves is a Config.EtcdMoved whose switches the test makes: each

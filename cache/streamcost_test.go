@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // TestStreamCost measures what the cache's etcd watches cost with n

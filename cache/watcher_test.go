@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // TestWatchEventInitialAndBacklog: initial events are marked Initial;

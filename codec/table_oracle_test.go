@@ -10,7 +10,7 @@ import (
 )
 
 // kubeTable is one Table captured from kube-apiserver by
-// internal/kubecapture (captureTables): the object's stored value and the
+// internal/testing/kubecapture (captureTables): the object's stored value and the
 // Table kube-apiserver's printer made of it.
 type kubeTable struct {
 	Group, Version, Resource, Namespace, Name, Key string

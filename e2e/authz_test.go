@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // putRBAC stores RBAC objects in etcd as kube-apiserver does.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // TestConvertedVersionsAgainstKubeAPIServer: Events and

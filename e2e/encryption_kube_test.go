@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/lazyapi/lazyapi/internal/enctest"
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
-	"github.com/lazyapi/lazyapi/internal/kmstest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/enctest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/kmstest"
 )
 
 // TestEncryptionAgainstKubeAPIServer runs kube-apiserver v1.37 (built by

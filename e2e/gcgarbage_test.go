@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // TestMemoryLimitCapsGarbage: with --memory-limit=256Mi the collector may

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/lazyapi/lazyapi/internal/demo"
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // lazyapiBin is the lazyapi binary built once for the package by TestMain,

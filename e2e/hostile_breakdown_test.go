@@ -119,8 +119,8 @@ func histQuantile(a, b metricSnap, name string, q float64, filters ...string) (f
 // breakdown describes the interval between a and b in one line.
 func breakdown(a, b metricSnap, pid int) string {
 	wall := b.at.Sub(a.at).Seconds()
-	srv, n := histQuantile(a, b, "lazyapi_apiserver_request_duration_seconds", 0.99, `resource="configmaps"`, `verb="get"`)
-	srvL, nL := histQuantile(a, b, "lazyapi_apiserver_request_duration_seconds", 0.99, `resource="configmaps"`, `verb="list"`)
+	srv, n := histQuantile(a, b, "lazyapi_apiserver_request_duration_seconds", 0.99, `resource="configmaps"`, `verb="GET"`)
+	srvL, nL := histQuantile(a, b, "lazyapi_apiserver_request_duration_seconds", 0.99, `resource="configmaps"`, `verb="LIST"`)
 	wait, nw := histQuantile(a, b, "lazyapi_ratelimit_queue_wait_seconds", 0.99)
 	sched, _ := histQuantile(a, b, "go_sched_latencies_seconds", 0.99)
 	etcd, ne := histQuantile(a, b, "lazyapi_etcd_request_duration_seconds", 0.99)

@@ -36,8 +36,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // The hostile-client suite (issue 10): the real binary with

@@ -26,8 +26,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // informerObjects is how many ConfigMaps the informer test seeds: the

@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/lazyapi/lazyapi/internal/demo"
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // exitCode returns the process's exit status, or -1 if it did not exit
@@ -359,7 +359,7 @@ func TestMetricsAndMemoryLimit(t *testing.T) {
 	for _, want := range []string{
 		"lazyapi_memory_limit_bytes 314572800",
 		"go_memlimit_bytes 235929600",
-		`lazyapi_apiserver_request_total{verb="list",resource="configmaps"`,
+		`lazyapi_apiserver_request_total{verb="LIST",resource="configmaps"`,
 		"lazyapi_etcd_request_duration_seconds",
 		"process_resident_memory_bytes",
 	} {

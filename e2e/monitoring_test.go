@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 // deployRBAC returns the ClusterRoles and ClusterRoleBindings of
@@ -319,7 +319,7 @@ func TestMonitoringMetricsExported(t *testing.T) {
 // TestCheckExpr checks the checker: a metric, a selector label or a by
 // label the scrape lacks is reported.
 func TestCheckExpr(t *testing.T) {
-	scraped := scrapeNames("# HELP x\nlazyapi_a_total{verb=\"get\",code=\"200\"} 1\nlazyapi_b_bucket{le=\"0.1\"} 2\nprocess_resident_memory_bytes 3\n")
+	scraped := scrapeNames("# HELP x\nlazyapi_a_total{verb=\"GET\",code=\"200\"} 1\nlazyapi_b_bucket{le=\"0.1\"} 2\nprocess_resident_memory_bytes 3\n")
 	for _, tc := range []struct {
 		expr string
 		want string

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // TestKubectlOpenAPI: kubectl explain (OpenAPI v3) works for built-in
@@ -59,7 +59,7 @@ func TestKubectlOpenAPI(t *testing.T) {
 	}
 
 	got := mustKubectl(t, p.URL, "get", "--raw", "/openapi/v3/apis/apps/v1")
-	// kube-apiserver's document, as internal/kubecapture recorded it.
+	// kube-apiserver's document, as internal/testing/kubecapture recorded it.
 	gz, err := os.ReadFile("../openapi/data/v3-apis~apps~v1.json.gz")
 	if err != nil {
 		t.Fatal(err)

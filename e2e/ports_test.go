@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 // TestTLSFlagsE2E runs the binary with --tls-min-version=VersionTLS13: a

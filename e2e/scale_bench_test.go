@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // TestScaleBench (LAZYAPI_SCALEBENCH=1) floods consistent full LISTs of

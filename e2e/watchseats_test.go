@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 // loopback returns the i-th distinct loopback address of a block: 127.b.x.y

@@ -22,9 +22,9 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
-	"github.com/lazyapi/lazyapi/internal/reviewtest"
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/reviewtest"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 // TestWebhookAgainstKubeAPIServer runs kube-apiserver v1.37.2 (built by

@@ -14,8 +14,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/lazyapi/lazyapi/encryption"
-	"github.com/lazyapi/lazyapi/internal/enctest"
-	"github.com/lazyapi/lazyapi/internal/kmstest"
+	"github.com/lazyapi/lazyapi/internal/testing/enctest"
+	"github.com/lazyapi/lazyapi/internal/testing/kmstest"
 )
 
 func writeConfig(t *testing.T, dir, name string, rules ...enctest.Rule) string {

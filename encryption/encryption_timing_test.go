@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/lazyapi/lazyapi/encryption"
-	"github.com/lazyapi/lazyapi/internal/enctest"
-	"github.com/lazyapi/lazyapi/internal/kmstest"
+	"github.com/lazyapi/lazyapi/internal/testing/enctest"
+	"github.com/lazyapi/lazyapi/internal/testing/kmstest"
 )
 
 // BenchmarkDecrypt is the cost of decrypting one stored Secret of ~1.2 KiB

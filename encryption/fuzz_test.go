@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/lazyapi/lazyapi/encryption"
-	"github.com/lazyapi/lazyapi/internal/enctest"
-	"github.com/lazyapi/lazyapi/internal/kmstest"
+	"github.com/lazyapi/lazyapi/internal/testing/enctest"
+	"github.com/lazyapi/lazyapi/internal/testing/kmstest"
 )
 
 // FuzzDecrypt: any stored value — truncated or corrupted ciphertexts of

@@ -11,7 +11,7 @@ import (
 	"github.com/lazyapi/lazyapi/codec"
 )
 
-// The names of the template CRDs (internal/kubecapture/crds.go): the
+// The names of the template CRDs (internal/testing/kubecapture/crds.go): the
 // documents kube-apiserver built for them are the templates of every CRD's
 // documents here, with these tokens replaced by the CRD's names.
 const (

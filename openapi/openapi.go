@@ -1,6 +1,6 @@
 // Package openapi holds the OpenAPI v2 and v3 documents lazyapi serves:
 // kube-apiserver v1.37's own documents for the built-in group-versions
-// (captured from kube-apiserver by internal/kubecapture and embedded
+// (captured from kube-apiserver by internal/testing/kubecapture and embedded
 // gzip-compressed), filtered to the group-versions lazyapi serves, merged
 // with the documents of the CustomResourceDefinitions in etcd, built as
 // apiextensions-apiserver builds them (crd.go, schema.go).

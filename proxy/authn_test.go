@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/lazyapi/lazyapi/authn"
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"

@@ -25,7 +25,7 @@ import (
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/authz/rbacetcd"
 	authzwebhook "github.com/lazyapi/lazyapi/authz/webhook"
-	"github.com/lazyapi/lazyapi/internal/reviewtest"
+	"github.com/lazyapi/lazyapi/internal/testing/reviewtest"
 	"github.com/lazyapi/lazyapi/internal/webhookclient"
 	"github.com/lazyapi/lazyapi/proxy"
 )
@@ -236,7 +236,7 @@ func BenchmarkGetAuthz(b *testing.B) {
 // configmaps cm in ns1" for the bound token's user: by the local RBAC
 // chain, and by the Webhook mode (k8s.io/apiserver's webhook authorizer
 // through --authorization-kubeconfig) asking an HTTPS
-// SubjectAccessReview server on loopback (internal/reviewtest) that
+// SubjectAccessReview server on loopback (internal/testing/reviewtest) that
 // answers from the same RBAC chain: with its answer cache (what every
 // request but one per TTL pays) and without (TTL 0: one round trip per
 // decision).

@@ -265,7 +265,7 @@ func TestStreamedListRecorded(t *testing.T) {
 	e := tw.cached
 	rev := seedConfigMaps(t, e, "ns", 100, 4<<10) // ~400 KiB: streamed
 	tw.waitCached(t, rev)
-	name := `lazyapi_apiserver_request_total{verb="list",resource="configmaps",code="200",format="json"}`
+	name := `lazyapi_apiserver_request_total{verb="LIST",resource="configmaps",code="200",format="json"}`
 	for _, q := range []string{"?resourceVersion=0", "?resourceVersion=0&labelSelector=parity%3Dodd&limit=1000", ""} {
 		for _, method := range []string{"GET", "HEAD"} {
 			before, _ := metricValue(e.ms, name)

@@ -26,9 +26,9 @@ import (
 
 	lcache "github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/encryption"
-	"github.com/lazyapi/lazyapi/internal/enctest"
-	"github.com/lazyapi/lazyapi/internal/kmstest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/enctest"
+	"github.com/lazyapi/lazyapi/internal/testing/kmstest"
 	"github.com/lazyapi/lazyapi/proxy"
 )
 

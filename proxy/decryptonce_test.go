@@ -15,8 +15,8 @@ import (
 	"k8s.io/apiserver/pkg/storage/value"
 
 	"github.com/lazyapi/lazyapi/encryption"
-	"github.com/lazyapi/lazyapi/internal/enctest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/enctest"
 )
 
 // decryptCounter wraps k8s.io/apiserver's transformers and counts their

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lazyapi/lazyapi/cache"
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/resource"
 )

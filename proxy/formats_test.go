@@ -318,10 +318,10 @@ func TestDiscoveryHealthMetrics(t *testing.T) {
 	code, _, body = e.raw(t, "GET", "/metrics", "")
 	m := string(body)
 	for _, want := range []string{
-		`lazyapi_apiserver_request_total{verb="list",resource="configmaps",code="200",format="json"}`,
-		`lazyapi_apiserver_request_total{verb="get",resource="configmaps",code="404",format="json"}`,
-		`lazyapi_apiserver_request_duration_seconds_bucket{verb="list",resource="configmaps"`,
-		`lazyapi_apiserver_response_bytes_total{verb="list",resource="configmaps"}`,
+		`lazyapi_apiserver_request_total{verb="LIST",resource="configmaps",code="200",format="json"}`,
+		`lazyapi_apiserver_request_total{verb="GET",resource="configmaps",code="404",format="json"}`,
+		`lazyapi_apiserver_request_duration_seconds_bucket{verb="LIST",resource="configmaps"`,
+		`lazyapi_apiserver_response_bytes_total{verb="LIST",resource="configmaps"}`,
 		`lazyapi_objects_served_total{path="transcoded"}`,
 		`lazyapi_etcd_request_duration_seconds`,
 		`process_resident_memory_bytes`,

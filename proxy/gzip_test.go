@@ -214,7 +214,7 @@ func TestGzipAbandoned(t *testing.T) {
 			Data: map[string]string{"payload": hex.EncodeToString(b)}})
 	}
 	count := func() float64 {
-		v, _ := metricValue(e.ms, `lazyapi_apiserver_request_total{verb="list",resource="configmaps",code="200",format="json"}`)
+		v, _ := metricValue(e.ms, `lazyapi_apiserver_request_total{verb="LIST",resource="configmaps",code="200",format="json"}`)
 		return v
 	}
 	before := count()

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/lazyapi/lazyapi/cache"
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 	"github.com/lazyapi/lazyapi/openapi"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/resource"

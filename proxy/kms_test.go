@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lazyapi/lazyapi/internal/enctest"
-	"github.com/lazyapi/lazyapi/internal/kmstest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/enctest"
+	"github.com/lazyapi/lazyapi/internal/testing/kmstest"
 )
 
 // writeKMSSecrets writes n Secrets named prefix-i in namespace ns, encrypted

@@ -15,7 +15,7 @@ import (
 // TestMetricsDocumented). Label values: see that section.
 var metricHelp = map[string]string{
 	// Requests.
-	"lazyapi_apiserver_request_total":            "Requests answered, by verb, resource, response code and output format.",
+	"lazyapi_apiserver_request_total":            "Requests answered, by verb (as kube-apiserver: GET, LIST, WATCH, CONNECT, an unserved method, or other), resource, response code and output format.",
 	"lazyapi_apiserver_request_duration_seconds": "Request latency in seconds, by verb and resource (for watches: the stream's length).",
 	"lazyapi_apiserver_response_bytes_total":     "Response bytes written, by verb and resource.",
 	"lazyapi_objects_served_total":               "Objects served as stored (passthrough) or transcoded (protobuf to JSON).",

@@ -10,7 +10,7 @@ import (
 // TestNotFoundAgainstKubeAPIServer: paths nothing is served at are
 // answered as kube-apiserver v1.37.2 answered them
 // (proxy/testdata/kube-apiserver-notfound.json, recorded by
-// internal/kubecapture TestCaptureNotFound): a Status from the routes of
+// internal/testing/kubecapture TestCaptureNotFound): a Status from the routes of
 // /api, /version and the built-in groups (go-restful's 404), plain-text
 // "404 page not found" elsewhere (its NotFound handler: unknown groups,
 // non-API paths).

@@ -22,7 +22,7 @@ import (
 const kubeOpenAPI = "../openapi/testdata/kube-apiserver/"
 
 // putTestCRDs writes the CRDs kube-apiserver stored for
-// internal/kubecapture's test CRDs and waits until the table serves them.
+// internal/testing/kubecapture's test CRDs and waits until the table serves them.
 func putTestCRDs(t *testing.T, e *env) {
 	t.Helper()
 	b, err := os.ReadFile(kubeOpenAPI + "crds.stored.json")

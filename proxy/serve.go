@@ -83,11 +83,29 @@ func (st *reqState) finish(code int, bytes int) {
 	if st.enc != nil {
 		out = st.enc.output()
 	}
-	labels := `{verb="` + st.verb + `",resource="` + res + `"`
+	labels := `{verb="` + verbLabel(st.verb) + `",resource="` + res + `"`
 	ms := st.s.ms
 	ms.GetOrCreateCounter(`lazyapi_apiserver_request_total` + labels + `,code="` + strconv.Itoa(code) + `",format="` + out.String() + `"}`).Inc()
 	ms.GetOrCreatePrometheusHistogram(`lazyapi_apiserver_request_duration_seconds` + labels + `}`).UpdateDuration(st.start)
 	ms.GetOrCreateCounter(`lazyapi_apiserver_response_bytes_total` + labels + `}`).Add(bytes)
+}
+
+// verbLabel is the metrics' verb label of a request verb: kube-apiserver's
+// apiserver_request_total writes the verbs it serves in upper case (GET,
+// LIST, WATCH, CONNECT), the methods no route serves as metricVerb gives
+// them, and "other" in lower case.
+func verbLabel(verb string) string {
+	switch verb {
+	case "get":
+		return "GET"
+	case "list":
+		return "LIST"
+	case "watch":
+		return "WATCH"
+	case "connect":
+		return "CONNECT"
+	}
+	return verb
 }
 
 // metricVerb is the verb label of a request with a method no route

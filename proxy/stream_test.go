@@ -50,7 +50,7 @@ func TestClientDisconnectStopsReads(t *testing.T) {
 	// The request ends (its metrics are recorded) once the writer sees the
 	// closed connection.
 	waitFor(t, "streamed list to end after disconnect", func() error {
-		if _, err := metricValue(e.ms, `lazyapi_apiserver_request_total{verb="list",resource="configmaps",code="200",format="json"}`); err != nil {
+		if _, err := metricValue(e.ms, `lazyapi_apiserver_request_total{verb="LIST",resource="configmaps",code="200",format="json"}`); err != nil {
 			return err
 		}
 		return nil
@@ -60,7 +60,7 @@ func TestClientDisconnectStopsReads(t *testing.T) {
 	if got := ranges - rangesBefore; got > full/2 {
 		t.Errorf("etcd ranges after disconnect = %v, a full read is ~%v: reads did not stop", got, full)
 	}
-	bytes, _ := metricValue(e.ms, `lazyapi_apiserver_response_bytes_total{verb="list",resource="configmaps"}`)
+	bytes, _ := metricValue(e.ms, `lazyapi_apiserver_response_bytes_total{verb="LIST",resource="configmaps"}`)
 	t.Logf("after disconnect: %v etcd ranges (full read ~%v), %v bytes written of ~%d", ranges-rangesBefore, full, bytes, n*size)
 	if bytes >= float64(n*size) {
 		t.Errorf("wrote %v bytes to a client that left, the whole list is %d", bytes, n*size)

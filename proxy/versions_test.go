@@ -20,7 +20,7 @@ import (
 )
 
 // storedByKube returns the values kube-apiserver stored for the objects of
-// codec/testdata/tables (internal/kubecapture), by resource.
+// codec/testdata/tables (internal/testing/kubecapture), by resource.
 func storedByKube(t *testing.T) map[string]struct {
 	Key    string
 	Stored []byte

@@ -15,7 +15,7 @@ import (
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
 	authzwebhook "github.com/lazyapi/lazyapi/authz/webhook"
-	"github.com/lazyapi/lazyapi/internal/reviewtest"
+	"github.com/lazyapi/lazyapi/internal/testing/reviewtest"
 	"github.com/lazyapi/lazyapi/internal/webhookclient"
 	"github.com/lazyapi/lazyapi/proxy"
 )

@@ -41,7 +41,7 @@ func readKube(t *testing.T, name string, v any) {
 
 // TestDiscoveryAgainstKubeAPIServer compares lazyapi's discovery with
 // kube-apiserver v1.37's own (resource/testdata/kube-apiserver, recorded by
-// internal/kubecapture): every resource kube-apiserver lists is served by
+// internal/testing/kubecapture): every resource kube-apiserver lists is served by
 // lazyapi with the same names, kind, scope, short names, categories and
 // storage version hash, or is one of notServedFromKube; lazyapi serves
 // nothing kube-apiserver does not list; every group has kube-apiserver's

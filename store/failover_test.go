@@ -9,8 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
-	"github.com/lazyapi/lazyapi/internal/failovertest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/failovertest"
 	"github.com/lazyapi/lazyapi/store"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
-	"github.com/lazyapi/lazyapi/internal/failovertest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/failovertest"
 	"github.com/lazyapi/lazyapi/store"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authn/tokenreview"
-	"github.com/lazyapi/lazyapi/internal/reviewtest"
+	"github.com/lazyapi/lazyapi/internal/testing/reviewtest"
 	"github.com/lazyapi/lazyapi/internal/webhookclient"
 )
 

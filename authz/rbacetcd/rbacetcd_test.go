@@ -13,8 +13,8 @@ import (
 
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/authz/rbacetcd"
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 func put(t *testing.T, cli *clientv3.Client, key string, obj runtime.Object, json bool) int64 {

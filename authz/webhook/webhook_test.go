@@ -11,7 +11,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/authz/webhook"
-	"github.com/lazyapi/lazyapi/internal/reviewtest"
+	"github.com/lazyapi/lazyapi/internal/testing/reviewtest"
 	"github.com/lazyapi/lazyapi/internal/webhookclient"
 )
 

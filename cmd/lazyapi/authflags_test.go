@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 func TestParseFlagsServing(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 func TestParseFlagsDefaults(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 // TestTLSFlags: --tls-min-version and --tls-cipher-suites take

@@ -16,8 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // logSink collects log lines (text or JSON) and hands the "serving" entry's URL over a

@@ -59,7 +59,9 @@ func hasPrefix(list []string, prefix string) (string, bool) {
 //   - fasthttp is the proxy's (and the commands' that run it);
 //   - the embedded etcd (internal/embedetcd, etcd's embed package) is only
 //     for the commands, the benchmark harness and the test helper
-//     internal/etcdtest.
+//     internal/testing/etcdtest;
+//   - internal/testing/... holds test-only helpers: no production package
+//     (anything but tests and internal/testing itself) imports them.
 func TestBoundaries(t *testing.T) {
 	pkgs := listPackages(t)
 	libraries := []string{"codec", "cache", "ratelimit", "resource", "authz", "encryption"}
@@ -90,9 +92,12 @@ func TestBoundaries(t *testing.T) {
 		if _, found := hasPrefix(p.deps, "github.com/valyala/fasthttp/"); found && !allowed(name, "proxy") {
 			t.Errorf("%s depends on fasthttp: only proxy (and the commands) may", name)
 		}
+		if dep, found := hasPrefix(p.deps, module+"internal/testing/"); found && !strings.HasPrefix(name, "internal/testing/") {
+			t.Errorf("%s depends on %s: internal/testing is for tests only", name, dep)
+		}
 		for _, embed := range []string{module + "internal/embedetcd", "go.etcd.io/etcd/server/v3/embed"} {
-			if slices.Contains(p.deps, embed) && !allowed(name, "internal/embedetcd", "internal/etcdtest", "bench") {
-				t.Errorf("%s depends on %s: only the commands, bench and internal/etcdtest may start an embedded etcd", name, embed)
+			if slices.Contains(p.deps, embed) && !allowed(name, "internal/embedetcd", "internal/testing/etcdtest", "bench") {
+				t.Errorf("%s depends on %s: only the commands, bench and internal/testing/etcdtest may start an embedded etcd", name, embed)
 			}
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/lazyapi/lazyapi/internal/certfile"
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 func copyFile(t *testing.T, dst, src string) {

@@ -1,5 +1,5 @@
 // Package embedetcd runs an etcd server in the process: lazyapi without
-// --etcd-servers, the benchmark harness and tests (through internal/etcdtest).
+// --etcd-servers, the benchmark harness and tests (through internal/testing/etcdtest).
 // Nothing else may import it (internal/boundaries checks).
 package embedetcd
 

@@ -11,7 +11,7 @@ import (
 	tokenwebhook "k8s.io/apiserver/plugin/pkg/authenticator/token/webhook"
 	sarwebhook "k8s.io/apiserver/plugin/pkg/authorizer/webhook"
 
-	"github.com/lazyapi/lazyapi/internal/reviewtest"
+	"github.com/lazyapi/lazyapi/internal/testing/reviewtest"
 	"github.com/lazyapi/lazyapi/internal/webhookclient"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lazyapi/lazyapi/bench"
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // NotFoundPaths are the paths whose answers TestCaptureNotFound records:

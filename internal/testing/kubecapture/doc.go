@@ -8,7 +8,7 @@
 // kube-apiserver built by bench/kube-apiserver.sh is present:
 //
 //	bash bench/kube-apiserver.sh build
-//	LAZYAPI_CAPTURE=1 go test ./internal/kubecapture -run TestCapture -v
+//	LAZYAPI_CAPTURE=1 go test ./internal/testing/kubecapture -run TestCapture -v
 //
 // It starts an embedded etcd and kube-apiserver (through
 // bench/kube-apiserver.sh) on loopback, reads the documents, creates the

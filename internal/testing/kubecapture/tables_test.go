@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 	"github.com/lazyapi/lazyapi/resource"
 )
 

@@ -20,11 +20,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lazyapi/lazyapi/bench"
-	"github.com/lazyapi/lazyapi/internal/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
 
 // repo is the repository root, relative to this package's directory.
-const repo = "../.."
+const repo = "../../.."
 
 // kube is a running kube-apiserver.
 type kube struct {

@@ -1,6 +1,6 @@
 // Package failovertest runs a store.Failover over the members of a real
-// multi-member etcd (internal/etcdtest.Cluster) for the tests of store and
-// cache. It is not part of internal/etcdtest, which store's own tests
+// multi-member etcd (internal/testing/etcdtest.Cluster) for the tests of store and
+// cache. It is not part of internal/testing/etcdtest, which store's own tests
 // import, and takes the members' endpoints rather than the cluster, so
 // that only etcdtest links the embedded etcd (internal/boundaries).
 package failovertest

@@ -21,7 +21,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 
-	"github.com/lazyapi/lazyapi/internal/testpki"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 // Paths where kube-apiserver serves the reviews.
