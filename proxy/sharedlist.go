@@ -644,7 +644,7 @@ func (g *listGroup) run(client string) {
 		var b []byte
 		if l.pre != nil && !l.ws.partial {
 			lm := l.lm
-			if l.enc.metaAtEnd() {
+			if l.layout == layoutMetaLast {
 				if err := l.setContinue(&lm, &l.ws); err != nil {
 					answer(internalErr(err.Error()))
 					return
@@ -682,7 +682,7 @@ func (g *listGroup) run(client string) {
 	}
 	pg, page, lm, planned := l.pg, l.page, l.lm, l.ws
 	var encoded []byte
-	if l.pre != nil && l.enc.metaAtEnd() && planned.partial {
+	if l.pre != nil && l.layout == layoutMetaLast && planned.partial {
 		encoded, page = *l.pre, nil
 	}
 	var out io.Writer = chunkWriter{g}
