@@ -315,10 +315,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	l, se := s.newLister(ctx, rc, st)
 	if se == nil {
 		defer l.releasePre()
-		se = l.firstPage(ctx)
-	}
-	if se == nil {
-		se = l.plan(ctx)
+		se = l.prepare(ctx)
 	}
 	if se != nil {
 		st.fail(rc, ef, se)
@@ -643,16 +640,48 @@ func (l *lister) planPass(ctx context.Context) *StatusError {
 	return nil
 }
 
-// respond writes the 200: from the size pass's encoding, encoded here
-// when the first page is the whole, small answer, or streamed. It reports
-// whether it streams (the stream writer then ends the request).
+// prepare runs the phases before the first byte: firstPage and plan.
+func (l *lister) prepare(ctx context.Context) *StatusError {
+	if se := l.firstPage(ctx); se != nil {
+		return se
+	}
+	return l.plan(ctx)
+}
+
+// listDelivery is how a prepared LIST sends its answer.
+type listDelivery uint8
+
+const (
+	// deliverEncoded: the size pass's encoding is the whole answer.
+	deliverEncoded listDelivery = iota
+	// deliverInline: the first page is the whole, small answer, encoded
+	// whole before the first byte.
+	deliverInline
+	// deliverStreamed: written item by item (listStream).
+	deliverStreamed
+)
+
+// delivery returns how the prepared list sends its answer: whole, with a
+// Content-Length, or streamed.
+func (l *lister) delivery() listDelivery {
+	switch {
+	case l.pre != nil && !l.ws.partial:
+		return deliverEncoded
+	case l.firstComplete && l.pageBytes <= inlineBytes:
+		return deliverInline
+	}
+	return deliverStreamed
+}
+
+// respond writes the 200 as delivery says. It reports whether it streams
+// (the stream writer then ends the request).
 func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef format) (streaming bool) {
 	rc.SetStatusCode(200)
 	rc.SetContentType(l.enc.output().contentType(true))
-	switch {
-	case l.pre != nil && !l.ws.partial:
+	switch l.delivery() {
+	case deliverEncoded:
 		l.respondEncoded(rc, ef)
-	case l.firstComplete && l.pageBytes <= inlineBytes:
+	case deliverInline:
 		l.respondInline(ctx, rc, ef)
 	default:
 		l.respondStream(ctx, cancel, rc, ef)
@@ -661,24 +690,50 @@ func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fas
 	return false
 }
 
-// respondEncoded answers with the items encoded by the size pass.
-func (l *lister) respondEncoded(rc *fasthttp.RequestCtx, ef format) {
+// encodedBody appends the answer of deliverEncoded to dst: the items the
+// size pass encoded between the list's head and tail.
+func (l *lister) encodedBody(dst []byte) ([]byte, error) {
 	lm := l.lm
 	if l.layout == layoutMetaLast {
 		if err := l.setContinue(&lm, &l.ws); err != nil {
-			l.st.fail(rc, ef, internalErr(err.Error()))
-			return
+			return dst, err
 		}
 	}
+	dst = l.enc.listHead(dst, lm, l.ws.size)
+	dst = append(dst, *l.pre...)
+	return l.enc.listTail(dst, lm), nil
+}
+
+// countEncoded counts the served answer of deliverEncoded.
+func (l *lister) countEncoded() {
+	l.s.countServed(l.enc, codec.Object{Format: l.preFormat}, int(l.ws.n))
+}
+
+// inlineBody appends the answer of deliverInline to dst: the first page,
+// encoded.
+func (l *lister) inlineBody(ctx context.Context, dst []byte) ([]byte, error) {
+	sw := streamWriter{buf: dst}
+	err := l.write(ctx, &sw, l.pg, l.page, nil, l.lm, l.ws, true)
+	if err != nil {
+		l.s.logListError(l.uri, err)
+	}
+	return sw.buf, err
+}
+
+// respondEncoded answers with the items encoded by the size pass.
+func (l *lister) respondEncoded(rc *fasthttp.RequestCtx, ef format) {
 	buf := getBuf()
-	b := l.enc.listHead((*buf)[:0], lm, l.ws.size)
-	b = append(b, *l.pre...)
-	b = l.enc.listTail(b, lm)
+	b, err := l.encodedBody((*buf)[:0])
+	if err != nil {
+		putBuf(buf)
+		l.st.fail(rc, ef, internalErr(err.Error()))
+		return
+	}
 	ok := l.st.setBody(rc, ef, b)
 	*buf = b
 	putBuf(buf)
 	if ok {
-		l.s.countServed(l.enc, codec.Object{Format: l.preFormat}, int(l.ws.n))
+		l.countEncoded()
 		l.st.finish(200, len(b))
 	}
 }
@@ -688,17 +743,54 @@ func (l *lister) respondEncoded(rc *fasthttp.RequestCtx, ef format) {
 func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef format) {
 	buf := getBuf()
 	defer putBuf(buf)
-	sw := streamWriter{buf: (*buf)[:0]}
-	err := l.write(ctx, &sw, l.pg, l.page, nil, l.lm, l.ws, true)
-	*buf = sw.buf
+	b, err := l.inlineBody(ctx, (*buf)[:0])
+	*buf = b
 	if err != nil {
-		l.s.logListError(l.uri, err)
 		l.st.fail(rc, ef, statusOf(err))
 		return
 	}
-	if l.st.setBody(rc, ef, sw.buf) {
-		l.st.finish(200, len(sw.buf))
+	if l.st.setBody(rc, ef, b) {
+		l.st.finish(200, len(b))
 	}
+}
+
+// listStream is the write pass of deliverStreamed, taken from its lister
+// before the response starts (the body is written later, on the
+// connection's goroutine or a shared LIST's).
+type listStream struct {
+	l       *lister
+	pg      pager
+	page    []*mvccpb.KeyValue
+	pre     *[]byte // the stream's: the first page's items, encoded (YAML)
+	lm      codec.ListMeta
+	planned walkState
+}
+
+// stream returns the list's write pass. A YAML list whose first page the
+// size pass encoded (lister.pre, the first page not the whole answer)
+// starts from that encoding: pg reads on after the first page. The stream
+// owns the buffer.
+func (l *lister) stream() *listStream {
+	ls := &listStream{l: l, pg: l.pg, page: l.page, lm: l.lm, planned: l.ws}
+	if l.pre != nil && l.layout == layoutMetaLast && ls.planned.partial {
+		ls.pre, ls.page = l.pre, nil
+		l.pre = nil
+	}
+	return ls
+}
+
+// write writes the whole list to sw and flushes it (once).
+func (ls *listStream) write(ctx context.Context, sw *streamWriter) error {
+	var encoded []byte
+	if ls.pre != nil {
+		defer putBuf(ls.pre)
+		encoded = *ls.pre
+	}
+	err := ls.l.write(ctx, sw, ls.pg, ls.page, encoded, ls.lm, ls.planned, false)
+	if err == nil {
+		err = sw.flush()
+	}
+	return err
 }
 
 // respondStream hands the list to fasthttp as a streamed body, written
@@ -706,15 +798,7 @@ func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef 
 // A request that accepts gzip is answered by serveGzipStream (gzip.go).
 func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef format) {
 	s, st := l.s, l.st
-	pg, page, lm, planned := l.pg, l.page, l.lm, l.ws
-	// A YAML list whose first page the size pass encoded (lister.pre,
-	// the first page not the whole answer) starts from that encoding:
-	// pg reads on after the first page. The stream owns the buffer.
-	var pre *[]byte
-	if l.pre != nil && l.layout == layoutMetaLast && planned.partial {
-		pre, page = l.pre, nil
-		l.pre = nil
-	}
+	ls := l.stream()
 	guard := s.guardWrites(ctx, rc, "list")
 	body := &listBody{done: func(n int) {
 		// The guard ends before the request's context: a body never
@@ -752,15 +836,7 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 		buf := getBuf()
 		sw := streamWriter{w: w, buf: (*buf)[:0], yield: st.yield, guard: guard}
 		defer func() { n = sw.n }()
-		var encoded []byte
-		if pre != nil {
-			defer putBuf(pre)
-			encoded = *pre
-		}
-		err = l.write(ctx, &sw, pg, page, encoded, lm, planned, false)
-		if err == nil {
-			err = sw.flush()
-		}
+		err = ls.write(ctx, &sw)
 		if held != nil {
 			if rerr := held.release(); err == nil && rerr != nil {
 				err = fmt.Errorf("cannot write response: %w", rerr)
