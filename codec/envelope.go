@@ -31,22 +31,6 @@ func (e *EncryptedError) Error() string {
 // Is reports whether target is ErrEncrypted.
 func (e *EncryptedError) Is(target error) bool { return target == ErrEncrypted }
 
-// CorruptError reports a value that is neither a storage envelope nor JSON,
-// or one that is truncated or malformed.
-type CorruptError struct {
-	Offset int    // where the problem was found
-	Len    int    // length of the value (or message) examined
-	Head   []byte // up to 16 bytes at Offset (a copy)
-	Reason string
-}
-
-func (e *CorruptError) Error() string {
-	return fmt.Sprintf("codec: corrupt value: %s at offset %d of %d bytes, next bytes %q", e.Reason, e.Offset, e.Len, e.Head)
-}
-
-// Is reports whether target is ErrCorrupt.
-func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
-
 var (
 	protobufMagic  = []byte("k8s\x00")
 	encryptedMagic = []byte("k8s:enc:")

@@ -164,14 +164,6 @@ func metadataPayload(raw []byte) ([]byte, error) {
 	return p, nil
 }
 
-func corrupt(b []byte, off int, reason string) *CorruptError {
-	h := b[off:]
-	if len(h) > 16 {
-		h = h[:16]
-	}
-	return &CorruptError{Offset: off, Len: len(b), Head: append([]byte(nil), h...), Reason: reason}
-}
-
 func appendComma(dst []byte) []byte {
 	if len(dst) > 0 && dst[len(dst)-1] != '{' && dst[len(dst)-1] != '[' {
 		dst = append(dst, ',')

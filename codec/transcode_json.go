@@ -409,8 +409,6 @@ type compactor struct {
 	i   int
 }
 
-func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
-
 func (c *compactor) skipSpace() {
 	for c.i < len(c.src) && isSpace(c.src[c.i]) {
 		c.i++
