@@ -225,6 +225,26 @@ type sharedMember struct {
 
 func (m *sharedMember) needs(part int) bool { return part >= len(m.have) || !m.have[part] }
 
+// memberOf is a member's handle on its read, of type G (which embeds
+// sharedRead[C]).
+type memberOf[C windowChunk, G any] struct {
+	sharedMember
+	read *sharedRead[C]
+	g    G
+}
+
+// take returns the member's next chunk (release it after writing it), or
+// end once it took every part.
+func (m *memberOf[C, G]) take(ctx context.Context) (C, bool, error) {
+	return m.read.take(ctx, &m.sharedMember)
+}
+
+// release unpins a chunk the member wrote.
+func (m *memberOf[C, G]) release(c C) { m.read.release(&m.sharedMember, c) }
+
+// leave removes the member from its read (idempotent).
+func (m *memberOf[C, G]) leave() { m.read.leave(&m.sharedMember) }
+
 // sharedRead is one shared read: its window and its members. The
 // read's own type embeds it; mu guards it and the fields of the read that
 // say so.
