@@ -279,8 +279,7 @@ func (s *Server) joinList(st *reqState, key listKey, client string) (*listGroup,
 		ok := !g.closed && len(g.members) < listGroupMembers && (len(g.win.chunks) == 0 || g.win.chunks[0].seq == 0) && g.win.nextSeq == int64(len(g.win.chunks)) &&
 			!(consistent && g.pinned)
 		if ok {
-			m := &listMember{read: &g.sharedRead, g: g}
-			g.addLocked(&m.sharedMember)
+			m := addMember(&g.sharedRead, g, true)
 			g.mu.Unlock()
 			r.joins.Inc()
 			return g, m
@@ -294,13 +293,8 @@ func (s *Server) joinList(st *reqState, key listKey, client string) (*listGroup,
 	g.init(true, scanWindowBytes, 0, &r.held, r.lagged, s.baseCtx, func() { r.forget(key, g) })
 	g.st.enc = newEncoder(s.schema, st.r, key.out, nil, includeObject(st.q.IncludeObject), time.Now())
 	g.st.release, g.st.drain, g.st.reserve, g.st.yield = nil, nil, nil, nil
-	r.m[key] = g
-	m := &listMember{read: &g.sharedRead, g: g}
-	g.mu.Lock()
-	g.addLocked(&m.sharedMember)
-	g.mu.Unlock()
-	r.reads.Inc()
-	r.joins.Inc()
+	m := addMember(&g.sharedRead, g, false)
+	r.startLocked(key, g)
 	go g.run(client)
 	return g, m
 }

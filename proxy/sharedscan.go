@@ -231,21 +231,15 @@ func joinScanGroup(r *scanGroups, w *watchReq, key scanKey, minRev int64, knowRe
 			g.mu.Unlock()
 			return nil, nil
 		default:
-			m := &scanMember{read: &g.sharedRead, g: g}
-			g.addLocked(&m.sharedMember)
+			m := addMember(&g.sharedRead, g, true)
 			g.mu.Unlock()
 			r.joins.Inc()
 			return g, m
 		}
 	}
 	g = w.newScanGroup(key)
-	r.m[key] = g
-	m := &scanMember{read: &g.sharedRead, g: g}
-	g.mu.Lock()
-	g.addLocked(&m.sharedMember)
-	g.mu.Unlock()
-	r.reads.Inc()
-	r.joins.Inc()
+	m := addMember(&g.sharedRead, g, false)
+	r.startLocked(key, g)
 	go g.run()
 	return g, m
 }
