@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // operatingDoc is where the flags table lives (docs/operating.md, ## Flags).
@@ -40,7 +42,7 @@ func TestReadmeFlags(t *testing.T) {
 	}
 }
 
-// lazyapiFlags returns the flags --help lists.
+// lazyapiFlags returns the flags --help lists, section by section.
 func lazyapiFlags(t *testing.T) []string {
 	t.Helper()
 	c, err := parseFlags([]string{"--help"})
@@ -48,11 +50,11 @@ func lazyapiFlags(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	var flags []string
-	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?(--[a-z0-9-]+)`).FindAllStringSubmatch(c.usage, -1) {
-		flags = append(flags, m[1])
+	for _, name := range c.fss.Order {
+		c.fss.FlagSets[name].VisitAll(func(f *pflag.Flag) { flags = append(flags, "--"+f.Name) })
 	}
 	if len(flags) < 40 {
-		t.Fatalf("found %d flags in --help, want them all:\n%s", len(flags), c.usage)
+		t.Fatalf("found %d flags in --help's sections, want them all: %q", len(flags), flags)
 	}
 	return flags
 }
@@ -207,5 +209,119 @@ func TestResultsCoverReadme(t *testing.T) {
 	}
 	if claims < 3 {
 		t.Errorf("README.md cites %d figures of bench/RESULTS.md, want its headline figures", claims)
+	}
+}
+
+// foreignFlags are the flags the docs name that are not lazyapi's, with
+// whose they are. TestDocFlags fails on any other flag lazyapi does not
+// have: a renamed or misspelled flag in the docs.
+var foreignFlags = map[string]string{
+	"--authentication-config":            "kube-apiserver",
+	"--cert-dir":                         "kube-apiserver",
+	"--etcd-healthcheck-timeout":         "kube-apiserver",
+	"--event-ttl":                        "kube-apiserver",
+	"--insecure-port":                    "kube-apiserver (removed)",
+	"--oidc-":                            "kube-apiserver (--oidc-*)",
+	"--service-account-signing-key-file": "kube-apiserver",
+	"--as":                               "kubectl",
+	"--as-group":                         "kubectl",
+	"--certificate-authority":            "kubectl",
+	"--chunk-size":                       "kubectl",
+	"--client-certificate":               "kubectl",
+	"--client-key":                       "kubectl",
+	"--raw":                              "kubectl",
+	"--token":                            "kubectl, lazybench",
+	"--dry-run":                          "helm",
+	"--install":                          "helm",
+	"--validate":                         "helm",
+	"--prefix":                           "etcdctl",
+	"--print-value-only":                 "etcdctl",
+	"--client-go":                        "lazybench run",
+	"--link-rate":                        "lazybench run",
+	"--out":                              "lazybench",
+	"--pid":                              "lazybench run",
+	"--probe-process":                    "lazybench run",
+}
+
+// TestDocFlags: every flag the README and docs/ name in code spans is
+// lazyapi's (or, ending in '-', the prefix of some of its flags, as
+// `--tls-*`), or one of foreignFlags. The flags of lazybench command
+// lines in code blocks are TestReadmeCommands' (cmd/lazybench).
+func TestDocFlags(t *testing.T) {
+	flags := lazyapiFlags(t)
+	known := func(f string) bool {
+		if _, ok := foreignFlags[f]; ok || slices.Contains(flags, f) {
+			return true
+		}
+		return strings.HasSuffix(f, "-") && slices.ContainsFunc(flags, func(g string) bool { return strings.HasPrefix(g, f) })
+	}
+	span := regexp.MustCompile("`[^`\n]*`")
+	flag := regexp.MustCompile(`(?:^|[^\w-])(--[a-z][a-z0-9-]*)`)
+	named := 0
+	for _, doc := range docFiles(t) {
+		if strings.HasSuffix(doc, "RESULTS.md") {
+			continue // a log: the flags of its day
+		}
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, line := range strings.Split(stripFences(string(b)), "\n") {
+			for _, s := range span.FindAllString(line, -1) {
+				for _, m := range flag.FindAllStringSubmatch(s, -1) {
+					named++
+					if !known(m[1]) {
+						t.Errorf("%s:%d: %s is not a lazyapi flag (nor in foreignFlags): %s", doc, n+1, m[1], s)
+					}
+				}
+			}
+		}
+	}
+	if named < 100 {
+		t.Errorf("found %d flags named in the docs, want the many the docs name", named)
+	}
+}
+
+// TestDocPaths: every repository path the README and docs/ name (a
+// `dir/.../file.go`, .md, .yaml, .json or .sh anywhere, or a code span
+// starting with a top-level directory) exists, so that a file or package
+// moved leaves no reader looking for it.
+func TestDocPaths(t *testing.T) {
+	file := regexp.MustCompile(`(?:^|[^\w/.:-])((?:[a-z0-9_]+/)+[A-Za-z0-9_.-]+\.(?:go|md|yaml|json|sh))\b`)
+	span := regexp.MustCompile("`((?:[a-z0-9_]+/)+[A-Za-z0-9_.-]*)`")
+	checked := 0
+	for _, doc := range docFiles(t) {
+		if strings.HasSuffix(doc, "RESULTS.md") {
+			continue // a log: the paths of its day
+		}
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, line := range strings.Split(string(b), "\n") {
+			var paths []string
+			for _, m := range file.FindAllStringSubmatch(line, -1) {
+				paths = append(paths, m[1])
+			}
+			for _, m := range span.FindAllStringSubmatch(line, -1) {
+				top, _, _ := strings.Cut(m[1], "/")
+				if strings.Contains(m[1], "...") {
+					continue // internal/...: a pattern
+				}
+				if st, err := os.Stat(filepath.Join("../..", top)); err == nil && st.IsDir() {
+					paths = append(paths, m[1])
+				}
+			}
+			slices.Sort(paths)
+			for _, p := range slices.Compact(paths) {
+				checked++
+				if _, err := os.Stat(filepath.Join("../..", p)); err != nil {
+					t.Errorf("%s:%d: %s does not exist", doc, n+1, p)
+				}
+			}
+		}
+	}
+	if checked < 50 {
+		t.Errorf("checked %d paths in the docs, want the many they name", checked)
 	}
 }
