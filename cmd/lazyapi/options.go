@@ -54,8 +54,8 @@ type Options struct {
 	Logging    loggingOptions    // logging
 	Misc       miscOptions       // profiling, demo, version, help
 
-	fss     cliflag.NamedFlagSets // the sections' flags, for --help
-	changed func(name string) bool
+	fss     cliflag.NamedFlagSets  // the sections' flags, for --help
+	changed func(name string) bool // the parsed flag set's Changed; see given
 }
 
 // section is one group of flags of Options.
@@ -87,7 +87,7 @@ func (o *Options) complete() {
 	// With an authenticator the plain port is off unless given:
 	// credentials sent to it travel in clear text (kube-apiserver has no
 	// insecure port).
-	if o.Serving.authenticated() && !o.changed("port") {
+	if o.Serving.authenticated() && !o.given("port") {
 		o.Serving.port = 0
 	}
 }
@@ -108,6 +108,10 @@ func (o *Options) validate() error {
 	}
 	return usageErrorf("%s", strings.Join(msgs, "; "))
 }
+
+// given reports whether flag was on the command line (false for Options
+// not made by parseFlags).
+func (o *Options) given(flag string) bool { return o.changed != nil && o.changed(flag) }
 
 // flagError is a problem with the value of flag: "--flag: problem".
 func flagError(flag, format string, args ...any) error {
@@ -371,7 +375,7 @@ func (o *Options) inflightBytes() (int64, error) {
 // admitted a request has the rest of its deadline to be served (the
 // request timeout counts from before admission).
 func (o *Options) queueWait() time.Duration {
-	if o.changed("max-queue-wait") {
+	if o.given("max-queue-wait") {
 		return o.Admission.maxQueueWait
 	}
 	return min(o.Admission.maxQueueWait, o.Serving.requestTimeout/4)
