@@ -203,10 +203,18 @@ func (e *etcdOptions) loadTLS() error {
 		return nil
 	}
 	if len(e.servers) == 0 {
-		return flagError("etcd-cafile", "--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-servers (the embedded etcd is plain HTTP on loopback)")
+		flag := "etcd-cafile"
+		switch {
+		case e.caFile != "":
+		case e.certFile != "":
+			flag = "etcd-certfile"
+		default:
+			flag = "etcd-keyfile"
+		}
+		return flagError(flag, "needs --etcd-servers (the embedded etcd is plain HTTP on loopback)")
 	}
-	if (e.certFile == "") != (e.keyFile == "") {
-		return flagError("etcd-certfile", "--etcd-certfile and --etcd-keyfile must be given together")
+	if err := pairedFlags("etcd-certfile", e.certFile, "etcd-keyfile", e.keyFile); err != nil {
+		return err
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if e.caFile != "" {
@@ -239,6 +247,18 @@ func (e *etcdOptions) loadTLS() error {
 		cfg.GetClientCertificate = kp.GetClientCertificate
 	}
 	e.tls = cfg
+	return nil
+}
+
+// pairedFlags requires flags a and b (values va, vb) to be given together:
+// the missing one is at fault.
+func pairedFlags(a, va, b, vb string) error {
+	switch {
+	case va != "" && vb == "":
+		return flagError(b, "needed with --%s (give both)", a)
+	case va == "" && vb != "":
+		return flagError(a, "needed with --%s (give both)", b)
+	}
 	return nil
 }
 
