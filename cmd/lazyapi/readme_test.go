@@ -325,3 +325,66 @@ func TestDocPaths(t *testing.T) {
 		t.Errorf("checked %d paths in the docs, want the many they name", checked)
 	}
 }
+
+// TestDocFuzzTargets: the fuzzing table of docs/development.md names every
+// fuzz target of the module under its package, and no target that is not
+// there.
+func TestDocFuzzTargets(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/development.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(doc)
+	start := strings.Index(s, "\n## Fuzzing\n")
+	if start < 0 {
+		t.Fatal("docs/development.md has no ## Fuzzing section")
+	}
+	s = s[start+1:]
+	if end := strings.Index(s, "\n## "); end >= 0 {
+		s = s[:end]
+	}
+	documented := map[string]string{} // target -> package directory
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9/]+)` \\| (.*)\\|$").FindAllStringSubmatch(s, -1) {
+		for _, f := range regexp.MustCompile("`(Fuzz[A-Za-z0-9]+)`").FindAllStringSubmatch(m[2], -1) {
+			documented[f[1]] = m[1]
+		}
+	}
+	found := map[string]string{}
+	fuzz := regexp.MustCompile(`(?m)^func (Fuzz[A-Za-z0-9]+)\(`)
+	err = filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "../.." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dir, _ := filepath.Rel("../..", filepath.Dir(path))
+		for _, m := range fuzz.FindAllStringSubmatch(string(src), -1) {
+			found[m[1]] = filepath.ToSlash(dir)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) < 10 {
+		t.Fatalf("found %d fuzz targets in the module, want its many", len(found))
+	}
+	for f, dir := range found {
+		if documented[f] != dir {
+			t.Errorf("fuzz target %s (in %s) is not in docs/development.md's table under `%s`", f, dir, dir)
+		}
+	}
+	for f, dir := range documented {
+		if found[f] == "" {
+			t.Errorf("docs/development.md's fuzzing table names %s under `%s`, which does not exist", f, dir)
+		}
+	}
+}
