@@ -16,6 +16,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -51,7 +52,7 @@ type pager interface {
 type lister struct {
 	s      *Server
 	st     *reqState
-	f      filter
+	f      request.Filter
 	prefix string // the collection's key prefix, ending in "/"
 	start  string // first key (continue token or name selector)
 	end    string // last key (name selector), "" for none
@@ -134,11 +135,11 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, sizing bool) (walkIt
 	if cached && i < len(cp.attrs) {
 		attrs = cp.attrs[i]
 	}
-	byAttrs := !l.f.empty() && cached && l.attrs && attrs.Valid()
-	if byAttrs && !l.f.matchesAttrs(attrs) {
+	byAttrs := !l.f.Empty() && cached && l.attrs && attrs.Valid()
+	if byAttrs && !l.f.MatchesAttrs(attrs) {
 		return walkItem{}, false, nil // not decrypted, not unwrapped
 	}
-	if l.render != nil && (l.f.empty() || byAttrs) {
+	if l.render != nil && (l.f.Empty() || byAttrs) {
 		// A JSON item whose rendering is kept is copied from it: its
 		// value is not unwrapped, in the size pass nor in the write
 		// pass (8.5% of a cached JSON LIST's CPU, perf, 2026-12-03).
@@ -153,7 +154,7 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, sizing bool) (walkIt
 		// few more value bytes towards the inline bound). From the cache,
 		// only values it could decrypt (Valid): one that failed fails
 		// here, before the first byte.
-		known := (cached && attrs.Valid() && (l.f.empty() || byAttrs)) || (!cached && l.f.empty())
+		known := (cached && attrs.Valid() && (l.f.Empty() || byAttrs)) || (!cached && l.f.Empty())
 		if !l.enc.sized() && (known || l.limit == 0) {
 			return walkItem{}, true, nil
 		}
@@ -184,13 +185,13 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, sizing bool) (walkIt
 		return walkItem{}, false, err
 	}
 	it := walkItem{obj: obj, decoded: true}
-	if !l.f.empty() && !byAttrs {
+	if !l.f.Empty() && !byAttrs {
 		l.meta.Reset()
 		if err := l.s.schema.PeekMeta(obj, &l.meta); err != nil {
 			l.s.decodeErrs.Inc()
 			return it, false, &decodeError{key: string(kv.Key), err: err}
 		}
-		ok, err := l.f.matches(l.s.schema, obj, &l.meta)
+		ok, err := l.f.Matches(l.s.schema, obj, &l.meta)
 		if err != nil {
 			l.s.decodeErrs.Inc()
 			return it, false, &decodeError{key: string(kv.Key), err: err}
@@ -321,7 +322,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 func (l *lister) readStatus(err error) *StatusError {
 	se := storeStatus(err, l.st.q.Continue != "", l.rev)
 	if l.st.q.Continue != "" && errors.Is(err, store.ErrCompacted) && se.Status.Code == 410 {
-		if tok, terr := continueAt(l.start, l.prefix, -1); terr == nil {
+		if tok, terr := request.ContinueAt(l.start, l.prefix, -1); terr == nil {
 			se.Status.Continue = tok
 		}
 	}
@@ -344,12 +345,12 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 		l.render, l.renderFull = s.render, je.r.Custom
 	}
 	var err error
-	l.f, err = parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
+	l.f, err = request.ParseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
 	if err != nil {
 		return nil, badRequestErr(err.Error())
 	}
 	if q.Continue != "" {
-		l.start, l.rev, err = decodeContinue(q.Continue, l.prefix)
+		l.start, l.rev, err = request.DecodeContinue(q.Continue, l.prefix)
 		if err != nil {
 			return nil, badRequestErr(err.Error())
 		}
@@ -368,19 +369,19 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 			return nil, se
 		case cacheServe:
 			l.snap = snap
-			l.attrs = l.f.attrsCover(r)
+			l.attrs = l.f.AttrsCover(r)
 		}
 		if s.ignoresLimit(&q) {
 			l.limit = 0
 		}
 	}
 	if q.Continue == "" && l.snap == nil {
-		rv, _ := parseRV(q.ResourceVersion) // validated
+		rv, _ := request.ParseRV(q.ResourceVersion) // validated
 		switch {
 		case q.ResourceVersion == "":
 		case rv == 0:
 			l.serial = true
-		case q.ResourceVersionMatch == matchExact, q.ResourceVersionMatch == "" && q.Limit > 0:
+		case q.ResourceVersionMatch == request.MatchExact, q.ResourceVersionMatch == "" && q.Limit > 0:
 			// Exact; kube-apiserver treats resourceVersion=N with limit
 			// and no match as Exact (legacy).
 			l.rev = rv
@@ -392,8 +393,8 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 	}
 	// metadata.name=x in one namespace (or of a cluster-scoped resource)
 	// names one key: read only that key.
-	if l.f.name != "" && (st.p.Namespace != "" || !r.Namespaced) {
-		key := l.prefix + l.f.name
+	if l.f.Name != "" && (st.p.Namespace != "" || !r.Namespaced) {
+		key := l.prefix + l.f.Name
 		l.end = key
 		if l.start < key {
 			l.start = key
@@ -408,7 +409,7 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 func (l *lister) firstPage(ctx context.Context) *StatusError {
 	s := l.s
 	want := 0
-	if l.f.empty() && l.limit > 0 {
+	if l.f.Empty() && l.limit > 0 {
 		want = int(l.limit)
 	}
 	hintKey := s.prefix + "/" + l.st.r.KeyPrefix + "/"
@@ -479,7 +480,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 // (lister.item).
 func (l *lister) sizePassDecrypts(page []*mvccpb.KeyValue) bool {
 	enc := l.s.cfg.Encryption
-	if enc == nil || l.f.empty() || (l.snap != nil && (l.attrs || l.s.cfg.CacheDecrypted)) ||
+	if enc == nil || l.f.Empty() || (l.snap != nil && (l.attrs || l.s.cfg.CacheDecrypted)) ||
 		(!l.enc.sized() && l.limit == 0) {
 		return false
 	}
@@ -505,7 +506,7 @@ func (l *lister) sizePassDecrypts(page []*mvccpb.KeyValue) bool {
 // cost of a second read of etcd, as for any list over the bound. A list
 // within the bound keeps its single read of etcd and single decryption.
 func (l *lister) sizesRecorded(page []*mvccpb.KeyValue) bool {
-	if l.s.sizes == nil || !l.f.empty() || len(page) == 0 {
+	if l.s.sizes == nil || !l.f.Empty() || len(page) == 0 {
 		return false
 	}
 	size := 0
@@ -581,7 +582,7 @@ func (l *lister) plan(ctx context.Context) *StatusError {
 	s := l.s
 	if l.ws.partial && !l.enc.metaAtEnd() && (l.enc.sized() || l.limit > 0) {
 		l.page = nil
-		if l.f.empty() && !l.enc.sized() && l.snap == nil {
+		if l.f.Empty() && !l.enc.sized() && l.snap == nil {
 			l.pg.Close()
 			// Only the limit-th key is needed: read keys only.
 			var n int64
@@ -875,12 +876,12 @@ func (l *lister) setContinue(lm *codec.ListMeta, ws *walkState) error {
 	if !ws.hasMore {
 		return nil
 	}
-	tok, err := encodeContinue(ws.lastKey, l.prefix, l.rev)
+	tok, err := request.EncodeContinue(ws.lastKey, l.prefix, l.rev)
 	if err != nil {
 		return err
 	}
 	lm.Continue = tok
-	if l.f.empty() {
+	if l.f.Empty() {
 		rem := ws.remaining
 		lm.RemainingItemCount = &rem
 	}
