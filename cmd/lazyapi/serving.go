@@ -182,15 +182,15 @@ func (s *servingOptions) load() error {
 	if s.securePort < 0 || s.securePort > 65535 {
 		return flagError("secure-port", "%d: must be between 0 and 65535", s.securePort)
 	}
-	if (s.tlsCertFile == "") != (s.tlsKeyFile == "") {
-		return flagError("tls-private-key-file", "--tls-cert-file and --tls-private-key-file must be given together")
+	if err := pairedFlags("tls-cert-file", s.tlsCertFile, "tls-private-key-file", s.tlsKeyFile); err != nil {
+		return err
 	}
 	if err := s.validateTLSFlags(); err != nil {
 		return err
 	}
 	if s.securePort == 0 {
 		if s.tlsCertFile != "" {
-			return flagError("tls-cert-file", "--tls-cert-file and --tls-private-key-file need --secure-port")
+			return flagError("tls-cert-file", "needs --secure-port (with --tls-private-key-file)")
 		}
 		if s.clientCAFile != "" {
 			return flagError("client-ca-file", "needs --secure-port (client certificates are sent over TLS)")
@@ -199,14 +199,9 @@ func (s *servingOptions) load() error {
 		if s.tlsCertFile == "" {
 			return flagError("secure-port", "needs --tls-cert-file and --tls-private-key-file")
 		}
-		for _, f := range []struct{ flag, path string }{{"tls-cert-file", s.tlsCertFile}, {"tls-private-key-file", s.tlsKeyFile}} {
-			if _, err := os.Stat(f.path); err != nil {
-				return flagError(f.flag, "cannot read: %v", err)
-			}
-		}
-		kp, err := certfile.LoadKeyPair(s.tlsCertFile, s.tlsKeyFile)
+		kp, err := loadKeyPair("tls-cert-file", s.tlsCertFile, "tls-private-key-file", s.tlsKeyFile)
 		if err != nil {
-			return flagError("tls-cert-file", "cannot load --tls-cert-file/--tls-private-key-file: %v", err)
+			return err
 		}
 		s.keyPair = kp
 	}
