@@ -110,6 +110,15 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		defer stopCerts()
 		go pt.certs.Run(certCtx)
 	}
+	// 5d. Forwarding to kube-apiserver (idle upstream connections closed
+	// after the server has drained).
+	fwd, err := c.forward.open(lg.Named("forward"), pt.metrics, c.writeTimeout)
+	if err != nil {
+		return fmt.Errorf("cannot forward to kube-apiserver (--upstream-kubeconfig): %w", err)
+	}
+	if fwd != nil {
+		defer fwd.Close()
+	}
 	srv, err := proxy.New(proxy.Config{
 		Store: store.New(cli, store.Config{Prefix: c.etcdPrefix, PageSize: c.listPageSize, PageBytes: c.listPageBytes,
 			Metrics: pt.metrics}),
@@ -129,6 +138,7 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		CacheDecrypted:     c.encryption.cacheDecrypted,
 		EtcdFailover:       etcdFailoverStatus(pt.failover),
 		Audit:              al,
+		Forward:            fwd,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)
@@ -181,6 +191,11 @@ func serveAPI(ctx context.Context, c *config, pt parts, cli *clientv3.Client, ln
 		fields = append(fields, zap.Strings("authentication", m))
 	} else if !c.bindAddress.IsLoopback() {
 		lg.Warn("serving without authentication beyond loopback: anyone who reaches --bind-address can read everything, Secrets included (see --client-ca-file, --token-auth-file)")
+	}
+	if fwd != nil {
+		fields = append(fields, zap.String("mode", "forwarding"), zap.String("upstream", fwd.Upstream()))
+	} else {
+		fields = append(fields, zap.String("mode", "read-only"))
 	}
 	lg.Info("serving", fields...)
 	if url != "" {

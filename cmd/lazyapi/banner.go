@@ -32,6 +32,11 @@ func banner(c *config, url, secureURL string, etcd []string) string {
 		authz = strings.Join(c.serving.modes, ",")
 	}
 	fmt.Fprintf(&b, "  auth      authentication: %s; authorization: %s\n", authn, authz)
+	mode := "read-only: GET, LIST, WATCH from etcd; writes 405 (--upstream-kubeconfig forwards them)"
+	if c.forward.on() {
+		mode = "one endpoint: reads from etcd, everything else forwarded to kube-apiserver at " + c.forward.upstream.String() + " as the caller"
+	}
+	fmt.Fprintf(&b, "  mode      %s\n", mode)
 	limit := "none (--memory-limit)"
 	if c.memoryLimit > 0 {
 		limit = fmt.Sprintf("%s (GOMEMLIMIT %s)", quantity(c.memoryLimit), quantity(ratelimit.GoMemoryLimit(c.memoryLimit)))

@@ -57,6 +57,7 @@ type config struct {
 	demoChurn      bool         // --demo-churn: keep changing a few demo objects
 	serving        servingFlags // --secure-port, --tls-*, --client-ca-file, --token-auth-file, --anonymous-auth
 	audit          auditFlags   // --audit-log-path, --audit-policy-file, --audit-log-max*
+	forward        forwardFlags // --upstream-kubeconfig, --max-forwarded-*
 	version        bool
 	help           bool
 	usage          string // flag usage text, printed for --help
@@ -126,6 +127,7 @@ func parseFlags(args []string) (*config, error) {
 		"With an authenticator: accept bearer tokens on --port, where they travel in clear text. Default false: a request with an Authorization header on --port is answered 401, and /debug/pprof/ is served on --secure-port only.")
 	c.serving.addFlags(fs)
 	c.audit.addFlags(fs)
+	c.forward.addFlags(fs)
 	fs.IntVar(&c.listPageSize, "list-page-size", defaultListPageSize,
 		"Maximum number of items read from etcd in one range request of a LIST.")
 	fs.Var(&listPageBytes, "list-page-bytes",
@@ -244,6 +246,14 @@ func parseFlags(args []string) (*config, error) {
 		if err != nil {
 			return nil, usageErrorf("%v; raise --memory-limit, lower --watch-cache-memory or set --max-inflight-bytes", limitError(err))
 		}
+		if r := c.forward.reservedBytes(); r > 0 {
+			// Forwarded requests count in --memory-limit: their
+			// reserve comes out of the in-flight budget.
+			if r > v/2 {
+				return nil, usageErrorf("--upstream-kubeconfig: the forwarded requests' reserve (%s: --max-forwarded-requests-inflight + --max-forwarded-streams-inflight, 96 KiB each) is more than half the in-flight budget (%s); raise --memory-limit or lower them", quantity(r), quantity(v))
+			}
+			v -= r
+		}
 		c.limits.MaxInflightBytes = v
 	}
 	if c.demo && len(c.etcdServers) > 0 {
@@ -262,6 +272,9 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	if err := c.audit.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.forward.validate(); err != nil {
 		return nil, err
 	}
 	tlsCfg, err := etcdTLS(c)
