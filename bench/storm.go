@@ -43,9 +43,11 @@ import (
 // client-go's minWatchTimeout to twice it), its events read and discarded,
 // until the row ends (every stream synced or failed, or the row's timeout):
 // the streams still syncing compete with every watch already synced, as
-// after a restart of a server under real informers. CloseStreams closes
-// each stream as soon as it is synced instead (the storm table's older
-// rows, labelled "closing streams").
+// after a restart of a server under real informers. Hold instead keeps each
+// stream, and each informer, that long after its own sync (issue 29's
+// storm: watches held 150 s), and the row ends when the last one's hold
+// does. CloseStreams closes each stream as soon as it is synced instead
+// (the storm table's older rows, labelled "closing streams").
 
 // Storm modes.
 const (
@@ -100,6 +102,11 @@ type StormConfig struct {
 	// CloseStreams closes each WatchList and LIST+WATCH stream once it is
 	// synced, instead of holding it open to the end of the row.
 	CloseStreams bool
+	// Hold, when positive, keeps each synced stream and each synced
+	// informer open that long after its sync (bounded by Timeout), and the
+	// row lasts until every hold has ended; zero holds them to the end of
+	// the row (every stream synced or failed). Ignored with CloseStreams.
+	Hold time.Duration
 	// LazyAPIFlags are extra lazyapi flags (e.g. --memory-limit).
 	LazyAPIFlags []string
 	SkipKube     bool
@@ -124,6 +131,9 @@ type StormResult struct {
 	Wrong   int      `json:"wrong"` // synced with an item count other than etcd's
 	AllTime time.Duration
 	P50     time.Duration
+	// Ended is when the row ended (every stream synced or failed, and
+	// with Hold every hold over), from its start.
+	Ended time.Duration `json:"ended"`
 	// Throttled counts 429 answers (each retried after Retry-After);
 	// NoRetryAfter those without the header.
 	Throttled    int64 `json:"throttled"`
@@ -203,6 +213,8 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 	}
 	if cfg.CloseStreams {
 		rep.Notes = append(rep.Notes, "closing streams (--close-streams): each WatchList and LIST+WATCH stream is closed once synced, which no reflector does")
+	} else if cfg.Hold > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("each stream and informer held open %s after its own sync (--hold; watches' timeoutSeconds 300-599 as reflectors'); the row ends when the last hold does", cfg.Hold))
 	} else {
 		rep.Notes = append(rep.Notes, "streams held open after sync to the end of the row, as reflectors' watches (timeoutSeconds 300-599)")
 	}
@@ -259,9 +271,9 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormReport, error) {
 				if warm {
 					phase = "warm"
 				}
-				logf("%s %s %d %s: %d/%d synced (%d wrong) in %s, peak RSS %s MiB (idle %s, cache %s), 429: %d, errors %d, gzipped LISTs %d; harness RSS %s -> %s MiB (live heap %s), data counted %s MiB %s", r.Target, row.Mode, row.Clients, phase,
+				logf("%s %s %d %s: %d/%d synced (%d wrong) in %s, peak RSS %s MiB (idle %s, cache %s), 429: %d, errors %d, gzipped LISTs %d; harness RSS %s -> %s MiB (live heap %s), data counted %s MiB, row ended at %s %s", r.Target, row.Mode, row.Clients, phase,
 					r.Synced, row.Clients, r.Wrong, r.AllTime.Round(time.Millisecond), mib(r.PeakRSS), mib(r.IdleRSS), mib(r.CacheBytes), r.Throttled, r.Errors, r.Gzipped,
-					mib(r.HarnessIdleRSS), mib(r.HarnessPeakRSS), mib(r.HarnessPeakLive), mib(r.DataBytes), r.FirstError)
+					mib(r.HarnessIdleRSS), mib(r.HarnessPeakRSS), mib(r.HarnessPeakLive), mib(r.DataBytes), r.Ended.Round(time.Millisecond), r.FirstError)
 				rep.Results = append(rep.Results, r)
 			}
 			pstop()
@@ -284,14 +296,14 @@ func (r *StormReport) Markdown() string {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "- note: %s\n", n)
 	}
-	b.WriteString("\n| clients | target | phase | synced (wrong count) | time to all synced s | p50 s | idle RSS MiB | peak RSS MiB | cache MiB | 429 (without Retry-After) | errors | harness RSS MiB idle → peak (live heap) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| clients | target | phase | synced (wrong count) | time to all synced s | p50 s | row ended s | idle RSS MiB | peak RSS MiB | cache MiB | 429 (without Retry-After) | errors | harness RSS MiB idle → peak (live heap) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, res := range r.Results {
 		phase := "cold"
 		if res.Warm {
 			phase = "warm"
 		}
-		fmt.Fprintf(&b, "| %d %s | %s | %s | %d/%d (%d) | %s | %s | %s | %s | %s | %d (%d) | %d | %s → %s (%s) |\n", res.Row.Clients, res.Row.Mode, res.Target, phase,
-			res.Synced, res.Row.Clients, res.Wrong, f1(res.AllTime.Seconds()), f1(res.P50.Seconds()), mib(res.IdleRSS), mib(res.PeakRSS), mib(res.CacheBytes),
+		fmt.Fprintf(&b, "| %d %s | %s | %s | %d/%d (%d) | %s | %s | %s | %s | %s | %s | %d (%d) | %d | %s → %s (%s) |\n", res.Row.Clients, res.Row.Mode, res.Target, phase,
+			res.Synced, res.Row.Clients, res.Wrong, f1(res.AllTime.Seconds()), f1(res.P50.Seconds()), f1(res.Ended.Seconds()), mib(res.IdleRSS), mib(res.PeakRSS), mib(res.CacheBytes),
 			res.Throttled, res.NoRetryAfter, res.Errors, mib(res.HarnessIdleRSS), mib(res.HarnessPeakRSS), mib(res.HarnessPeakLive))
 	}
 	return b.String()
@@ -318,9 +330,11 @@ type stormState struct {
 	client       *http.Client
 	path         string
 	deadline     time.Time
-	// closeStreams: CloseStreams; held are the synced streams kept open
-	// (closed by closeHeld at the row's end).
+	// closeStreams: CloseStreams; holdFor: Hold; held are the synced
+	// streams kept open (closed by closeHeld at the row's end, or each
+	// holdFor after its sync).
 	closeStreams bool
+	holdFor      time.Duration
 	heldMu       sync.Mutex
 	held         []io.Closer
 	heldWG       sync.WaitGroup
@@ -328,19 +342,38 @@ type stormState struct {
 
 // hold keeps a synced stream open, reading and discarding its events, as
 // a reflector's watch stays open, until closeHeld (or the server ends
-// it); with closeStreams it closes it at once.
-func (s *stormState) hold(r io.Reader, c io.Closer) {
+// it), or with holdFor until holdFor has passed or ctx ends; with
+// closeStreams it closes it at once.
+func (s *stormState) hold(ctx context.Context, r io.Reader, c io.Closer) {
 	if s.closeStreams {
 		c.Close()
 		return
 	}
-	s.heldMu.Lock()
-	s.held = append(s.held, c)
-	s.heldMu.Unlock()
+	if s.holdFor > 0 {
+		s.heldWG.Go(func() {
+			s.holdOpen(ctx)
+			c.Close()
+		})
+	} else {
+		s.heldMu.Lock()
+		s.held = append(s.held, c)
+		s.heldMu.Unlock()
+	}
 	s.heldWG.Go(func() { _, _ = io.Copy(io.Discard, r) })
 }
 
-// closeHeld closes the streams held open and waits for their readers.
+// holdOpen waits holdFor, or until ctx ends.
+func (s *stormState) holdOpen(ctx context.Context) {
+	t := time.NewTimer(s.holdFor)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// closeHeld closes the streams held open to the row's end and waits for
+// every held stream's reader (with holdFor: for their holds to end).
 func (s *stormState) closeHeld() {
 	s.heldMu.Lock()
 	for _, c := range s.held {
@@ -418,8 +451,12 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 	}
 	st := &stormState{start: time.Now(), expected: expected, target: t, path: cfg.Kind.Path(ns), deadline: time.Now().Add(cfg.Timeout),
 		transform: cfg.InformerTransform, expectedData: expectedData, ownConns: cfg.OwnConnections, distinct: cfg.DistinctAddresses, closeStreams: cfg.CloseStreams}
+	if !cfg.CloseStreams {
+		st.holdFor = cfg.Hold
+	}
 	if row.Mode == StormInformers {
 		st.runInformers(rctx, cfg.Kind, ns, row.Clients)
+		res.Ended = time.Since(st.start)
 	} else {
 		tr := &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -449,6 +486,7 @@ func runStormRow(ctx context.Context, t Target, cfg StormConfig, row StormRow, w
 		}
 		wg.Wait()
 		st.closeHeld()
+		res.Ended = time.Since(st.start)
 		tr.CloseIdleConnections()
 	}
 	stop()
@@ -622,7 +660,7 @@ func (s *stormState) watchList(ctx context.Context) (int64, error) {
 			added++
 		case bytes.HasPrefix(line, []byte(`{"type":"BOOKMARK"`)) && bytes.Contains(line, []byte(`"k8s.io/initial-events-end":"true"`)):
 			synced = true
-			s.hold(br, resp.Body)
+			s.hold(ctx, br, resp.Body)
 			return added, nil
 		case bytes.HasPrefix(line, []byte(`{"type":"ERROR"`)):
 			return added, fmt.Errorf("watchlist ERROR event: %.300s", line)
@@ -663,7 +701,7 @@ func (s *stormState) listWatch(ctx context.Context) (int64, error) {
 	if err != nil {
 		return items, err
 	}
-	s.hold(wresp.Body, wresp.Body)
+	s.hold(ctx, wresp.Body, wresp.Body)
 	return items, nil
 }
 
@@ -676,7 +714,9 @@ func (s *stormState) countGzip(resp *http.Response) {
 }
 
 // runInformers starts n client-go informers (protobuf, own connections) and
-// waits until all synced, counting 429s seen by their transports.
+// waits until all synced, counting 429s seen by their transports; with
+// holdFor each runs holdFor after its sync and is then stopped, and it
+// waits for every hold to end.
 func (s *stormState) runInformers(ctx context.Context, k Kind, ns string, n int) {
 	base, err := s.target.RESTConfig()
 	if err != nil {
@@ -723,11 +763,21 @@ func (s *stormState) runInformers(ctx context.Context, k Kind, ns string, n int)
 			s.fail(err)
 			return
 		}
-		go inf.Run(stop)
+		istop := stop // without holdFor: every informer runs to the row's end
+		if s.holdFor > 0 {
+			istop = make(chan struct{})
+		}
+		go inf.Run(istop)
 		wg.Go(func() {
+			if s.holdFor > 0 {
+				defer close(istop)
+			}
 			if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 				s.fail(fmt.Errorf("informer not synced: %w", ctx.Err()))
 				return
+			}
+			if s.holdFor > 0 {
+				defer s.holdOpen(ctx) // synced, its watch held open holdFor
 			}
 			items := int64(len(inf.GetStore().ListKeys()))
 			if read != nil {

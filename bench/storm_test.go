@@ -121,33 +121,43 @@ func fiveConfigMaps(t *testing.T) (context.Context, Kind, *RefServer) {
 	return ctx, cm, NewRefServer(srv.Client, "/registry")
 }
 
-// TestStormInformersOwnConnections: the storm's informers share client-go's
-// cached transport (their requests on one HTTP/2 connection to a server
-// that speaks it) unless OwnConnections gives each its own.
-func TestStormInformersOwnConnections(t *testing.T) {
-	ctx, cm, rs := fiveConfigMaps(t)
+// sourcesServer serves rs over TLS with HTTP/2 as "reference" and records
+// where each request came from as key(r); take returns the keys recorded
+// since its last call, sorted.
+func sourcesServer(t *testing.T, rs http.Handler, key func(*http.Request) string) (target Target, take func() []string) {
+	t.Helper()
 	var mu sync.Mutex
-	conns := map[string]bool{} // the client addresses requests came from
+	seen := map[string]bool{}
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		conns[r.Proto+" "+r.RemoteAddr] = true
+		seen[key(r)] = true
 		mu.Unlock()
 		rs.ServeHTTP(w, r)
 	}))
 	hs.EnableHTTP2 = true
 	hs.StartTLS()
 	t.Cleanup(hs.Close)
-	target := Target{Name: "reference", URL: hs.URL, PID: os.Getpid()}
+	return Target{Name: "reference", URL: hs.URL, PID: os.Getpid()}, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		got := slices.Sorted(maps.Keys(seen))
+		clear(seen)
+		return got
+	}
+}
+
+// TestStormInformersOwnConnections: the storm's informers share client-go's
+// cached transport (their requests on one HTTP/2 connection to a server
+// that speaks it) unless OwnConnections gives each its own.
+func TestStormInformersOwnConnections(t *testing.T) {
+	ctx, cm, rs := fiveConfigMaps(t)
+	target, take := sourcesServer(t, rs, func(r *http.Request) string { return r.Proto + " " + r.RemoteAddr })
 	ns := NamespaceName(DefaultNamespacePrefix, 0)
 	row := StormRow{Mode: StormInformers, Clients: 3}
 	for own, want := range map[bool]int{false: 1, true: 3} {
-		mu.Lock()
-		clear(conns)
-		mu.Unlock()
+		take()
 		r := runStormRow(ctx, target, StormConfig{Kind: cm, Timeout: 30 * time.Second, OwnConnections: own}, row, false, ns, 5, -1)
-		mu.Lock()
-		got := slices.Sorted(maps.Keys(conns))
-		mu.Unlock()
+		got := take()
 		if r.Synced != 3 || r.Wrong != 0 || len(got) != want || !strings.HasPrefix(got[0], "HTTP/2.0 ") {
 			t.Errorf("own connections %v: %d synced (%d wrong, %s), requests from %v; want 3 synced over %d HTTP/2 connections", own, r.Synced, r.Wrong, r.FirstError, got, want)
 		}
@@ -160,24 +170,13 @@ func TestStormInformersOwnConnections(t *testing.T) {
 // address sees one client per informer.
 func TestStormInformersDistinctAddresses(t *testing.T) {
 	ctx, cm, rs := fiveConfigMaps(t)
-	var mu sync.Mutex
-	hosts := map[string]bool{} // the client addresses requests came from
-	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	target, take := sourcesServer(t, rs, func(r *http.Request) string {
 		host, _, _ := strings.Cut(r.RemoteAddr, ":")
-		mu.Lock()
-		hosts[host] = true
-		mu.Unlock()
-		rs.ServeHTTP(w, r)
-	}))
-	hs.EnableHTTP2 = true
-	hs.StartTLS()
-	t.Cleanup(hs.Close)
-	target := Target{Name: "reference", URL: hs.URL, PID: os.Getpid()}
+		return host
+	})
 	ns := NamespaceName(DefaultNamespacePrefix, 0)
 	r := runStormRow(ctx, target, StormConfig{Kind: cm, Timeout: 30 * time.Second, DistinctAddresses: true}, StormRow{Mode: StormInformers, Clients: 3}, false, ns, 5, -1)
-	mu.Lock()
-	got := slices.Sorted(maps.Keys(hosts))
-	mu.Unlock()
+	got := take()
 	want := []string{"127.0.1.1", "127.0.1.2", "127.0.1.3"}
 	if r.Synced != 3 || r.Wrong != 0 || !slices.Equal(got, want) {
 		t.Errorf("%d synced (%d wrong, %s), requests from %v; want 3 synced from %v", r.Synced, r.Wrong, r.FirstError, got, want)
@@ -291,6 +290,64 @@ func TestStormStreamsHeldOpen(t *testing.T) {
 		}
 		if len(ended) != 3 {
 			t.Errorf("%s: %d streams ended after the row, want 3", mode, len(ended))
+		}
+		mu.Unlock()
+	}
+}
+
+// TestStormHold: with Hold each synced stream, and each synced informer's
+// watch, stays open that long after its own sync and is then closed, and
+// the row ends when the last hold does (issue 29's storm: watches held
+// 150 s, so that the streams still syncing compete with them).
+func TestStormHold(t *testing.T) {
+	ctx, cm, rs := fiveConfigMaps(t)
+	var mu sync.Mutex
+	var ended []time.Time // when each watch request ended
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rs.ServeHTTP(w, r) // a watch: until the client closes it
+		if r.URL.Query().Get("watch") != "" {
+			mu.Lock()
+			ended = append(ended, time.Now())
+			mu.Unlock()
+		}
+	}))
+	hs.EnableHTTP2 = true
+	hs.StartTLS()
+	t.Cleanup(hs.Close)
+	target := Target{Name: "reference", URL: hs.URL, PID: os.Getpid()}
+	ns := NamespaceName(DefaultNamespacePrefix, 0)
+	const hold = 1500 * time.Millisecond
+	for _, mode := range []string{StormWatchList, StormListWatch, StormInformers} {
+		mu.Lock()
+		ended = nil
+		mu.Unlock()
+		start := time.Now()
+		r := runStormRow(ctx, target, StormConfig{Kind: cm, Timeout: 30 * time.Second, Hold: hold}, StormRow{Mode: mode, Clients: 3}, false, ns, 5, -1)
+		returned := time.Since(start)
+		if r.Synced != 3 || r.Errors != 0 {
+			t.Fatalf("%s: %d synced, %d errors (%s), want 3 synced", mode, r.Synced, r.Errors, r.FirstError)
+		}
+		if r.Ended < r.AllTime+hold || r.Ended > returned {
+			t.Errorf("%s: row ended at %s, all synced at %s, returned at %s; want the end after the last sync's hold of %s", mode, r.Ended, r.AllTime, returned, hold)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			n := len(ended)
+			mu.Unlock()
+			if n >= 3 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		mu.Lock()
+		if len(ended) < 3 {
+			t.Errorf("%s: %d watches ended after the row, want 3", mode, len(ended))
+		}
+		for _, e := range ended {
+			if d := e.Sub(start); d < hold || d > r.AllTime+hold+2*time.Second {
+				t.Errorf("%s: a watch ended %s after the start; want between the hold (%s) and the last sync plus the hold (%s) and 2 s", mode, d, hold, r.AllTime+hold)
+			}
 		}
 		mu.Unlock()
 	}

@@ -16,7 +16,8 @@ import (
 // (table_core.go, table_apps.go, ...) as a function returning printerDefs;
 // printerGroups lists those functions. To add a printer, add a def to its
 // group's function (or a new group file and its function here), and its
-// resource to the README's list of printers (TestREADMEPrinters checks it).
+// resource to docs/compatibility.md's list of printers (TestREADMEPrinters
+// checks it).
 
 // cellsFunc returns the cells of a row (string, int64, float64, bool or
 // nil) and its conditions from the object's JSON; now is the time Age cells

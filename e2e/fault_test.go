@@ -45,7 +45,7 @@ import (
 //   - every error a client sees is a documented Status: 503 with
 //     Retry-After while etcd is unavailable, 504, 429 with Retry-After,
 //     410 Expired for a compacted continue token, or a LIST stream aborted
-//     mid-way (README, "Running against a real cluster's etcd");
+//     mid-way (docs/operating.md, "Running against a real cluster's etcd");
 //   - while the whole cluster is down, resourceVersion=0 LISTs are served
 //     from the cache, consistent ones get 503, /readyz fails naming etcd;
 //   - afterwards every informer and every cache equal etcd's state.

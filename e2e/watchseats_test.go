@@ -182,7 +182,7 @@ func collectionRV(t *testing.T, url, path string) string {
 // used to reserve a write buffer plus 3 × the average object (2.8 MB
 // here): the 256 MiB in-flight budget held 94 of them, and
 // --max-watches-inflight 1,000. It logs the RSS per idle watch, the figure
-// in README's Capacity section (LAZYAPI_IDLE_WATCHES=n sets the count).
+// in docs/operating.md's Capacity section (LAZYAPI_IDLE_WATCHES=n sets the count).
 func TestIdleWatchesDefaultFlags(t *testing.T) {
 	n := 10000
 	if v, err := strconv.Atoi(os.Getenv("LAZYAPI_IDLE_WATCHES")); err == nil && v > 0 {

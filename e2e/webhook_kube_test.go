@@ -180,7 +180,8 @@ func TestWebhookAgainstKubeAPIServer(t *testing.T) {
 				// (KEP 5284, beta, on) asks first whether the
 				// requestor may impersonate for this verb and
 				// resource, then falls back to the legacy checks
-				// lazyapi makes: a known difference (README).
+				// lazyapi makes: a known difference (docs/security.md,
+				// Authorization).
 				constrained++
 				continue
 			}

@@ -124,6 +124,12 @@ type Source interface {
 	CRDGeneration() uint64
 	// CRDDocs returns the documents (from BuildCRD) of the served CRDs.
 	CRDDocs() []*CRD
+	// ServesWrites reports whether what lazyapi does not serve from etcd
+	// is forwarded to kube-apiserver: then the documents are
+	// kube-apiserver's, every path and operation; otherwise only the
+	// served group-versions' paths and their read operations (GET, and
+	// POST of the self reviews), see ReadOnly. It must not change.
+	ServesWrites() bool
 }
 
 // Service serves the documents of a Source. It is safe for concurrent use.
@@ -213,6 +219,7 @@ func (s *Service) build(crds []*CRD, gen uint64) (*snapshot, error) {
 		return nil, err
 	}
 	snap := &snapshot{gen: gen, v3: map[string]*Doc{}, crds: crds}
+	writes := s.src.ServesWrites()
 	served := map[string]bool{}
 	for _, p := range builtinPaths {
 		served[p] = true
@@ -223,8 +230,14 @@ func (s *Service) build(crds []*CRD, gen uint64) (*snapshot, error) {
 			served["apis/"+gv.Group] = true
 		}
 	}
-	for p, d := range b.v3 {
-		if served[p] {
+	v3 := b.v3
+	if !writes {
+		if v3, err = b.readOnlyV3(); err != nil {
+			return nil, err
+		}
+	}
+	for p, d := range v3 {
+		if writes || served[p] {
 			snap.v3[p] = d
 		}
 	}
@@ -251,6 +264,11 @@ func (s *Service) build(crds []*CRD, gen uint64) (*snapshot, error) {
 			paths, schemas, err := v.parts(tmpl, false)
 			if err != nil {
 				return nil, err
+			}
+			if !writes {
+				if paths, err = readOnlyPaths(paths); err != nil {
+					return nil, err
+				}
 			}
 			maps.Copy(m.paths, paths)
 			maps.Copy(m.schemas, schemas)
@@ -324,8 +342,9 @@ func (s *Service) buildV2(snap *snapshot) (*Doc, error) {
 		served[gv.Group+"/"+gv.Version] = true
 		served[gv.Group] = true
 	}
+	writes := s.src.ServesWrites()
 	for p := range paths {
-		if !servedV2Path(p, served) {
+		if !writes && !servedV2Path(p, served) {
 			delete(paths, p)
 		}
 	}
@@ -338,8 +357,18 @@ func (s *Service) buildV2(snap *snapshot) (*Doc, error) {
 			if err != nil {
 				return nil, err
 			}
+			if !writes {
+				if p, err = readOnlyPaths(p); err != nil {
+					return nil, err
+				}
+			}
 			maps.Copy(paths, p)
 			maps.Copy(defs, d)
+		}
+	}
+	if !writes {
+		if paths, err = readOnlyPaths(paths); err != nil {
+			return nil, err
 		}
 	}
 	if doc["paths"], err = json.Marshal(paths); err != nil {
@@ -382,6 +411,104 @@ func servedV2Path(p string, served map[string]bool) bool {
 type builtins struct {
 	v2 *Doc
 	v3 map[string]*Doc
+
+	// readOnly are the v3 documents with only read operations, built
+	// once, on first use (readOnlyV3).
+	readOnlyOnce sync.Once
+	readOnly     map[string]*Doc
+	readOnlyErr  error
+}
+
+// readOnlyV3 returns the v3 documents with their paths' write operations
+// removed (ReadOnlyPaths), built on the first call.
+func (b *builtins) readOnlyV3() (map[string]*Doc, error) {
+	b.readOnlyOnce.Do(func() {
+		out := make(map[string]*Doc, len(b.v3))
+		at := time.Now()
+		for p, d := range b.v3 {
+			js, err := gunzip(d.gz)
+			if err != nil {
+				b.readOnlyErr = err
+				return
+			}
+			var doc map[string]json.RawMessage
+			if err := json.Unmarshal(js, &doc); err != nil {
+				b.readOnlyErr = fmt.Errorf("cannot decode the OpenAPI v3 document of %s: %w", p, err)
+				return
+			}
+			if raw, ok := doc["paths"]; ok {
+				var paths map[string]json.RawMessage
+				if err := json.Unmarshal(raw, &paths); err != nil {
+					b.readOnlyErr = fmt.Errorf("cannot decode the paths of the OpenAPI v3 document of %s: %w", p, err)
+					return
+				}
+				n := len(paths)
+				if paths, err = readOnlyPaths(paths); err != nil {
+					b.readOnlyErr = fmt.Errorf("OpenAPI v3 document of %s: %w", p, err)
+					return
+				}
+				if len(paths) == 0 && n > 0 {
+					continue // nothing served there read-only
+				}
+				if doc["paths"], err = json.Marshal(paths); err != nil {
+					b.readOnlyErr = err
+					return
+				}
+			}
+			if js, err = json.Marshal(doc); err != nil {
+				b.readOnlyErr = err
+				return
+			}
+			out[p] = newDoc(js, false, at)
+		}
+		b.readOnly = out
+	})
+	return b.readOnly, b.readOnlyErr
+}
+
+// readOnlyOperations are the operations of a path item that a read-only
+// lazyapi keeps: GET, and the path item's own fields.
+var readOnlyOperations = map[string]bool{"get": true, "parameters": true, "summary": true, "description": true, "servers": true}
+
+// selfReviewSuffixes are the paths whose POST a read-only lazyapi answers:
+// the self reviews.
+var selfReviewSuffixes = []string{"/selfsubjectaccessreviews", "/selfsubjectrulesreviews", "/selfsubjectreviews"}
+
+// readOnlyPaths returns paths (an OpenAPI "paths" object) with only the
+// operations a read-only lazyapi answers: GET of every path and POST of
+// the self reviews. A path left with no operation is removed.
+func readOnlyPaths(paths map[string]json.RawMessage) (map[string]json.RawMessage, error) {
+	out := make(map[string]json.RawMessage, len(paths))
+	for p, raw := range paths {
+		var item map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &item); err != nil {
+			return nil, fmt.Errorf("cannot decode path %s: %w", p, err)
+		}
+		selfReview := false
+		for _, suf := range selfReviewSuffixes {
+			if strings.HasSuffix(strings.TrimSuffix(p, "/"), suf) {
+				selfReview = true
+			}
+		}
+		ops := 0
+		for k := range item {
+			switch {
+			case k == "get" || k == "post" && selfReview:
+				ops++
+			case !readOnlyOperations[k] && !strings.HasPrefix(k, "x-"):
+				delete(item, k)
+			}
+		}
+		if ops == 0 {
+			continue
+		}
+		b, err := json.Marshal(item)
+		if err != nil {
+			return nil, err
+		}
+		out[p] = b
+	}
+	return out, nil
 }
 
 var (

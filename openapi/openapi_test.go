@@ -14,6 +14,7 @@ func (builtinsOnly) ServedBuiltinGroupVersions() []GroupVersion {
 }
 func (builtinsOnly) CRDGeneration() uint64 { return 1 }
 func (builtinsOnly) CRDDocs() []*CRD       { return nil }
+func (builtinsOnly) ServesWrites() bool    { return true }
 
 var _ Source = builtinsOnly{}
 

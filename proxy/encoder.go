@@ -33,23 +33,20 @@ type encoder interface {
 	// object appends one object (GET).
 	object(dst []byte, obj codec.Object, rv int64) ([]byte, error)
 
-	// sized reports whether a list head carries the total size of the
-	// items (protobuf): the LIST computes it with itemSize first.
-	sized() bool
+	// layout is where a list's encoding puts what precedes its items.
+	layout() listLayout
+	// itemSize is an item's encoded size (layoutSized: the LIST computes
+	// the items' total with it first).
 	itemSize(obj codec.Object, rv int64) (int, error)
 	// itemSizeOf is itemSize from the object's codec.ItemSizes; ok is
 	// false when they do not tell (then itemSize is asked).
 	itemSizeOf(z codec.ItemSizes, rv int64) (n int, ok bool)
-	// metaAtEnd reports whether the list metadata (continue,
-	// remainingItemCount) is written after the items (YAML), so that a
-	// LIST needs no plan pass for it.
-	metaAtEnd() bool
 	// listHead appends a list's start up to its first item; itemsSize is
-	// the items' total size when sized.
+	// the items' total size (layoutSized).
 	listHead(dst []byte, lm codec.ListMeta, itemsSize int) []byte
 	// listItem appends one item; first is true for the list's first.
 	listItem(dst []byte, obj codec.Object, rv int64, first bool) ([]byte, error)
-	// listTail appends a list's end; lm is read when metaAtEnd.
+	// listTail appends a list's end; lm is read for layoutMetaLast.
 	listTail(dst []byte, lm codec.ListMeta) []byte
 
 	// watchEvent appends one ADDED/MODIFIED/DELETED frame.
@@ -71,6 +68,39 @@ type encoder interface {
 	// passthrough reports whether obj is served as stored (its bytes
 	// copied with the resourceVersion patched), for the metrics.
 	passthrough(obj codec.Object) bool
+
+	// cached is how the rendering cache may serve this encoder's
+	// objects (rendercache.go); nil when it may not. newEncoder chooses.
+	cached() *cachedJSON
+}
+
+// listLayout is where a list's encoding puts what a LIST must know before
+// the first item: what lister.plan computes before the first byte.
+type listLayout uint8
+
+const (
+	// layoutMetaFirst: the list metadata (continue, remainingItemCount)
+	// in the head (JSON, Table, partial JSON).
+	layoutMetaFirst listLayout = iota
+	// layoutSized: the metadata and the items' total size in the head
+	// (protobuf, partial protobuf).
+	layoutSized
+	// layoutMetaLast: the metadata in the tail, after the items (YAML, a
+	// custom resource's JSON): nothing to plan.
+	layoutMetaLast
+)
+
+// cachedJSON is how the rendering cache serves an encoder whose output is
+// built from an object's JSON, the same for every request: newEncoder
+// gives one to the JSON encoder of a built-in resource and to a built-in
+// Table whose printer reads the object's JSON. Only the JSON encoder's
+// objects, items and watch events are the JSON itself (row nil); its list
+// items are a built-in list's, without apiVersion and kind.
+type cachedJSON struct {
+	sc *codec.Schema
+	// row, for a Table, appends the row printed from the object's JSON
+	// js (a separator first unless first); nil for JSON.
+	row func(dst, js []byte, obj codec.Object, rv int64, first bool) ([]byte, error)
 }
 
 // errJSONAsProtobuf: a custom resource (or a resource stored with
@@ -79,12 +109,14 @@ var errJSONAsProtobuf = errors.New("object is stored as JSON and cannot be serve
 
 // encoding is what every encoder of a request shares.
 type encoding struct {
-	sc  *codec.Schema
-	r   *resource.Resource // nil for a Status-only encoder
-	out output
+	sc    *codec.Schema
+	r     *resource.Resource // nil for a Status-only encoder
+	out   output
+	cache *cachedJSON // set by newEncoder
 }
 
-func (e *encoding) output() output { return e.out }
+func (e *encoding) output() output      { return e.out }
+func (e *encoding) cached() *cachedJSON { return e.cache }
 
 // newEncoder returns the encoder of out for resource r. cc are a custom
 // resource's Table columns (nil otherwise); inc is the includeObject
@@ -100,6 +132,11 @@ func newEncoder(sc *codec.Schema, r *resource.Resource, out output, cc *codec.Cu
 	case targetTable:
 		te := &tableEncoder{encoding: e, cc: cc, inc: inc, now: now, conv: conv}
 		te.pgroup, te.presource = printerOf(r)
+		if cc == nil && conv == nil && !sc.TableRowFromProtobuf(te.pgroup, te.presource, inc) {
+			// The printer reads the object's JSON: from the
+			// rendering cache (rows read the clock: not cached).
+			te.cache = &cachedJSON{sc: sc, row: te.rowFromJSON}
+		}
 		return te
 	case targetPartial:
 		// PartialObjectMetadata is the stored object's metadata, as
@@ -120,7 +157,11 @@ func newEncoder(sc *codec.Schema, r *resource.Resource, out output, cc *codec.Cu
 		if r != nil && r.Custom {
 			enc = &unstructuredJSONEncoder{jsonEncoder{encoding: e}}
 		} else {
-			enc = &jsonEncoder{encoding: e}
+			je := &jsonEncoder{encoding: e}
+			if conv == nil {
+				je.cache = &cachedJSON{sc: sc}
+			}
+			enc = je
 		}
 	}
 	if conv != nil {
@@ -212,7 +253,7 @@ func tableColumns(r *resource.Resource, out output) (*codec.CustomColumns, error
 // and metadata after the items).
 type unstructuredJSONEncoder struct{ jsonEncoder }
 
-func (e *unstructuredJSONEncoder) metaAtEnd() bool { return true }
+func (e *unstructuredJSONEncoder) layout() listLayout { return layoutMetaLast }
 
 func (e *unstructuredJSONEncoder) listHead(dst []byte, _ codec.ListMeta, _ int) []byte {
 	return codec.AppendJSONUnstructuredListHead(dst, e.r.APIVersion())
@@ -237,10 +278,9 @@ func (e *jsonEncoder) object(dst []byte, obj codec.Object, rv int64) ([]byte, er
 	return append(dst, '\n'), nil
 }
 
-func (e *jsonEncoder) sized() bool                                   { return false }
+func (e *jsonEncoder) layout() listLayout                            { return layoutMetaFirst }
 func (e *jsonEncoder) itemSize(codec.Object, int64) (int, error)     { return 0, nil }
 func (e *jsonEncoder) itemSizeOf(codec.ItemSizes, int64) (int, bool) { return 0, false }
-func (e *jsonEncoder) metaAtEnd() bool                               { return false }
 
 func (e *jsonEncoder) listHead(dst []byte, lm codec.ListMeta, _ int) []byte {
 	return codec.AppendJSONListHead(dst, e.r.APIVersion(), e.r.ListKind, lm)
@@ -293,8 +333,7 @@ func (e *protobufEncoder) object(dst []byte, obj codec.Object, rv int64) ([]byte
 	return codec.AppendProtobufEnvelope(dst, obj, rv), nil
 }
 
-func (e *protobufEncoder) sized() bool     { return true }
-func (e *protobufEncoder) metaAtEnd() bool { return false }
+func (e *protobufEncoder) layout() listLayout { return layoutSized }
 
 func (e *protobufEncoder) itemSize(obj codec.Object, rv int64) (int, error) {
 	if obj.Format != codec.FormatProtobuf {
@@ -363,7 +402,7 @@ func (e *yamlEncoder) object(dst []byte, obj codec.Object, rv int64) ([]byte, er
 	return e.sc.AppendYAML(dst, obj, rv)
 }
 
-func (e *yamlEncoder) metaAtEnd() bool { return true }
+func (e *yamlEncoder) layout() listLayout { return layoutMetaLast }
 
 func (e *yamlEncoder) listHead(dst []byte, _ codec.ListMeta, _ int) []byte {
 	return codec.AppendYAMLListHead(dst, e.r.APIVersion())
@@ -491,10 +530,9 @@ func (e *tableEncoder) object(dst []byte, obj codec.Object, rv int64) ([]byte, e
 	return e.listTail(dst, codec.ListMeta{}), nil
 }
 
-func (e *tableEncoder) sized() bool                                   { return false }
+func (e *tableEncoder) layout() listLayout                            { return layoutMetaFirst }
 func (e *tableEncoder) itemSize(codec.Object, int64) (int, error)     { return 0, nil }
 func (e *tableEncoder) itemSizeOf(codec.ItemSizes, int64) (int, bool) { return 0, false }
-func (e *tableEncoder) metaAtEnd() bool                               { return false }
 
 func (e *tableEncoder) listHead(dst []byte, lm codec.ListMeta, _ int) []byte {
 	if e.cc != nil {
@@ -518,6 +556,20 @@ func (e *tableEncoder) listItem(dst []byte, obj codec.Object, rv int64, first bo
 		return e.sc.AppendTableRowAs(dst, e.pgroup, e.presource, obj, as, rv, e.inc, e.now)
 	}
 	return e.sc.AppendTableRow(dst, e.pgroup, e.presource, obj, rv, e.inc, e.now)
+}
+
+// rowFromJSON is listItem with the printer reading the object's JSON js
+// (cachedJSON.row).
+func (e *tableEncoder) rowFromJSON(dst, js []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
+	start := len(dst)
+	if !first {
+		dst = codec.AppendTableSep(dst)
+	}
+	dst, err := e.sc.AppendTableRowFromJSON(dst, e.pgroup, e.presource, js, obj, rv, e.inc, e.now)
+	if err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
 }
 
 func (e *tableEncoder) listTail(dst []byte, _ codec.ListMeta) []byte {

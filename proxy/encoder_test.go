@@ -9,33 +9,37 @@ import (
 )
 
 // TestEncoderProperties: each negotiated output gets its encoder, whose
-// properties are what the LIST and watch loops rely on (sized heads,
-// metadata at the end, shared frames, bookmarks, passthrough counting).
+// properties are what the LIST and watch loops rely on (list layouts,
+// shared frames, bookmarks, the rendering cache, passthrough counting).
 func TestEncoderProperties(t *testing.T) {
 	r := &resource.Resource{Group: "", Version: "v1", Resource: "configmaps", Kind: "ConfigMap", ListKind: "ConfigMapList"}
 	pb, js := codec.Object{Format: codec.FormatProtobuf}, codec.Object{Format: codec.FormatJSON}
 	tests := []struct {
-		out                                   output
-		sized, metaAtEnd, shareable, bookmark bool
-		passPB, passJSON                      bool
+		out                         output
+		layout                      listLayout
+		shareable, bookmark, cached bool
+		passPB, passJSON            bool
 	}{
-		{output{format: formatJSON}, false, false, true, true, false, true},
-		{output{format: formatProtobuf}, true, false, false, true, true, false},
-		{output{format: formatYAML}, false, true, true, true, false, false},
-		{output{formatJSON, targetTable}, false, false, false, false, false, false},
-		{output{formatJSON, targetPartial}, false, false, true, true, false, false},
-		{output{formatProtobuf, targetPartial}, true, false, true, true, false, false},
+		{output{format: formatJSON}, layoutMetaFirst, true, true, true, false, true},
+		{output{format: formatProtobuf}, layoutSized, false, true, false, true, false},
+		{output{format: formatYAML}, layoutMetaLast, true, true, false, false, false},
+		{output{formatJSON, targetTable}, layoutMetaFirst, false, false, false, false, false},
+		{output{formatJSON, targetPartial}, layoutMetaFirst, true, true, false, false, false},
+		{output{formatProtobuf, targetPartial}, layoutSized, true, true, false, false, false},
 	}
 	for _, tt := range tests {
 		e := newEncoder(codec.DefaultSchema(), r, tt.out, nil, codec.IncludeMetadata, time.Time{})
 		if e.output() != tt.out {
 			t.Errorf("newEncoder(%v).output() = %v", tt.out, e.output())
 		}
-		got := []bool{e.sized(), e.metaAtEnd(), e.shareable(), e.bookmarks(), e.passthrough(pb), e.passthrough(js)}
-		want := []bool{tt.sized, tt.metaAtEnd, tt.shareable, tt.bookmark, tt.passPB, tt.passJSON}
+		if e.layout() != tt.layout {
+			t.Errorf("%v: layout = %v, want %v", tt.out, e.layout(), tt.layout)
+		}
+		got := []bool{e.shareable(), e.bookmarks(), e.cached() != nil, e.passthrough(pb), e.passthrough(js)}
+		want := []bool{tt.shareable, tt.bookmark, tt.cached, tt.passPB, tt.passJSON}
 		for i := range got {
 			if got[i] != want[i] {
-				t.Errorf("%v: sized, metaAtEnd, shareable, bookmarks, passthrough(protobuf), passthrough(json) = %v, want %v", tt.out, got, want)
+				t.Errorf("%v: shareable, bookmarks, cached, passthrough(protobuf), passthrough(json) = %v, want %v", tt.out, got, want)
 				break
 			}
 		}

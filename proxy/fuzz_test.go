@@ -77,8 +77,8 @@ func FuzzParseRequest(f *testing.F) {
 		if _, err := parseFilter(labelSel, fieldSel, convert); err != nil && !isBadRequest(err) {
 			t.Fatalf("parseFilter(%q, %q) = %v", labelSel, fieldSel, err)
 		}
-		for _, list := range []bool{false, true} {
-			if o, ok := negotiate(accept, list, false); ok && o.target == targetTable && o.format != formatJSON {
+		for _, kind := range []answerKind{answerObject, answerList, answerStream} {
+			if o, ok := negotiate(accept, kind, false); ok && o.target == targetTable && o.format != formatJSON {
 				t.Fatalf("negotiate(%q) = %v", accept, o)
 			}
 		}

@@ -62,16 +62,15 @@ type lister struct {
 	now    time.Time
 	uri    string // for logs from the stream writer
 	enc    encoder
+	layout listLayout // enc's
 	// snap, when set, is the watch cache snapshot the list is served
 	// from instead of etcd; attrs: the filter can be evaluated on its
 	// items' cache.Attrs.
 	snap  *cache.Snapshot
 	attrs bool
 	// render, when set, is the rendering cache a JSON list's items are
-	// looked up in before their values are unwrapped (item), renderFull
-	// whether the items carry their type meta (custom resources).
-	render     *renderCache
-	renderFull bool
+	// looked up in before their values are unwrapped (item).
+	render *renderCache
 
 	// Set by firstPage and plan.
 	opts          store.ListOptions // the range read, at rev
@@ -97,6 +96,19 @@ func (l *lister) newPager(opts store.ListOptions) pager {
 	return l.s.store.NewPager(opts)
 }
 
+// walkPass is what a walk over the range is for.
+type walkPass uint8
+
+const (
+	// passFirstPage: the size pass over the first page only (firstPage);
+	// it stops at the page's end (walkState.partial).
+	passFirstPage walkPass = iota
+	// passSize: the size pass over the rest of the range (plan).
+	passSize
+	// passWrite: the write pass, whose items are encoded (write).
+	passWrite
+)
+
 // walkState accumulates a walk over the range.
 type walkState struct {
 	n         int64  // matches so far
@@ -121,14 +133,15 @@ type walkItem struct {
 }
 
 // item evaluates the filter on kv, the i-th item of pg's last page, and
-// returns it when it matches. In the write pass (sizing false) the item is
-// decrypted and unwrapped. In a size pass it is decrypted only when it
+// returns it when it matches. In the write pass the item is decrypted and
+// unwrapped. In a size pass it is decrypted only when it
 // must be: a value the write pass will decrypt again is decided from the
 // watch cache's attributes and the plaintext sizes it recorded
 // (cache.Attrs.PlainSizes) when they tell, so that each value is decrypted
 // once per read (a cached protobuf LIST of 10,000 Secrets decrypted each
 // twice: 11-30x the unencrypted LIST's time).
-func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, sizing bool) (walkItem, bool, error) {
+func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, pass walkPass) (walkItem, bool, error) {
+	sizing := pass != passWrite
 	cp, cached := pg.(*cachePager)
 	var attrs cache.Attrs
 	if cached && i < len(cp.attrs) {
@@ -154,7 +167,7 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, sizing bool) (walkIt
 		// only values it could decrypt (Valid): one that failed fails
 		// here, before the first byte.
 		known := (cached && attrs.Valid() && (l.f.empty() || byAttrs)) || (!cached && l.f.empty())
-		if !l.enc.sized() && (known || l.limit == 0) {
+		if l.layout != layoutSized && (known || l.limit == 0) {
 			return walkItem{}, true, nil
 		}
 		z, ok := attrs.PlainSizes()
@@ -199,7 +212,7 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, sizing bool) (walkIt
 			return it, false, nil
 		}
 	}
-	if sizing && l.enc.sized() {
+	if sizing && l.layout == layoutSized {
 		if it.size, err = l.enc.itemSize(obj, kv.ModRevision); err != nil {
 			return it, false, &decodeError{key: string(kv.Key), err: err}
 		}
@@ -214,7 +227,8 @@ func (l *lister) keptJSON(kv *mvccpb.KeyValue, cached bool) []byte {
 	if !codec.IsProtobuf(kv.Value) || l.s.decrypts(l.gr, kv.Value, cached) {
 		return nil
 	}
-	return l.render.rendering(kv.Key, kv.ModRevision, l.renderFull)
+	// Items of a built-in list carry no apiVersion and kind.
+	return l.render.rendering(kv.Key, kv.ModRevision, false)
 }
 
 // appendItem appends it, the item of kv, to dst: its kept rendering, or
@@ -243,14 +257,14 @@ func (l *lister) unwrap(kv *mvccpb.KeyValue, cached bool) (codec.Object, error) 
 	return l.s.unwrap(l.st.r, &pkv)
 }
 
-// walk visits the matching items of page and, unless onePage, of the
-// following pages of pg, until limit matches or the end of the range.
-// sizing says it is a size pass (see item).
-func (l *lister) walk(ctx context.Context, pg pager, page []*mvccpb.KeyValue, ws *walkState, onePage, sizing bool,
+// walk visits the matching items of page and, unless pass is
+// passFirstPage, of the following pages of pg, until limit matches or the
+// end of the range.
+func (l *lister) walk(ctx context.Context, pg pager, page []*mvccpb.KeyValue, ws *walkState, pass walkPass,
 	emit func(it *walkItem, kv *mvccpb.KeyValue) error) error {
 	for {
 		for i, kv := range page {
-			it, ok, err := l.item(pg, i, kv, sizing)
+			it, ok, err := l.item(pg, i, kv, pass)
 			if err != nil {
 				return err
 			}
@@ -271,7 +285,7 @@ func (l *lister) walk(ctx context.Context, pg pager, page []*mvccpb.KeyValue, ws
 		if !pg.More() {
 			return nil
 		}
-		if onePage {
+		if pass == passFirstPage {
 			ws.partial = true
 			return nil
 		}
@@ -301,10 +315,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 	l, se := s.newLister(ctx, rc, st)
 	if se == nil {
 		defer l.releasePre()
-		se = l.firstPage(ctx)
-	}
-	if se == nil {
-		se = l.plan(ctx)
+		se = l.prepare(ctx)
 	}
 	if se != nil {
 		st.fail(rc, ef, se)
@@ -334,14 +345,13 @@ func (l *lister) readStatus(err error) *StatusError {
 func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState) (*lister, *StatusError) {
 	r, q := st.r, st.q
 	l := &lister{s: s, st: st, prefix: s.listPrefix(r, st.p.Namespace), limit: q.Limit, now: time.Now(),
-		enc: st.enc, ctx: ctx, gr: r.GroupResource()}
+		enc: st.enc, layout: st.enc.layout(), ctx: ctx, gr: r.GroupResource()}
 	if rc != nil { // nil: a shared LIST's group (sharedlist.go)
 		l.uri = string(rc.RequestURI())
 	}
-	if je, ok := st.enc.(*jsonEncoder); ok && s.render != nil {
-		// As Server.listItem: items of a built-in list carry no
-		// apiVersion and kind.
-		l.render, l.renderFull = s.render, je.r.Custom
+	if c := st.enc.cached(); c != nil && c.row == nil {
+		// A JSON list's items, as Server.listItem serves them.
+		l.render = s.render
 	}
 	var err error
 	l.f, err = parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
@@ -446,7 +456,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 	// and streaming avoids growing and copying a buffer of the whole
 	// answer (a cached protobuf LIST of 800 KB spent more CPU per byte
 	// than the JSON one because of it).
-	if l.enc.sized() && l.snap == nil {
+	if l.layout == layoutSized && l.snap == nil {
 		valueBytes := 0
 		for _, kv := range page {
 			valueBytes += len(kv.Value)
@@ -462,7 +472,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 		// decrypted again by a write pass.
 		l.pre = getBuf()
 	}
-	if err := l.walk(ctx, l.pg, page, &l.ws, true, true, l.sizeEmit); err != nil {
+	if err := l.walk(ctx, l.pg, page, &l.ws, passFirstPage, l.sizeEmit); err != nil {
 		s.logListError(l.uri, err)
 		return statusOf(err)
 	}
@@ -480,7 +490,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 func (l *lister) sizePassDecrypts(page []*mvccpb.KeyValue) bool {
 	enc := l.s.cfg.Encryption
 	if enc == nil || l.f.empty() || (l.snap != nil && (l.attrs || l.s.cfg.CacheDecrypted)) ||
-		(!l.enc.sized() && l.limit == 0) {
+		(l.layout != layoutSized && l.limit == 0) {
 		return false
 	}
 	if enc.Transforms(l.gr, nil) {
@@ -535,7 +545,7 @@ func (l *lister) sizesRecorded(page []*mvccpb.KeyValue) bool {
 // it fits.
 func (l *lister) sizeEmit(it *walkItem, kv *mvccpb.KeyValue) error {
 	l.pageBytes += len(kv.Value)
-	if l.enc.sized() {
+	if l.layout == layoutSized {
 		l.ws.size += it.size
 		if l.pre != nil && l.ws.size > protoBufferBytes {
 			l.dropPre() // too large: stream in a second pass
@@ -573,44 +583,20 @@ func (l *lister) releasePre() {
 }
 
 // plan completes what must be known before the first byte when the first
-// page is not the whole answer: for a sized encoder or a limit, a pass
-// over the rest of the range at the pinned revision (sizes, the last key,
-// the remaining count), after which the items are read again from the
-// start; then the list metadata (unless the encoder writes it last).
+// page is not the whole answer: for layoutSized or a limit, a pass over
+// the rest of the range (planPass); then the list metadata, unless it is
+// written last (layoutMetaLast).
 func (l *lister) plan(ctx context.Context) *StatusError {
-	s := l.s
-	if l.ws.partial && !l.enc.metaAtEnd() && (l.enc.sized() || l.limit > 0) {
-		l.page = nil
-		if l.f.empty() && !l.enc.sized() && l.snap == nil {
-			l.pg.Close()
-			// Only the limit-th key is needed: read keys only.
-			var n int64
-			res, err := s.store.List(ctx, store.ListOptions{Prefix: l.prefix, Start: l.start, End: l.end, Rev: l.rev,
-				Serializable: l.serial, Want: int(l.limit), KeysOnly: true}, func(store.KV) (bool, error) {
-				n++
-				return n == l.limit, nil
-			})
-			if err != nil {
-				return l.readStatus(err)
-			}
-			l.ws = walkState{n: n, lastKey: res.LastKey, hasMore: n == l.limit && res.More, remaining: res.Remaining}
-		} else {
-			l.pg.SetPrefetch(ctx, true)
-			err := l.walk(ctx, l.pg, nil, &l.ws, false, true, l.sizeEmit)
-			l.pg.Close()
-			if err != nil {
-				s.logListError(l.uri, err)
-				return statusOf(err)
-			}
-		}
-		l.ws.partial = false
-		if l.ws.hasMore {
-			l.opts.End = string(l.ws.lastKey)
-		}
-		l.pg = l.newPager(l.opts)
-	}
 	l.lm = codec.ListMeta{ResourceVersion: l.rev}
-	if !l.enc.metaAtEnd() && !l.ws.partial {
+	if l.layout == layoutMetaLast {
+		return nil // the write pass learns the metadata
+	}
+	if l.ws.partial && (l.layout == layoutSized || l.limit > 0) {
+		if se := l.planPass(ctx); se != nil {
+			return se
+		}
+	}
+	if !l.ws.partial {
 		if err := l.setContinue(&l.lm, &l.ws); err != nil {
 			return internalErr(err.Error())
 		}
@@ -618,16 +604,84 @@ func (l *lister) plan(ctx context.Context) *StatusError {
 	return nil
 }
 
-// respond writes the 200: from the size pass's encoding, encoded here
-// when the first page is the whole, small answer, or streamed. It reports
-// whether it streams (the stream writer then ends the request).
+// planPass reads the rest of the range at the pinned revision for the
+// head: the items' sizes (layoutSized) or the limit-th key and the
+// remaining count, after which the items are read again from the start.
+func (l *lister) planPass(ctx context.Context) *StatusError {
+	s := l.s
+	l.page = nil
+	if l.layout != layoutSized && l.f.empty() && l.snap == nil {
+		l.pg.Close()
+		// Only the limit-th key is needed: read keys only.
+		var n int64
+		res, err := s.store.List(ctx, store.ListOptions{Prefix: l.prefix, Start: l.start, End: l.end, Rev: l.rev,
+			Serializable: l.serial, Want: int(l.limit), KeysOnly: true}, func(store.KV) (bool, error) {
+			n++
+			return n == l.limit, nil
+		})
+		if err != nil {
+			return l.readStatus(err)
+		}
+		l.ws = walkState{n: n, lastKey: res.LastKey, hasMore: n == l.limit && res.More, remaining: res.Remaining}
+	} else {
+		l.pg.SetPrefetch(ctx, true)
+		err := l.walk(ctx, l.pg, nil, &l.ws, passSize, l.sizeEmit)
+		l.pg.Close()
+		if err != nil {
+			s.logListError(l.uri, err)
+			return statusOf(err)
+		}
+	}
+	l.ws.partial = false
+	if l.ws.hasMore {
+		l.opts.End = string(l.ws.lastKey)
+	}
+	l.pg = l.newPager(l.opts)
+	return nil
+}
+
+// prepare runs the phases before the first byte: firstPage and plan.
+func (l *lister) prepare(ctx context.Context) *StatusError {
+	if se := l.firstPage(ctx); se != nil {
+		return se
+	}
+	return l.plan(ctx)
+}
+
+// listDelivery is how a prepared LIST sends its answer.
+type listDelivery uint8
+
+const (
+	// deliverEncoded: the size pass's encoding is the whole answer.
+	deliverEncoded listDelivery = iota
+	// deliverInline: the first page is the whole, small answer, encoded
+	// whole before the first byte.
+	deliverInline
+	// deliverStreamed: written item by item (listStream).
+	deliverStreamed
+)
+
+// delivery returns how the prepared list sends its answer: whole, with a
+// Content-Length, or streamed.
+func (l *lister) delivery() listDelivery {
+	switch {
+	case l.pre != nil && !l.ws.partial:
+		return deliverEncoded
+	case l.firstComplete && l.pageBytes <= inlineBytes:
+		return deliverInline
+	}
+	return deliverStreamed
+}
+
+// respond writes the 200 as delivery says. It reports whether it streams
+// (the stream writer then ends the request).
 func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef format) (streaming bool) {
 	rc.SetStatusCode(200)
 	rc.SetContentType(l.enc.output().contentType(true))
-	switch {
-	case l.pre != nil && !l.ws.partial:
+	switch l.delivery() {
+	case deliverEncoded:
 		l.respondEncoded(rc, ef)
-	case l.firstComplete && l.pageBytes <= inlineBytes:
+	case deliverInline:
 		l.respondInline(ctx, rc, ef)
 	default:
 		l.respondStream(ctx, cancel, rc, ef)
@@ -636,24 +690,50 @@ func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fas
 	return false
 }
 
-// respondEncoded answers with the items encoded by the size pass.
-func (l *lister) respondEncoded(rc *fasthttp.RequestCtx, ef format) {
+// encodedBody appends the answer of deliverEncoded to dst: the items the
+// size pass encoded between the list's head and tail.
+func (l *lister) encodedBody(dst []byte) ([]byte, error) {
 	lm := l.lm
-	if l.enc.metaAtEnd() {
+	if l.layout == layoutMetaLast {
 		if err := l.setContinue(&lm, &l.ws); err != nil {
-			l.st.fail(rc, ef, internalErr(err.Error()))
-			return
+			return dst, err
 		}
 	}
+	dst = l.enc.listHead(dst, lm, l.ws.size)
+	dst = append(dst, *l.pre...)
+	return l.enc.listTail(dst, lm), nil
+}
+
+// countEncoded counts the served answer of deliverEncoded.
+func (l *lister) countEncoded() {
+	l.s.countServed(l.enc, codec.Object{Format: l.preFormat}, int(l.ws.n))
+}
+
+// inlineBody appends the answer of deliverInline to dst: the first page,
+// encoded.
+func (l *lister) inlineBody(ctx context.Context, dst []byte) ([]byte, error) {
+	sw := streamWriter{buf: dst}
+	err := l.write(ctx, &sw, l.pg, l.page, nil, l.lm, l.ws, true)
+	if err != nil {
+		l.s.logListError(l.uri, err)
+	}
+	return sw.buf, err
+}
+
+// respondEncoded answers with the items encoded by the size pass.
+func (l *lister) respondEncoded(rc *fasthttp.RequestCtx, ef format) {
 	buf := getBuf()
-	b := l.enc.listHead((*buf)[:0], lm, l.ws.size)
-	b = append(b, *l.pre...)
-	b = l.enc.listTail(b, lm)
+	b, err := l.encodedBody((*buf)[:0])
+	if err != nil {
+		putBuf(buf)
+		l.st.fail(rc, ef, internalErr(err.Error()))
+		return
+	}
 	ok := l.st.setBody(rc, ef, b)
 	*buf = b
 	putBuf(buf)
 	if ok {
-		l.s.countServed(l.enc, codec.Object{Format: l.preFormat}, int(l.ws.n))
+		l.countEncoded()
 		l.st.finish(200, len(b))
 	}
 }
@@ -663,17 +743,54 @@ func (l *lister) respondEncoded(rc *fasthttp.RequestCtx, ef format) {
 func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef format) {
 	buf := getBuf()
 	defer putBuf(buf)
-	sw := streamWriter{buf: (*buf)[:0]}
-	err := l.write(ctx, &sw, l.pg, l.page, nil, l.lm, l.ws, true)
-	*buf = sw.buf
+	b, err := l.inlineBody(ctx, (*buf)[:0])
+	*buf = b
 	if err != nil {
-		l.s.logListError(l.uri, err)
 		l.st.fail(rc, ef, statusOf(err))
 		return
 	}
-	if l.st.setBody(rc, ef, sw.buf) {
-		l.st.finish(200, len(sw.buf))
+	if l.st.setBody(rc, ef, b) {
+		l.st.finish(200, len(b))
 	}
+}
+
+// listStream is the write pass of deliverStreamed, taken from its lister
+// before the response starts (the body is written later, on the
+// connection's goroutine or a shared LIST's).
+type listStream struct {
+	l       *lister
+	pg      pager
+	page    []*mvccpb.KeyValue
+	pre     *[]byte // the stream's: the first page's items, encoded (YAML)
+	lm      codec.ListMeta
+	planned walkState
+}
+
+// stream returns the list's write pass. A YAML list whose first page the
+// size pass encoded (lister.pre, the first page not the whole answer)
+// starts from that encoding: pg reads on after the first page. The stream
+// owns the buffer.
+func (l *lister) stream() *listStream {
+	ls := &listStream{l: l, pg: l.pg, page: l.page, lm: l.lm, planned: l.ws}
+	if l.pre != nil && l.layout == layoutMetaLast && ls.planned.partial {
+		ls.pre, ls.page = l.pre, nil
+		l.pre = nil
+	}
+	return ls
+}
+
+// write writes the whole list to sw and flushes it (once).
+func (ls *listStream) write(ctx context.Context, sw *streamWriter) error {
+	var encoded []byte
+	if ls.pre != nil {
+		defer putBuf(ls.pre)
+		encoded = *ls.pre
+	}
+	err := ls.l.write(ctx, sw, ls.pg, ls.page, encoded, ls.lm, ls.planned, false)
+	if err == nil {
+		err = sw.flush()
+	}
+	return err
 }
 
 // respondStream hands the list to fasthttp as a streamed body, written
@@ -681,15 +798,7 @@ func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef 
 // A request that accepts gzip is answered by serveGzipStream (gzip.go).
 func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef format) {
 	s, st := l.s, l.st
-	pg, page, lm, planned := l.pg, l.page, l.lm, l.ws
-	// A YAML list whose first page the size pass encoded (lister.pre,
-	// the first page not the whole answer) starts from that encoding:
-	// pg reads on after the first page. The stream owns the buffer.
-	var pre *[]byte
-	if l.pre != nil && l.enc.metaAtEnd() && planned.partial {
-		pre, page = l.pre, nil
-		l.pre = nil
-	}
+	ls := l.stream()
 	guard := s.guardWrites(ctx, rc, "list")
 	body := &listBody{done: func(n int) {
 		// The guard ends before the request's context: a body never
@@ -727,15 +836,7 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 		buf := getBuf()
 		sw := streamWriter{w: w, buf: (*buf)[:0], yield: st.yield, guard: guard}
 		defer func() { n = sw.n }()
-		var encoded []byte
-		if pre != nil {
-			defer putBuf(pre)
-			encoded = *pre
-		}
-		err = l.write(ctx, &sw, pg, page, encoded, lm, planned, false)
-		if err == nil {
-			err = sw.flush()
-		}
+		err = ls.write(ctx, &sw)
 		if held != nil {
 			if rerr := held.release(); err == nil && rerr != nil {
 				err = fmt.Errorf("cannot write response: %w", rerr)
@@ -928,7 +1029,7 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 		}
 		written += len(sw.buf) - start
 		lastObj = it.obj
-		if l.snap == nil && enc.sized() && it.decoded && l.s.sizes != nil && encryption.Encrypted(kv.Value) {
+		if l.snap == nil && l.layout == layoutSized && it.decoded && l.s.sizes != nil && encryption.Encrypted(kv.Value) {
 			// For the size pass of the next LIST of this value.
 			l.s.sizes.put(kv.Key, kv.ModRevision, codec.SizesOf(it.obj))
 		}
@@ -944,18 +1045,18 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 		}
 	}
 	if len(page) > 0 {
-		if err := l.walk(ctx, pg, page, &ws, false, false, emit); err != nil {
+		if err := l.walk(ctx, pg, page, &ws, passWrite, emit); err != nil {
 			return err
 		}
 	}
-	if enc.sized() && written != planned.size {
+	if l.layout == layoutSized && written != planned.size {
 		// The head announced planned.size bytes: a client would read a
 		// corrupt list. Abort instead (never expected: the sizes of the
 		// size pass are those of the same objects).
 		return fmt.Errorf("BUG: list items took %d bytes, the size pass counted %d", written, planned.size)
 	}
 	l.s.countServed(enc, lastObj, int(ws.n))
-	if enc.metaAtEnd() {
+	if l.layout == layoutMetaLast {
 		if err := l.setContinue(&lm, &ws); err != nil {
 			return err
 		}

@@ -11,7 +11,8 @@ import (
 // lazyapi's and the process and Go runtime families of
 // metrics.WriteProcessMetrics. A family missing here is served with an
 // empty help (TestMetricsMetadata fails on it): add its line when adding
-// a metric. Label values: see README.md, ## Metrics.
+// a metric, and its row to docs/operating.md's metrics table (## Metrics,
+// TestMetricsDocumented). Label values: see that section.
 var metricHelp = map[string]string{
 	// Requests.
 	"lazyapi_apiserver_request_total":            "Requests answered, by verb (as kube-apiserver: GET, LIST, WATCH, CONNECT, an unserved method, or other), resource, response code and output format.",

@@ -58,3 +58,44 @@ func TestMetricHelpCoversSources(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsDocumented: every lazyapi_ family in metricHelp has a row in
+// the metrics table of docs/operating.md (## Metrics, a name in the row's
+// first cell), and the table names no family lazyapi does not have.
+func TestMetricsDocumented(t *testing.T) {
+	const doc = "../docs/operating.md"
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	start := strings.Index(s, "\n## Metrics\n")
+	if start < 0 {
+		t.Fatalf("%s has no ## Metrics section", doc)
+	}
+	s = s[start+1:]
+	if end := strings.Index(s, "\n## "); end >= 0 {
+		s = s[:end]
+	}
+	documented := map[string]bool{}
+	row := regexp.MustCompile("(?m)^\\| ([^|]*`lazyapi_[^|]*)\\|")
+	name := regexp.MustCompile("`(lazyapi_[a-z0-9_]+)`")
+	for _, m := range row.FindAllStringSubmatch(s, -1) {
+		for _, n := range name.FindAllStringSubmatch(m[1], -1) {
+			documented[n[1]] = true
+		}
+	}
+	if len(documented) < 50 {
+		t.Fatalf("found %d metrics in %s's table, want every one", len(documented), doc)
+	}
+	for k := range metricHelp {
+		if strings.HasPrefix(k, "lazyapi_") && !documented[k] {
+			t.Errorf("metric %s has no row in %s's metrics table", k, doc)
+		}
+	}
+	for n := range documented {
+		if metricHelp[n] == "" {
+			t.Errorf("%s's metrics table has %s, which has no help text in metricHelp (not a metric lazyapi serves?)", doc, n)
+		}
+	}
+}

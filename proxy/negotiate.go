@@ -156,25 +156,27 @@ func parseAccept(header string, buf []acceptClause) []acceptClause {
 	return out
 }
 
+// answerKind is what a request answers, as negotiation sees it.
+type answerKind uint8
+
+const (
+	answerObject answerKind = iota // one object (GET): PartialObjectMetadata
+	answerList                     // a list: PartialObjectMetadataList
+	// answerStream: a watch, negotiated as kube-apiserver's
+	// NegotiateOutputMediaTypeStream: only media types with a stream
+	// framing (JSON and protobuf), so a client that accepts only YAML
+	// gets 406.
+	answerStream
+)
+
 // negotiate picks the response representation for an Accept header the way
 // kube-apiserver's NegotiateMediaTypeOptions does: the first clause (in
 // preference order) that names a supported media type and a supported
-// transformation wins. list selects the list targets; custom (a resource
-// stored as JSON) disables protobuf: custom resources have no protobuf
-// encoding, and the codec writes protobuf metadata only from protobuf. ok=false
+// transformation for an answer of kind k wins. custom (a resource stored
+// as JSON) disables protobuf: custom resources have no protobuf encoding,
+// and the codec writes protobuf metadata only from protobuf. ok=false
 // means 406 NotAcceptable.
-func negotiate(header string, list, custom bool) (output, bool) {
-	return negotiateMedia(header, list, custom, false)
-}
-
-// negotiateWatch negotiates a watch's representation as kube-apiserver's
-// NegotiateOutputMediaTypeStream: only media types with a stream framing
-// (JSON and protobuf), so a client that accepts only YAML gets 406.
-func negotiateWatch(header string, custom bool) (output, bool) {
-	return negotiateMedia(header, false, custom, true)
-}
-
-func negotiateMedia(header string, list, custom, stream bool) (output, bool) {
+func negotiate(header string, k answerKind, custom bool) (output, bool) {
 	if strings.TrimSpace(header) == "" {
 		return output{format: formatJSON}, true
 	}
@@ -189,7 +191,7 @@ func negotiateMedia(header string, list, custom, stream bool) (output, bool) {
 			f = formatJSON
 		case c.typ == "application" && c.sub == "vnd.kubernetes.protobuf":
 			f = formatProtobuf
-		case c.typ == "application" && c.sub == "yaml" && !stream:
+		case c.typ == "application" && c.sub == "yaml" && k != answerStream:
 			f = formatYAML
 		default:
 			continue
@@ -206,12 +208,12 @@ func negotiateMedia(header string, list, custom, stream bool) (output, bool) {
 				}
 				o.target = targetTable
 			case "PartialObjectMetadata":
-				if list || f == formatYAML {
+				if k == answerList || f == formatYAML {
 					continue
 				}
 				o.target = targetPartial
 			case "PartialObjectMetadataList":
-				if !list || f == formatYAML {
+				if k != answerList || f == formatYAML {
 					continue
 				}
 				o.target = targetPartial

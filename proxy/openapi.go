@@ -24,14 +24,19 @@ type openapiSource struct{ t *resource.Table }
 
 var _ openapi.Source = openapiSource{}
 
+// ServedBuiltinGroupVersions returns the built-in group-versions discovery
+// lists: those served from etcd and those of the self reviews.
 func (s openapiSource) ServedBuiltinGroupVersions() []openapi.GroupVersion {
-	gvs := s.t.ServedBuiltinGroupVersions()
-	out := make([]openapi.GroupVersion, len(gvs))
-	for i, gv := range gvs {
-		out[i] = openapi.GroupVersion{Group: gv[0], Version: gv[1]}
+	out := []openapi.GroupVersion{{Version: "v1"}}
+	for _, gv := range s.t.DiscoveryGroupVersions() {
+		if resource.BuiltinGroup(gv[0]) {
+			out = append(out, openapi.GroupVersion{Group: gv[0], Version: gv[1]})
+		}
 	}
 	return out
 }
+
+func (s openapiSource) ServesWrites() bool { return s.t.ServesWrites() }
 
 func (s openapiSource) CRDGeneration() uint64 { return s.t.CRDGeneration() }
 

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/openapi3"
+
+	"github.com/lazyapi/lazyapi/proxy"
 )
 
 const kubeOpenAPI = "../openapi/testdata/kube-apiserver/"
@@ -76,26 +78,66 @@ func semanticJSON(t *testing.T, what string, b []byte) any {
 // the CRDs kube-apiserver stored, equals (as JSON) what kube-apiserver
 // served for them: several CRDs merged in one group-version, namespaced
 // and cluster-scoped, status and scale, every kind of schema property.
+// Read-only, the documents are kube-apiserver's without the write
+// operations.
 func TestOpenAPIV3CRDs(t *testing.T) {
-	e := startEnv(t)
-	putTestCRDs(t, e)
-	for _, p := range []string{"apis/stable.example.com/v1", "apis/stable.example.com/v1beta1", "apis/example.com/v1"} {
-		want, err := os.ReadFile(kubeOpenAPI + "v3-" + strings.ReplaceAll(p, "/", "~") + ".json")
-		if err != nil {
-			t.Fatal(err)
+	for _, writes := range []bool{true, false} {
+		e := startEnv(t, servesWrites(writes))
+		putTestCRDs(t, e)
+		for _, p := range []string{"apis/stable.example.com/v1", "apis/stable.example.com/v1beta1", "apis/example.com/v1"} {
+			want, err := os.ReadFile(kubeOpenAPI + "v3-" + strings.ReplaceAll(p, "/", "~") + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, _, got := e.raw(t, "GET", "/openapi/v3/"+p, "application/json")
+			if code != 200 {
+				t.Fatalf("GET /openapi/v3/%s = %d %s", p, code, got)
+			}
+			w := semanticJSON(t, "kube-apiserver "+p, want)
+			if !writes {
+				w = readOnlyDoc(w)
+			}
+			diffJSON(t, p, semanticJSON(t, p, got), w)
 		}
-		code, _, got := e.raw(t, "GET", "/openapi/v3/"+p, "application/json")
-		if code != 200 {
-			t.Fatalf("GET /openapi/v3/%s = %d %s", p, code, got)
-		}
-		diffJSON(t, p, semanticJSON(t, p, got), semanticJSON(t, "kube-apiserver "+p, want))
 	}
+}
+
+// servesWrites is an env option: Config.ServesWrites.
+func servesWrites(on bool) envOption {
+	return func(c *proxy.Config) { c.ServesWrites = on }
+}
+
+// readOnlyDoc returns an OpenAPI document (decoded JSON) with only the
+// operations a read-only lazyapi serves: GET, and POST of the self
+// reviews; a path with no operation left is removed.
+func readOnlyDoc(doc any) any {
+	m, _ := doc.(map[string]any)
+	paths, _ := m["paths"].(map[string]any)
+	if paths == nil {
+		return doc
+	}
+	for p, item := range paths {
+		ops, _ := item.(map[string]any)
+		keep := false
+		for k := range ops {
+			switch {
+			case k == "get" || k == "post" && strings.HasSuffix(p, "reviews") && strings.Contains(p, "/selfsubject"):
+				keep = true
+			case k != "parameters":
+				delete(ops, k)
+			}
+		}
+		if !keep {
+			delete(paths, p)
+		}
+	}
+	return doc
 }
 
 // TestOpenAPIV2CRDs: the CRDs' paths and definitions in /openapi/v2 equal
 // kube-apiserver's.
 func TestOpenAPIV2CRDs(t *testing.T) {
-	e := startEnv(t)
+	e := startEnv(t, servesWrites(true))
 	putTestCRDs(t, e)
 	code, _, got := e.raw(t, "GET", "/openapi/v2", "application/json")
 	if code != 200 {
@@ -124,11 +166,102 @@ func TestOpenAPIV2CRDs(t *testing.T) {
 	for d, w := range want.Definitions {
 		diffJSON(t, "v2 definition "+d, doc.Definitions[d], w)
 	}
-	if _, ok := doc.Paths["/apis/authentication.k8s.io/v1/tokenreviews"]; ok {
-		t.Errorf("/openapi/v2 lists authentication.k8s.io/v1, which lazyapi does not serve")
+	if _, ok := doc.Paths["/apis/authentication.k8s.io/v1/tokenreviews"]; !ok {
+		t.Errorf("forwarding, /openapi/v2 does not list authentication.k8s.io/v1 tokenreviews")
 	}
 	if _, ok := doc.Paths["/apis/apps/v1/namespaces/{namespace}/deployments"]; !ok {
 		t.Errorf("/openapi/v2 does not list apps/v1 deployments")
+	}
+}
+
+// TestOpenAPIReadOnly: read-only, /openapi/v2 and every /openapi/v3
+// document list GET operations only, and POST of the self reviews, which
+// lazyapi answers; /openapi/v3 lists the self reviews' group-versions and
+// not the ones lazyapi serves nothing of. Forwarding, /openapi/v3 lists
+// every group-version kube-apiserver v1.37 lists, and the documents have
+// its write operations.
+func TestOpenAPIReadOnly(t *testing.T) {
+	kubeB, err := os.ReadFile(kubeOpenAPI + "v3-discovery.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kube struct {
+		Paths map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(kubeB, &kube); err != nil {
+		t.Fatal(err)
+	}
+	for _, writes := range []bool{false, true} {
+		e := startEnv(t, servesWrites(writes))
+		var disc struct {
+			Paths map[string]any `json:"paths"`
+		}
+		code, _, b := e.raw(t, "GET", "/openapi/v3", "application/json")
+		if err := json.Unmarshal(b, &disc); err != nil || code != 200 {
+			t.Fatalf("GET /openapi/v3 = %d %v", code, err)
+		}
+		writeOps := 0
+		for p := range disc.Paths {
+			code, _, b := e.raw(t, "GET", "/openapi/v3/"+p, "application/json")
+			var doc struct {
+				Paths map[string]map[string]any `json:"paths"`
+			}
+			if err := json.Unmarshal(b, &doc); err != nil || code != 200 {
+				t.Fatalf("GET /openapi/v3/%s = %d %v", p, code, err)
+			}
+			for path, ops := range doc.Paths {
+				for op := range ops {
+					switch op {
+					case "get", "parameters":
+					case "post":
+						if !strings.Contains(path, "/selfsubject") {
+							writeOps++
+						}
+					default:
+						writeOps++
+					}
+				}
+			}
+		}
+		var v2 struct {
+			Paths map[string]map[string]any `json:"paths"`
+		}
+		code, _, b = e.raw(t, "GET", "/openapi/v2", "application/json")
+		if err := json.Unmarshal(b, &v2); err != nil || code != 200 {
+			t.Fatalf("GET /openapi/v2 = %d %v", code, err)
+		}
+		v2Writes := 0
+		for path, ops := range v2.Paths {
+			for op := range ops {
+				if op != "get" && op != "parameters" && !(op == "post" && strings.Contains(path, "/selfsubject")) {
+					v2Writes++
+				}
+			}
+		}
+		_, ssar := v2.Paths["/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"]["post"]
+		if writes {
+			if writeOps == 0 || v2Writes == 0 || !ssar {
+				t.Errorf("forwarding: %d v3 and %d v2 write operations, self access review POST %v; want kube-apiserver's", writeOps, v2Writes, ssar)
+			}
+			for p := range kube.Paths {
+				if _, ok := disc.Paths[p]; !ok {
+					t.Errorf("forwarding: /openapi/v3 lacks %s", p)
+				}
+			}
+			if len(disc.Paths) != len(kube.Paths) {
+				t.Errorf("forwarding: /openapi/v3 lists %d paths, kube-apiserver %d", len(disc.Paths), len(kube.Paths))
+			}
+			continue
+		}
+		if writeOps != 0 || v2Writes != 0 || !ssar {
+			t.Errorf("read-only: %d v3 and %d v2 write operations, self access review POST %v; want none, none, listed", writeOps, v2Writes, ssar)
+		}
+		for p, want := range map[string]bool{"apis/authentication.k8s.io/v1": true, "apis/authorization.k8s.io/v1": true,
+			"apis/apps/v1": true, "openid/v1/jwks": false, ".well-known/openid-configuration": false} {
+			if _, ok := disc.Paths[p]; ok != want {
+				t.Errorf("read-only: /openapi/v3 lists %s: %v, want %v", p, ok, want)
+			}
+		}
 	}
 }
 
@@ -196,7 +329,7 @@ func TestOpenAPIHTTP(t *testing.T) {
 	if !ok || !strings.HasPrefix(apps.ServerRelativeURL, "/openapi/v3/apis/apps/v1?hash=") {
 		t.Fatalf("/openapi/v3 apis/apps/v1 = %+v", apps)
 	}
-	for _, p := range []string{"apis/authentication.k8s.io/v1", "logs", "openid/v1/jwks"} {
+	for _, p := range []string{"logs", "openid/v1/jwks"} {
 		if _, ok := disc.Paths[p]; ok {
 			t.Errorf("/openapi/v3 lists %q, which lazyapi does not serve", p)
 		}
@@ -210,7 +343,7 @@ func TestOpenAPIHTTP(t *testing.T) {
 	}
 	want, err := os.ReadFile("../openapi/data/v3-apis~apps~v1.json.gz")
 	if err == nil {
-		diffJSON(t, "apps/v1", semanticJSON(t, "apps/v1", body(r)), semanticJSON(t, "kube-apiserver apps/v1", want))
+		diffJSON(t, "apps/v1", semanticJSON(t, "apps/v1", body(r)), readOnlyDoc(semanticJSON(t, "kube-apiserver apps/v1", want)))
 	} else {
 		body(r)
 	}

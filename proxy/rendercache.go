@@ -148,58 +148,58 @@ func (s *Server) renderOf(stored []byte) *renderCache {
 	return s.render
 }
 
-// listItem is enc.listItem, with a JSON item's bytes from the rendering
-// cache when they are kept there. key is the item's etcd key, stored its
-// value as stored.
+// listItem is enc.listItem, with a JSON item's bytes (or the JSON a
+// Table row is printed from) from the rendering cache when they are kept
+// there. key is the item's etcd key, stored its value as stored.
 func (s *Server) listItem(enc encoder, dst, key, stored []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
-	rc := s.renderOf(stored)
-	if te, ok := enc.(*tableEncoder); ok && te.cc == nil && te.conv == nil && rc != nil && obj.Format == codec.FormatProtobuf &&
-		!te.sc.TableRowFromProtobuf(te.pgroup, te.presource, te.inc) {
-		return tableRow(rc, te, dst, key, obj, rv, first)
-	}
-	je, ok := enc.(*jsonEncoder)
-	if !ok || rc == nil || obj.Format != codec.FormatProtobuf {
+	c, rc := enc.cached(), s.renderOf(stored)
+	if c == nil || rc == nil || obj.Format != codec.FormatProtobuf {
 		return enc.listItem(dst, obj, rv, first)
+	}
+	if c.row != nil {
+		return tableRow(rc, c, dst, key, obj, rv, first)
 	}
 	if !first {
 		dst = codec.AppendJSONListSep(dst)
 	}
 	// Items of a built-in list carry no apiVersion and kind.
-	return rc.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{OmitTypeMeta: !je.r.Custom})
+	return rc.appendJSON(c.sc, dst, key, obj, rv, codec.JSONOptions{OmitTypeMeta: true})
 }
 
 // tableRow is a Table encoder's listItem whose printer reads the object's
 // JSON from the rendering cache (the row's cells read the clock: rows are
 // not cached, the object's JSON is).
-func tableRow(rc *renderCache, te *tableEncoder, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
+func tableRow(rc *renderCache, c *cachedJSON, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
 	bp := getBuf()
 	defer putBuf(bp)
-	js, err := rc.appendJSON(te.sc, (*bp)[:0], key, obj, rv, codec.JSONOptions{})
+	js, err := rc.appendJSON(c.sc, (*bp)[:0], key, obj, rv, codec.JSONOptions{})
 	*bp = js
 	if err != nil {
 		return dst, err
 	}
-	start := len(dst)
-	if !first {
-		dst = codec.AppendTableSep(dst)
+	return c.row(dst, js, obj, rv, first)
+}
+
+// jsonCache returns the rendering cache and the schema when enc's objects
+// are their JSON (a Table's are not) and obj, stored as stored, may be
+// served from the cache; else nil.
+func (s *Server) jsonCache(enc encoder, stored []byte, obj codec.Object) (*renderCache, *codec.Schema) {
+	c := enc.cached()
+	if c == nil || c.row != nil || obj.Format != codec.FormatProtobuf {
+		return nil, nil
 	}
-	dst, err = te.sc.AppendTableRowFromJSON(dst, te.pgroup, te.presource, js, obj, rv, te.inc, te.now)
-	if err != nil {
-		return dst[:start], err
-	}
-	return dst, nil
+	return s.renderOf(stored), c.sc
 }
 
 // object is enc.object, with a JSON object's bytes from the rendering
 // cache when they are kept there. key is the object's etcd key, stored its
 // value as stored.
 func (s *Server) object(enc encoder, dst, key, stored []byte, obj codec.Object, rv int64) ([]byte, error) {
-	je, ok := enc.(*jsonEncoder)
-	rc := s.renderOf(stored)
-	if !ok || rc == nil || obj.Format != codec.FormatProtobuf {
+	rc, sc := s.jsonCache(enc, stored, obj)
+	if rc == nil {
 		return enc.object(dst, obj, rv)
 	}
-	dst, err := rc.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{})
+	dst, err := rc.appendJSON(sc, dst, key, obj, rv, codec.JSONOptions{})
 	if err != nil {
 		return dst, err
 	}
@@ -211,7 +211,7 @@ func (s *Server) object(enc encoder, dst, key, stored []byte, obj codec.Object, 
 // before value (stored, or its plaintext) is unwrapped. key is the
 // object's etcd key, stored its value as stored, rev its mod revision.
 func (s *Server) keptObject(enc encoder, key, stored, value []byte, rev int64) []byte {
-	if _, ok := enc.(*jsonEncoder); !ok || !codec.IsProtobuf(value) {
+	if c := enc.cached(); c == nil || c.row != nil || !codec.IsProtobuf(value) {
 		return nil
 	}
 	rc := s.renderOf(stored)
@@ -227,9 +227,8 @@ func (s *Server) keptObject(enc encoder, key, stored, value []byte, rev int64) [
 // each transcoding every object. key is the object's etcd key, stored its
 // value as stored.
 func (s *Server) watchEvent(enc encoder, dst, key, stored []byte, t codec.EventType, obj codec.Object, rv int64) ([]byte, error) {
-	je, ok := enc.(*jsonEncoder)
-	rc := s.renderOf(stored)
-	if !ok || rc == nil || obj.Format != codec.FormatProtobuf {
+	rc, sc := s.jsonCache(enc, stored, obj)
+	if rc == nil {
 		return enc.watchEvent(dst, t, obj, rv)
 	}
 	start := len(dst)
@@ -237,7 +236,7 @@ func (s *Server) watchEvent(enc encoder, dst, key, stored []byte, t codec.EventT
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, t...)
 	dst = append(dst, `","object":`...)
-	dst, err := rc.appendJSON(je.sc, dst, key, obj, rv, codec.JSONOptions{})
+	dst, err := rc.appendJSON(sc, dst, key, obj, rv, codec.JSONOptions{})
 	if err != nil {
 		return dst[:start], err
 	}

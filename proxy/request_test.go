@@ -209,7 +209,11 @@ func TestNegotiate(t *testing.T) {
 		}...)
 	}
 	for _, tt := range tests {
-		got, ok := negotiate(tt.accept, tt.list, tt.custom)
+		kind := answerObject
+		if tt.list {
+			kind = answerList
+		}
+		got, ok := negotiate(tt.accept, kind, tt.custom)
 		if ok != tt.ok || (ok && got != tt.want) {
 			t.Errorf("negotiate(%q, list=%v, custom=%v) = %v, %v; want %v, %v", tt.accept, tt.list, tt.custom, got, ok, tt.want, tt.ok)
 		}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,28 +34,92 @@ func selfReviewPath(path string) bool {
 }
 
 // servedVerb reports whether lazyapi serves the verb of a self access
-// review, and why not: it is read-only (get, list and watch of resources,
-// GET of other paths, impersonation, and the self reviews themselves,
-// whose create changes nothing). There is no forwarding of writes to kube-apiserver;
-// when there is, its verbs are served too.
-func servedVerb(ra *authorizationv1.ResourceAttributes, nra *authorizationv1.NonResourceAttributes) (reason string, served bool) {
+// review, and why not. Read-only (no Config.ServesWrites) it serves get,
+// list and watch of resources, GET and HEAD of other paths, impersonation,
+// and the self reviews themselves, whose create changes nothing; not "*",
+// which includes the writes (kubectl auth can-i '*' '*' says no). When it
+// forwards the rest to kube-apiserver, it serves every verb.
+func servedVerb(ra *authorizationv1.ResourceAttributes, nra *authorizationv1.NonResourceAttributes, servesWrites bool) (reason string, served bool) {
+	if servesWrites {
+		return "", true
+	}
 	if nra != nil {
 		switch strings.ToLower(nra.Verb) {
-		case "get", "head", "*":
+		case "get", "head":
 			return "", true
 		}
 		return fmt.Sprintf("lazyapi is read-only: it answers GET on non-resource paths, not %s", strings.ToUpper(nra.Verb)), false
 	}
 	switch ra.Verb {
-	case "get", "list", "watch", "*", "impersonate": // impersonation is honoured (kubectl --as)
+	case "get", "list", "watch", "impersonate": // impersonation is honoured (kubectl --as)
 		return "", true
 	case "create":
-		switch ra.Group + "/" + ra.Resource {
-		case "authorization.k8s.io/selfsubjectaccessreviews", "authorization.k8s.io/selfsubjectrulesreviews", "authentication.k8s.io/selfsubjectreviews":
+		if selfReviewResource(ra.Group, ra.Resource) {
 			return "", true
 		}
 	}
 	return fmt.Sprintf("lazyapi is read-only: it serves get, list and watch, not %s", ra.Verb), false
+}
+
+// selfReviewResource reports whether group/resource is a self review.
+func selfReviewResource(group, resource string) bool {
+	switch group + "/" + resource {
+	case "authorization.k8s.io/selfsubjectaccessreviews", "authorization.k8s.io/selfsubjectrulesreviews", "authentication.k8s.io/selfsubjectreviews":
+		return true
+	}
+	return false
+}
+
+// readOnlyRule returns the part of p that a read-only lazyapi serves, as a
+// SelfSubjectRulesReview lists it (servedVerb's verbs): get, list, watch
+// and impersonate of resources ("*" becomes get, list, watch), create
+// where every resource the rule names is a self review, get and head of
+// non-resource URLs ("*" becomes both). ok is false when nothing is left.
+func readOnlyRule(p authz.PolicyRule) (out authz.PolicyRule, ok bool) {
+	out = p
+	out.Verbs = nil
+	add := func(vs ...string) {
+		for _, v := range vs {
+			if !slices.Contains(out.Verbs, v) {
+				out.Verbs = append(out.Verbs, v)
+			}
+		}
+	}
+	if len(p.NonResourceURLs) > 0 {
+		for _, v := range p.Verbs {
+			switch v = strings.ToLower(v); v {
+			case "*":
+				add("get", "head")
+			case "get", "head":
+				add(v)
+			}
+		}
+		return out, len(out.Verbs) > 0
+	}
+	onlySelfReviews := len(p.APIGroups) > 0 && len(p.Resources) > 0
+	for _, g := range p.APIGroups {
+		for _, r := range p.Resources {
+			if !selfReviewResource(g, r) {
+				onlySelfReviews = false
+			}
+		}
+	}
+	for _, v := range p.Verbs {
+		switch v {
+		case "*":
+			add("get", "list", "watch")
+			if onlySelfReviews {
+				add("create")
+			}
+		case "get", "list", "watch", "impersonate":
+			add(v)
+		case "create":
+			if onlySelfReviews {
+				add(v)
+			}
+		}
+	}
+	return out, len(out.Verbs) > 0
 }
 
 // serveSelfReview answers a self review from the request's user and
@@ -105,7 +170,7 @@ func (s *Server) serveSelfReview(rc *fasthttp.RequestCtx, path string) {
 			a.Path, a.Verb = nra.Path, nra.Verb
 		}
 		r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true}
-		if reason, served := servedVerb(ra, nra); !served {
+		if reason, served := servedVerb(ra, nra, s.cfg.ServesWrites); !served {
 			// What RBAC would allow, lazyapi does not do: kubectl auth
 			// can-i create ... says no.
 			r.Status = authorizationv1.SubjectAccessReviewStatus{Reason: reason}
@@ -142,6 +207,12 @@ func (s *Server) serveSelfReview(rc *fasthttp.RequestCtx, path string) {
 		st := authorizationv1.SubjectRulesReviewStatus{Incomplete: incomplete,
 			ResourceRules: []authorizationv1.ResourceRule{}, NonResourceRules: []authorizationv1.NonResourceRule{}}
 		for _, p := range rules {
+			if !s.cfg.ServesWrites {
+				var ok bool
+				if p, ok = readOnlyRule(p); !ok {
+					continue
+				}
+			}
 			if len(p.Resources) > 0 {
 				st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: p.Verbs, APIGroups: p.APIGroups,
 					Resources: p.Resources, ResourceNames: p.ResourceNames})

@@ -226,7 +226,11 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 		st.fail(rc, ef, badRequestErr("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"))
 		return
 	}
-	out, ok := negotiate(accept, p.Name == "", r.JSONStorage)
+	kind := answerObject
+	if p.Name == "" {
+		kind = answerList
+	}
+	out, ok := negotiate(accept, kind, r.JSONStorage)
 	if !ok {
 		st.fail(rc, ef, notAcceptable())
 		return

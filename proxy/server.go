@@ -69,6 +69,14 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Resources is the resource table. Required.
 	Resources *resource.Table
+	// ServesWrites says that what lazyapi does not serve from etcd is
+	// forwarded to kube-apiserver (forwarding mode sets it). Then
+	// discovery and OpenAPI advertise what kube-apiserver advertises
+	// (every verb, subresource and resource, the reviews, create-only
+	// resources) and self reviews allow every verb RBAC allows; otherwise
+	// they advertise the read verbs only, and self reviews say no to the
+	// rest (Resources.SetServesWrites is set from it in New).
+	ServesWrites bool
 	// Logger logs failures; nil discards.
 	Logger *zap.Logger
 	// Metrics receives the server's metrics and is served at /metrics with
@@ -296,6 +304,9 @@ func New(cfg Config) (*Server, error) {
 	s.rateLog.log = cfg.Logger
 	s.headers = newHeaderBudget(s.ms, cfg.HeaderBufferBytes)
 	s.initAuthn()
+	// Before the OpenAPI documents are first built: they follow the
+	// table's mode.
+	cfg.Resources.SetServesWrites(cfg.ServesWrites)
 	s.openapi = cfg.OpenAPI
 	if s.openapi == nil {
 		s.openapi = NewOpenAPI(cfg.Resources)
@@ -506,7 +517,15 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		}
 	}
 	switch {
-	case rc.IsPost() && selfReviewPath(path):
+	case selfReviewPath(path):
+		if !rc.IsPost() {
+			// Create-only: kube-apiserver registers no other method and
+			// answers this Status.
+			s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), &StatusError{Status: codec.Status{Code: 405,
+				Reason: "MethodNotAllowed", Message: "the server does not allow this method on the requested resource",
+				Details: &codec.StatusDetails{}}})
+			return
+		}
 		s.serveSelfReview(rc, path)
 		return
 	case healthPath(path):

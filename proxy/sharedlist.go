@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/resource"
 )
 
@@ -92,24 +89,12 @@ type listKey struct {
 }
 
 // listGroups is the server's registry of forming or running groups.
-type listGroups struct {
-	mu sync.Mutex
-	m  map[listKey]*listGroup
-
-	groups, joins, chunks, evicted *metrics.Counter
-	held                           atomic.Int64
-}
+type listGroups = sharedReads[listKey, *listGroup]
 
 func newListGroups(ms *metrics.Set) *listGroups {
-	r := &listGroups{
-		m:       make(map[listKey]*listGroup),
-		groups:  ms.GetOrCreateCounter("lazyapi_list_shared_reads_total"),
-		joins:   ms.GetOrCreateCounter("lazyapi_list_shared_read_members_total"),
-		chunks:  ms.GetOrCreateCounter("lazyapi_list_shared_read_chunks_total"),
-		evicted: ms.GetOrCreateCounter("lazyapi_list_shared_read_members_lagged_total"),
-	}
-	ms.GetOrCreateGauge("lazyapi_list_shared_read_bytes", func() float64 { return float64(r.held.Load()) })
-	return r
+	return newSharedReads[listKey, *listGroup](ms, "lazyapi_list_shared_reads_total",
+		"lazyapi_list_shared_read_members_total", "lazyapi_list_shared_read_chunks_total",
+		"lazyapi_list_shared_read_members_lagged_total", "lazyapi_list_shared_read_bytes")
 }
 
 type listChunk struct {
@@ -117,15 +102,23 @@ type listChunk struct {
 	raw int // the body's bytes data carries (compressed: before compression)
 }
 
+// listMember is one LIST of a group.
 type listMember struct {
-	g        *listGroup
-	cursor   int64
-	lastTake time.Time
-	lagged   bool
-	once     sync.Once
+	sharedMember
+	g *listGroup
 }
 
+func (m *listMember) take(ctx context.Context) (*listChunk, bool, error) {
+	return m.g.take(ctx, &m.sharedMember)
+}
+func (m *listMember) release(c *listChunk) { m.g.release(&m.sharedMember, c) }
+func (m *listMember) leave()               { m.g.leave(&m.sharedMember) }
+
+// listGroup is one shared LIST: an ordered shared read (sharedwindow.go)
+// of the response body. Its window's limit is the shared window, reserved
+// in the group's admission.
 type listGroup struct {
+	sharedRead[*listChunk]
 	reg *listGroups
 	s   *Server
 	key listKey
@@ -134,23 +127,14 @@ type listGroup struct {
 	ready chan struct{} // closed when the response's start is known
 	se    *StatusError  // the answer of every member (before the first byte)
 	// inline: the whole body is chunk 0 and the unshared LIST would
-	// have answered it with a Content-Length (respondEncoded/Inline, or
+	// have answered it with a Content-Length (deliverEncoded/Inline, or
 	// serveGzipStream for a body not larger than gzipThreshold).
 	inline bool
 	// gzip: the chunks are the body compressed (Content-Encoding: gzip).
-	gzip bool
+	gzip    bool
+	started bool // ready is closed (the group's goroutine only)
 
-	mu sync.Mutex
-	// win's limit is scanWindowBytes, at most an eighth of the
-	// limiter's budget, reserved in the group's admission.
-	win     chunkWindow[*listChunk]
-	members map[*listMember]struct{}
-	pinned  bool  // the list's revision was read
-	closed  bool  // no more joins
-	done    bool  // every chunk is published
-	err     error // the read failed after the first byte: members abort
-	ctx     context.Context
-	cancel  context.CancelFunc
+	pinned bool // the list's revision was read (under mu)
 }
 
 // sharesList reports whether a LIST may share its read: not a Table (its
@@ -182,7 +166,7 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 		}
 		st.release = release
 	}
-	g, m := s.lists.join(st, key, clientKey(rc))
+	g, m := s.joinList(st, key, clientKey(rc))
 	select {
 	case <-g.ready:
 	case <-ctx.Done():
@@ -200,33 +184,45 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 	rc.SetStatusCode(200)
 	rc.SetContentType(st.enc.output().contentType(true))
 	if g.inline {
-		c, _, err := m.take(ctx)
-		if err != nil || c == nil {
-			m.leave()
-			cancel()
-			if err == nil {
-				err = errScanEnded
-			}
-			st.fail(rc, ef, statusOf(err))
-			return
-		}
-		// The group decided: c.data is the body as sent.
-		st.gzip = false
-		ok := st.setBody(rc, ef, c.data)
-		if ok && g.gzip {
-			setGzipHeaders(rc)
-		}
-		m.release(c)
-		m.leave()
-		cancel()
-		if ok {
-			st.finish(200, c.raw)
-		}
+		m.respondWhole(ctx, cancel, rc, st, ef)
 		return
 	}
 	if g.gzip {
 		setGzipHeaders(rc)
 	}
+	rc.SetBodyStream(m.body(ctx, cancel, rc, st), -1)
+}
+
+// respondWhole answers with the group's one chunk, the whole body, sent
+// with a Content-Length.
+func (m *listMember) respondWhole(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState, ef format) {
+	c, _, err := m.take(ctx)
+	if err != nil || c == nil {
+		m.leave()
+		cancel()
+		if err == nil {
+			err = errScanEnded
+		}
+		st.fail(rc, ef, statusOf(err))
+		return
+	}
+	// The group decided: c.data is the body as sent.
+	st.gzip = false
+	ok := st.setBody(rc, ef, c.data)
+	if ok && m.g.gzip {
+		setGzipHeaders(rc)
+	}
+	m.release(c)
+	m.leave()
+	cancel()
+	if ok {
+		st.finish(200, c.raw)
+	}
+}
+
+// body is the member's streamed body: the group's chunks as they come.
+func (m *listMember) body(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState) *listBody {
+	s := m.g.s
 	guard := s.guardWrites(ctx, rc, "list")
 	body := &listBody{done: func(n int) {
 		guard.done(nil)
@@ -237,27 +233,7 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 	body.write = func(w *bufio.Writer) (n int, err error) {
 		held := guard.pc
 		held.hold()
-		for {
-			c, end, terr := m.take(ctx)
-			if terr != nil {
-				err = terr
-				break
-			}
-			if end {
-				break
-			}
-			guard.arm()
-			_, werr := w.Write(c.data)
-			if werr == nil {
-				werr = w.Flush()
-			}
-			n += c.raw
-			m.release(c)
-			if werr != nil {
-				err = fmt.Errorf("cannot write response: %w", werr)
-				break
-			}
-		}
+		n, err = m.writeChunks(ctx, w, guard)
 		if rerr := held.release(); err == nil && rerr != nil {
 			err = fmt.Errorf("cannot write response: %w", rerr)
 		}
@@ -275,20 +251,45 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 		}
 		return n, err
 	}
-	rc.SetBodyStream(body, -1)
+	return body
 }
 
-// join adds a member to the group of key that it may join, or starts one.
-func (r *listGroups) join(st *reqState, key listKey, client string) (*listGroup, *listMember) {
+// writeChunks writes the member's chunks to w, each flushed (one HTTP
+// chunk), until the last; n counts the body's bytes before compression.
+func (m *listMember) writeChunks(ctx context.Context, w *bufio.Writer, guard *writeGuard) (n int, err error) {
+	for {
+		c, end, err := m.take(ctx)
+		if err != nil || end {
+			return n, err
+		}
+		guard.arm()
+		_, werr := w.Write(c.data)
+		if werr == nil {
+			werr = w.Flush()
+		}
+		n += c.raw
+		m.release(c)
+		if werr != nil {
+			return n, fmt.Errorf("cannot write response: %w", werr)
+		}
+	}
+}
+
+// joinList adds a member to the group of key that it may join, or starts
+// one.
+func (s *Server) joinList(st *reqState, key listKey, client string) (*listGroup, *listMember) {
+	r := s.lists
 	consistent := st.q.ResourceVersion == "" && st.q.Continue == ""
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	m := &listMember{}
 	if g := r.m[key]; g != nil {
 		g.mu.Lock()
 		ok := !g.closed && len(g.members) < listGroupMembers && (len(g.win.chunks) == 0 || g.win.chunks[0].seq == 0) && g.win.nextSeq == int64(len(g.win.chunks)) &&
 			!(consistent && g.pinned)
 		if ok {
-			m := g.addLocked()
+			m.g = g
+			g.addLocked(&m.sharedMember)
 			g.mu.Unlock()
 			r.joins.Inc()
 			return g, m
@@ -296,207 +297,61 @@ func (r *listGroups) join(st *reqState, key listKey, client string) (*listGroup,
 		g.closed = true
 		g.mu.Unlock()
 	}
-	s := st.s
-	g := &listGroup{reg: r, s: s, key: key, st: *st, ready: make(chan struct{}),
-		win: newChunkWindow[*listChunk](scanWindowBytes, 0, &r.held), members: make(map[*listMember]struct{})}
-	g.st.enc = newEncoder(s.schema, st.r, key.out, nil, includeObject(st.q.IncludeObject), time.Now())
-	g.st.release, g.st.drain, g.st.reserve, g.st.yield = nil, nil, nil, nil
+	g := &listGroup{reg: r, s: s, key: key, st: *st, ready: make(chan struct{})}
 	// The group lives while it has members (each with its request's
 	// timeout): the last one out cancels it.
-	g.ctx, g.cancel = context.WithCancel(s.baseCtx)
+	g.init(true, scanWindowBytes, 0, &r.held, r.lagged, s.baseCtx, func() { r.forget(key, g) })
+	g.st.enc = newEncoder(s.schema, st.r, key.out, nil, includeObject(st.q.IncludeObject), time.Now())
+	g.st.release, g.st.drain, g.st.reserve, g.st.yield = nil, nil, nil, nil
 	r.m[key] = g
+	m.g = g
 	g.mu.Lock()
-	m := g.addLocked()
+	g.addLocked(&m.sharedMember)
 	g.mu.Unlock()
-	r.groups.Inc()
+	r.reads.Inc()
 	r.joins.Inc()
 	go g.run(client)
 	return g, m
 }
 
-func (g *listGroup) addLocked() *listMember {
-	m := &listMember{g: g, lastTake: time.Now()}
-	g.members[m] = struct{}{}
-	return m
-}
-
-// leave removes the member (idempotent); the last one out ends the group.
-func (m *listMember) leave() {
-	m.once.Do(func() {
-		g := m.g
-		g.reg.mu.Lock()
-		g.mu.Lock()
-		delete(g.members, m)
-		last := len(g.members) == 0
-		if last {
-			g.closed = true
-			g.win.clearLocked()
-			if g.reg.m[g.key] == g {
-				delete(g.reg.m, g.key)
-			}
-		}
-		g.win.wakeLocked()
-		g.mu.Unlock()
-		g.reg.mu.Unlock()
-		if last {
-			g.cancel()
-		}
-	})
-}
-
-// take returns the member's next chunk (release it after writing it), or
-// end once it wrote them all.
-func (m *listMember) take(ctx context.Context) (c *listChunk, end bool, err error) {
-	g := m.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for {
-		if m.lagged {
-			return nil, false, errListLagged
-		}
-		for _, x := range g.win.chunks {
-			if x.seq == m.cursor {
-				x.readers++
-				m.cursor++
-				m.lastTake = time.Now()
-				return x, false, nil
-			}
-		}
-		if m.cursor < g.win.nextSeq {
-			// Never expected: a member's chunk leaves only when it is
-			// marked lagged.
-			return nil, false, errListLagged
-		}
-		if g.err != nil {
-			return nil, false, g.err
-		}
-		if g.done {
-			return nil, true, nil
-		}
-		if err := g.win.waitChangeLocked(&g.mu, ctx); err != nil {
-			return nil, false, err
-		}
-	}
-}
-
-// release unpins a chunk the member wrote.
-func (m *listMember) release(c *listChunk) {
-	g := m.g
-	g.mu.Lock()
-	g.win.releaseLocked(&c.sharedChunk)
-	m.lastTake = time.Now()
-	g.trimLocked(false)
-	g.win.wakeLocked()
-	g.mu.Unlock()
-}
-
-// trimLocked drops the window's oldest chunks every member took; when
-// full, also those only members that took nothing for scanLagWait still
-// need, when another member is active: those members are ended.
-func (g *listGroup) trimLocked(full bool) {
-	now := time.Now()
-	for len(g.win.chunks) > 0 {
-		x := g.win.chunks[0]
-		pending, stale := false, false
-		for m := range g.members {
-			if m.lagged || m.cursor > x.seq {
-				continue
-			}
-			if full && now.Sub(m.lastTake) >= scanLagWait {
-				stale = true
-				continue
-			}
-			pending = true
-			break
-		}
-		if pending {
-			return
-		}
-		if stale && !g.activeLocked(now) {
-			// Every member is slow: none would gain from ending the
-			// others (a lone slow client is served at its pace, as
-			// an unshared LIST, until --write-timeout).
-			return
-		}
-		if stale {
-			for m := range g.members {
-				if !m.lagged && m.cursor <= x.seq {
-					m.lagged = true
-					g.reg.evicted.Inc()
-				}
-			}
-			g.win.broadcastLocked()
-		}
-		g.win.popLocked()
-	}
-}
-
-// aheadLocked returns how many chunks the group published past the
-// fastest member that is not lagged.
-func (g *listGroup) aheadLocked() int64 {
-	var fastest int64 = -1
-	for m := range g.members {
-		if !m.lagged {
-			fastest = max(fastest, m.cursor)
-		}
-	}
-	if fastest < 0 {
-		return 0 // none: the loop ends with the members
-	}
-	return g.win.nextSeq - fastest
-}
-
-// activeLocked reports whether a member took a chunk within scanLagWait
-// (or is at the head, waiting for the next chunk).
-func (g *listGroup) activeLocked(now time.Time) bool {
-	for m := range g.members {
-		if !m.lagged && (m.cursor >= g.win.nextSeq || now.Sub(m.lastTake) < scanLagWait) {
-			return true
-		}
-	}
-	return false
-}
-
 // publish adds a chunk (data, carrying raw bytes of the body) to the
 // window once there is room; false when no member is left.
 func (g *listGroup) publish(data []byte, raw int) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for {
-		if len(g.members) == 0 || g.ctx.Err() != nil {
-			return false
-		}
-		g.trimLocked(false)
-		// No further ahead of the fastest member than an unshared LIST
-		// reads ahead of its writer (two pages): a group whose clients
-		// left or stall does not read on into its window.
-		if g.aheadLocked() < 2 && g.win.roomLocked(g.trimLocked) {
-			break
-		}
-		g.win.waitWakeLocked(&g.mu, g.ctx, scanLagWait/4)
+	if !g.waitRoom() {
+		return false
 	}
-	g.win.pushLocked(&listChunk{sharedChunk: sharedChunk{data: data}, raw: raw})
-	g.reg.chunks.Inc()
-	g.win.broadcastLocked()
-	return true
+	g.mu.Lock()
+	ok := g.pushLocked(&listChunk{sharedChunk: sharedChunk{data: data}, raw: raw}, true)
+	g.mu.Unlock()
+	if ok {
+		g.reg.chunks.Inc()
+	}
+	return ok
 }
 
-// finish ends the group's chunks: err nil, the body is complete.
-func (g *listGroup) finish(err error) {
-	g.mu.Lock()
-	g.closed = true
-	if err != nil {
-		g.err = err
-	} else {
-		g.done = true
+// open starts the members' responses (ready).
+func (g *listGroup) open() {
+	g.started = true
+	close(g.ready)
+}
+
+// answer makes se every member's answer, before the first byte.
+func (g *listGroup) answer(se *StatusError) {
+	g.se = se
+	g.end(errScanEnded)
+	g.open()
+}
+
+// publishWhole answers with b, the whole body (raw bytes before
+// compression), in one chunk.
+func (g *listGroup) publishWhole(b []byte, raw int) {
+	g.inline = true
+	g.open()
+	if !g.publish(b, raw) {
+		g.end(errScanEnded)
+		return
 	}
-	g.win.broadcastLocked()
-	g.mu.Unlock()
-	g.reg.mu.Lock()
-	if g.reg.m[g.key] == g {
-		delete(g.reg.m, g.key)
-	}
-	g.reg.mu.Unlock()
+	g.end(nil)
 }
 
 // chunkWriter publishes each write (one streamWriter flush) as a chunk.
@@ -582,24 +437,20 @@ func (w *gzipChunks) close(failed bool) error {
 	return err
 }
 
-// run admits the group and runs the LIST into chunks.
+// run admits the group and runs the LIST into chunks: the lister's own
+// phases (prepare, delivery, then its encoded or inline body or its
+// stream), as serveList runs them for one request.
 func (g *listGroup) run(client string) {
 	s := g.s
 	defer g.cancel()
-	ready := false
-	answer := func(se *StatusError) {
-		g.se = se
-		g.finish(errScanEnded)
-		close(g.ready)
-	}
 	defer func() {
 		if v := recover(); v != nil {
 			s.panics.Inc()
 			s.log.Error("panic in a shared list", zap.Any("panic", v), zap.Stack("stack"))
-			if !ready {
-				answer(internalErr("shared list failed"))
+			if !g.started {
+				g.answer(internalErr("shared list failed"))
 			} else {
-				g.finish(errStreamAborted)
+				g.end(errStreamAborted)
 			}
 		}
 	}()
@@ -615,7 +466,7 @@ func (g *listGroup) run(client string) {
 	g.mu.Unlock()
 	release, yield, _, err := s.admitEtcdList(ctx, client, st.r, st.p.Namespace, window, buffers)
 	if err != nil {
-		answer(readAdmissionStatus(ctx, err))
+		g.answer(readAdmissionStatus(ctx, err))
 		return
 	}
 	defer release()
@@ -628,100 +479,73 @@ func (g *listGroup) run(client string) {
 	if se == nil {
 		defer l.releasePre()
 		l.uri = "shared list of " + st.r.GroupResource()
-		se = l.firstPage(ctx)
-	}
-	if se == nil {
-		se = l.plan(ctx)
+		se = l.prepare(ctx)
 	}
 	if se != nil {
-		answer(se)
+		g.answer(se)
 		return
 	}
-	switch {
-	case l.pre != nil && !l.ws.partial, l.firstComplete && l.pageBytes <= inlineBytes:
-		// Answered with a Content-Length by the unshared LIST: one
-		// chunk, the whole body.
-		var b []byte
-		if l.pre != nil && !l.ws.partial {
-			lm := l.lm
-			if l.enc.metaAtEnd() {
-				if err := l.setContinue(&lm, &l.ws); err != nil {
-					answer(internalErr(err.Error()))
-					return
-				}
-			}
-			b = l.enc.listHead(nil, lm, l.ws.size)
-			b = append(b, *l.pre...)
-			b = l.enc.listTail(b, lm)
-			s.countServed(l.enc, codec.Object{Format: l.preFormat}, int(l.ws.n))
-		} else {
-			sw := streamWriter{}
-			if err := l.write(ctx, &sw, l.pg, l.page, nil, l.lm, l.ws, true); err != nil {
-				s.logListError(l.uri, err)
-				answer(statusOf(err))
-				return
-			}
-			b = sw.buf
-		}
-		raw := len(b)
-		if g.key.gzip && len(b) > gzipThreshold {
-			// As setBody compresses a whole body.
-			var zb []byte
-			gzipWhole((*appendWriter)(&zb), b)
-			b, g.gzip = zb, true
-		}
-		g.inline = true
-		ready = true
-		close(g.ready)
-		if !g.publish(b, raw) {
-			g.finish(errScanEnded)
+	if d := l.delivery(); d != deliverStreamed {
+		g.runWhole(ctx, l, d)
+		return
+	}
+	g.runStream(ctx, l, yield)
+}
+
+// runWhole publishes an answer the unshared LIST sends with a
+// Content-Length: one chunk, the whole body, compressed when it accepts
+// gzip and is larger than gzipThreshold, as setBody does.
+func (g *listGroup) runWhole(ctx context.Context, l *lister, d listDelivery) {
+	var b []byte
+	var err error
+	if d == deliverEncoded {
+		if b, err = l.encodedBody(nil); err != nil {
+			g.answer(internalErr(err.Error()))
 			return
 		}
-		g.finish(nil)
+		l.countEncoded()
+	} else if b, err = l.inlineBody(ctx, nil); err != nil {
+		g.answer(statusOf(err))
 		return
 	}
-	pg, page, lm, planned := l.pg, l.page, l.lm, l.ws
-	var encoded []byte
-	if l.pre != nil && l.enc.metaAtEnd() && planned.partial {
-		encoded, page = *l.pre, nil
+	raw := len(b)
+	if g.key.gzip && len(b) > gzipThreshold {
+		var zb []byte
+		gzipWhole((*appendWriter)(&zb), b)
+		b, g.gzip = zb, true
 	}
+	g.publishWhole(b, raw)
+}
+
+// runStream publishes a streamed answer in chunks: each streamWriter
+// flush, or for gzip the compressed stream (gzipChunks).
+func (g *listGroup) runStream(ctx context.Context, l *lister, yield func(written int)) {
+	ls := l.stream()
 	var out io.Writer = chunkWriter{g}
 	var gz *gzipChunks
 	if g.key.gzip {
 		// The response starts when gz decides (or the body ends).
 		gz = &gzipChunks{g: g, collected: getBuf(), open: func() {
 			g.gzip = true
-			ready = true
-			close(g.ready)
+			g.open()
 		}}
 		defer gz.close(true) // after a panic
 		out = gz
 	} else {
-		ready = true
-		close(g.ready)
+		g.open()
 	}
 	sw := streamWriter{w: bufio.NewWriterSize(out, 512), buf: make([]byte, 0, flushSize+64<<10), yield: yield}
-	err = l.write(ctx, &sw, pg, page, encoded, lm, planned, false)
-	if err == nil {
-		err = sw.flush()
-	}
+	err := ls.write(ctx, &sw)
 	if gz != nil && !gz.large {
 		// Ended at or below gzipThreshold: answered whole and
 		// uncompressed (or with its Status), as serveGzipStream.
 		if err != nil {
-			s.logListError(l.uri, err)
-			answer(statusOf(err))
+			g.s.logListError(l.uri, err)
+			g.answer(statusOf(err))
 			return
 		}
 		b := append([]byte(nil), *gz.collected...)
-		g.inline = true
-		ready = true
-		close(g.ready)
-		if !g.publish(b, len(b)) {
-			g.finish(errScanEnded)
-			return
-		}
-		g.finish(nil)
+		g.publishWhole(b, len(b))
 		return
 	}
 	if gz != nil {
@@ -730,7 +554,7 @@ func (g *listGroup) run(client string) {
 		}
 	}
 	if err != nil && !errors.Is(err, errScanEnded) {
-		s.logListError(l.uri, err)
+		g.s.logListError(l.uri, err)
 	}
-	g.finish(err)
+	g.end(err)
 }

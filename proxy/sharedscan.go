@@ -3,8 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -100,33 +98,21 @@ type scanKey struct {
 }
 
 // scanGroups is the server's registry of open groups.
-type scanGroups struct {
-	mu sync.Mutex
-	m  map[scanKey]*scanGroup
-
-	groups, joins, segments, dropped *metrics.Counter
-	held                             atomic.Int64 // the groups' held bytes
-}
+type scanGroups = sharedReads[scanKey, *scanGroup]
 
 func newScanGroups(ms *metrics.Set) *scanGroups {
-	r := &scanGroups{
-		m:        make(map[scanKey]*scanGroup),
-		groups:   ms.GetOrCreateCounter("lazyapi_watch_shared_scans_total"),
-		joins:    ms.GetOrCreateCounter("lazyapi_watch_shared_scan_members_total"),
-		segments: ms.GetOrCreateCounter("lazyapi_watch_shared_scan_segments_total"),
-		dropped:  ms.GetOrCreateCounter("lazyapi_watch_shared_scan_segments_dropped_total"),
-	}
-	ms.GetOrCreateGauge("lazyapi_watch_shared_scan_bytes", func() float64 { return float64(r.held.Load()) })
-	return r
+	return newSharedReads[scanKey, *scanGroup](ms, "lazyapi_watch_shared_scans_total",
+		"lazyapi_watch_shared_scan_members_total", "lazyapi_watch_shared_scan_segments_total",
+		"lazyapi_watch_shared_scan_segments_dropped_total", "lazyapi_watch_shared_scan_bytes")
 }
 
 // scanSeg is a segment's key range: [start, end], both inclusive.
 type scanSeg struct{ start, end string }
 
-// scanSegment is one encoded segment in (or pinned past) the window.
+// scanSegment is one encoded segment in (or pinned past) the window; its
+// part is its index in the group's segs.
 type scanSegment struct {
 	sharedChunk
-	idx    int
 	events int
 	failed bool // data ends with an ERROR event: the members end after it
 }
@@ -136,41 +122,35 @@ const scanSegmentOverhead = 256
 
 // scanMember is one watch in a group.
 type scanMember struct {
-	g        *scanGroup
-	cursor   int64 // the next seq it may take
-	have     []bool
-	count    int
-	lastTake time.Time
-	lagging  bool
-	once     sync.Once
+	sharedMember
+	g *scanGroup
 }
 
-// scanGroup is one shared scan.
+func (m *scanMember) take(ctx context.Context) (*scanSegment, bool, error) {
+	return m.g.take(ctx, &m.sharedMember)
+}
+func (m *scanMember) release(sg *scanSegment) { m.g.release(&m.sharedMember, sg) }
+func (m *scanMember) leave()                  { m.g.leave(&m.sharedMember) }
+
+// scanGroup is one shared scan: a circular shared read
+// (sharedwindow.go) whose parts are the segments.
 type scanGroup struct {
+	sharedRead[*scanSegment]
 	reg    *scanGroups
 	s      *Server
 	key    scanKey
 	gw     *etcdWatch // the group's own encoder and filter
 	client string
 	ns     string
-	ctx    context.Context
-	cancel context.CancelFunc
-	pinned chan struct{} // closed once rev (or err) is set
+	pinned chan struct{} // closed once rev (or se) is set
 
 	rev  int64
-	err  *StatusError // the admission or first read failed: the members answer it
+	se   *StatusError // the admission or first read failed: the members answer it
 	bulk bool         // admitted at the Bulk level: the scanner and the members yield to short requests
 
-	mu sync.Mutex
-	// win: changed when a segment is published or the group stops,
-	// wake when the scanner may have work.
-	win     chunkWindow[*scanSegment]
-	members map[*scanMember]struct{}
-	segs    []scanSeg
-	cycled  bool // segs is complete
-	stopped bool // no more segments will come
-	closed  bool // no more joins
-	isPin   bool // rev is set
+	// Under mu:
+	segs  []scanSeg // complete once sharedRead.complete
+	isPin bool      // rev is set
 }
 
 // scanKeyOf returns the group key of a watch with initial events, ok
@@ -215,7 +195,7 @@ func (w *watchReq) joinScan(ew *etcdWatch) (ok bool, se *StatusError) {
 	}
 	knowRev := !consistent
 	for {
-		g, m := s.scans.join(w, key, minRev, knowRev)
+		g, m := joinScanGroup(s.scans, w, key, minRev, knowRev)
 		if g == nil {
 			// The group is pinned: R must be at least etcd's revision now.
 			rev, err := s.store.Revision(ctx)
@@ -231,9 +211,9 @@ func (w *watchReq) joinScan(ew *etcdWatch) (ok bool, se *StatusError) {
 			m.leave()
 			return true, storeStatus(ctx.Err(), false, 0)
 		}
-		if g.err != nil {
+		if g.se != nil {
 			m.leave()
-			return true, g.err
+			return true, g.se
 		}
 		ew.shared, ew.rev = m, g.rev
 		w.releases = append(w.releases, m.leave)
@@ -241,18 +221,18 @@ func (w *watchReq) joinScan(ew *etcdWatch) (ok bool, se *StatusError) {
 	}
 }
 
-// join adds a member for w to the open group of key, or to a new one. It
+// joinScanGroup adds a member for w to the open group of key, or to a new one. It
 // returns nil when the open group is pinned and knowRev is false (the
 // caller reads etcd's revision first); a pinned group older than minRev
 // is replaced by a new one.
-func (r *scanGroups) join(w *watchReq, key scanKey, minRev int64, knowRev bool) (*scanGroup, *scanMember) {
+func joinScanGroup(r *scanGroups, w *watchReq, key scanKey, minRev int64, knowRev bool) (*scanGroup, *scanMember) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.m[key]
 	if g != nil {
 		g.mu.Lock()
 		switch {
-		case g.closed || g.stopped || (g.isPin && g.rev < minRev):
+		case g.closed || g.err != nil || (g.isPin && g.rev < minRev):
 			g.closed = true
 			g.mu.Unlock()
 			g = nil
@@ -260,7 +240,8 @@ func (r *scanGroups) join(w *watchReq, key scanKey, minRev int64, knowRev bool) 
 			g.mu.Unlock()
 			return nil, nil
 		default:
-			m := g.addLocked()
+			m := &scanMember{g: g}
+			g.addLocked(&m.sharedMember)
 			g.mu.Unlock()
 			r.joins.Inc()
 			return g, m
@@ -268,10 +249,11 @@ func (r *scanGroups) join(w *watchReq, key scanKey, minRev int64, knowRev bool) 
 	}
 	g = w.newScanGroup(key)
 	r.m[key] = g
+	m := &scanMember{g: g}
 	g.mu.Lock()
-	m := g.addLocked()
+	g.addLocked(&m.sharedMember)
 	g.mu.Unlock()
-	r.groups.Inc()
+	r.reads.Inc()
 	r.joins.Inc()
 	go g.run()
 	return g, m
@@ -279,114 +261,14 @@ func (r *scanGroups) join(w *watchReq, key scanKey, minRev int64, knowRev bool) 
 
 func (w *watchReq) newScanGroup(key scanKey) *scanGroup {
 	s := w.s
-	g := &scanGroup{reg: s.scans, s: s, key: key, client: clientKey(w.rc), ns: w.ns, pinned: make(chan struct{}),
-		win: newChunkWindow[*scanSegment](s.sharedWindowBytes(), scanSegmentOverhead, &s.scans.held), members: make(map[*scanMember]struct{})}
-	g.ctx, g.cancel = context.WithCancel(s.baseCtx)
+	g := &scanGroup{reg: s.scans, s: s, key: key, client: clientKey(w.rc), ns: w.ns, pinned: make(chan struct{})}
+	g.init(false, s.sharedWindowBytes(), scanSegmentOverhead, &s.scans.held, s.scans.lagged, s.baseCtx,
+		func() { s.scans.forget(key, g) })
 	enc := newEncoder(s.schema, w.r, key.out, nil, includeObject(w.q.IncludeObject), time.Time{})
 	f := w.f
 	g.gw = &etcdWatch{s: s, enc: &watchEncoder{s: s, r: w.r, enc: enc, ctx: g.ctx, gr: w.r.GroupResource()},
 		f: &f, prefix: w.prefix, ws: w.ws}
 	return g
-}
-
-// addLocked adds a member; it takes the segments from the window on.
-func (g *scanGroup) addLocked() *scanMember {
-	m := &scanMember{g: g, cursor: g.win.nextSeq, lastTake: time.Now()}
-	if len(g.win.chunks) > 0 {
-		m.cursor = g.win.chunks[0].seq
-	}
-	g.members[m] = struct{}{}
-	g.win.wakeLocked()
-	return m
-}
-
-// broadcastLocked wakes the members waiting for a segment (one was
-// published, or the group stopped) and the scanner.
-func (g *scanGroup) broadcastLocked() {
-	g.win.broadcastLocked()
-	g.win.wakeLocked()
-}
-
-// leave removes the member (idempotent); the last one out closes the group.
-func (m *scanMember) leave() {
-	m.once.Do(func() {
-		g := m.g
-		g.reg.mu.Lock()
-		g.mu.Lock()
-		delete(g.members, m)
-		last := len(g.members) == 0
-		if last {
-			g.closed = true
-			if g.stopped {
-				g.win.clearLocked()
-			}
-			if g.reg.m[g.key] == g {
-				delete(g.reg.m, g.key)
-			}
-		}
-		g.win.wakeLocked()
-		g.mu.Unlock()
-		g.reg.mu.Unlock()
-		if last {
-			g.cancel()
-		}
-	})
-}
-
-func (m *scanMember) needs(idx int) bool { return idx >= len(m.have) || !m.have[idx] }
-
-func (m *scanMember) doneLocked() bool { return m.g.cycled && m.count == len(m.g.segs) }
-
-// take returns the next segment for the member to write (pinned: call
-// release after writing it), or done when it has them all.
-func (m *scanMember) take(ctx context.Context) (sg *scanSegment, done bool, err error) {
-	g := m.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for {
-		if m.doneLocked() {
-			return nil, true, nil
-		}
-		for _, x := range g.win.chunks {
-			if x.seq >= m.cursor && m.needs(x.idx) {
-				x.readers++
-				m.cursor = x.seq + 1
-				// Counted as had now: the scanner must not read it
-				// again while it is written (a failed write ends the
-				// member).
-				for len(m.have) <= x.idx {
-					m.have = append(m.have, false)
-				}
-				m.have[x.idx] = true
-				m.count++
-				m.lastTake = time.Now()
-				if m.lagging && x.seq >= g.win.nextSeq-2 {
-					m.lagging = false
-				}
-				return x, false, nil
-			}
-		}
-		m.cursor = g.win.nextSeq
-		if m.lagging {
-			m.lagging = false // at the head: caught up
-		}
-		if g.stopped {
-			return nil, false, errScanEnded
-		}
-		if err := g.win.waitChangeLocked(&g.mu, ctx); err != nil {
-			return nil, false, err
-		}
-	}
-}
-
-// release unpins a segment the member wrote.
-func (m *scanMember) release(sg *scanSegment) {
-	g := m.g
-	g.mu.Lock()
-	g.win.releaseLocked(&sg.sharedChunk)
-	m.lastTake = time.Now()
-	g.win.wakeLocked()
-	g.mu.Unlock()
 }
 
 // run admits the group, pins its revision and scans until no member is
@@ -395,17 +277,11 @@ func (g *scanGroup) run() {
 	s := g.s
 	defer func() {
 		g.mu.Lock()
-		g.stopped = true
 		if n := len(g.win.chunks); len(g.members) == 0 || n == 0 || !g.win.chunks[n-1].failed {
 			g.win.clearLocked()
 		} // else the members take the failed segment (its ERROR event); the last one out clears it
-		g.broadcastLocked()
 		g.mu.Unlock()
-		g.reg.mu.Lock()
-		if g.reg.m[g.key] == g {
-			delete(g.reg.m, g.key)
-		}
-		g.reg.mu.Unlock()
+		g.end(errScanEnded)
 		g.cancel()
 	}()
 	ctx := g.ctx
@@ -486,7 +362,7 @@ func (g *scanGroup) run() {
 			}
 		}
 		sg := g.encode(kvs)
-		sg.idx = idx
+		sg.part = idx
 		if !g.publishAgain(sg) {
 			return
 		}
@@ -498,9 +374,9 @@ func (g *scanGroup) run() {
 // pin sets the group's revision (or its failure) and wakes the joiners.
 func (g *scanGroup) pin(rev int64, se *StatusError) {
 	g.mu.Lock()
-	g.rev, g.err, g.isPin = rev, se, true
+	g.rev, g.se, g.isPin = rev, se, true
 	if se != nil {
-		g.stopped, g.closed = true, true
+		g.err, g.closed = errScanEnded, true
 	}
 	g.mu.Unlock()
 	close(g.pinned)
@@ -510,10 +386,9 @@ func (g *scanGroup) pin(rev int64, se *StatusError) {
 // segment end (errScanEnded), as a watch whose own list read failed.
 func (g *scanGroup) fail(err error) {
 	g.mu.Lock()
-	g.stopped, g.closed = true, true
 	members := len(g.members)
-	g.broadcastLocked()
 	g.mu.Unlock()
+	g.end(errScanEnded)
 	if g.ctx.Err() == nil {
 		g.s.log.Error("shared scan failed: its members' watches end", zap.String("resource", g.key.r.GroupResource()),
 			zap.Int("members", members), zap.Error(err))
@@ -540,7 +415,7 @@ func (g *scanGroup) encode(page []*mvccpb.KeyValue) *scanSegment {
 			break
 		}
 	}
-	g.reg.segments.Inc()
+	g.reg.chunks.Inc()
 	return sg
 }
 
@@ -549,93 +424,31 @@ func (g *scanGroup) encode(page []*mvccpb.KeyValue) *scanSegment {
 func (g *scanGroup) publish(sg *scanSegment, seg scanSeg, last bool) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	sg.idx = len(g.segs)
+	if !g.pushLocked(sg, true) {
+		return false
+	}
 	g.segs = append(g.segs, seg)
 	if last {
-		g.cycled = true
+		g.complete = true
 	}
-	return g.addLocked2(sg)
+	return g.failedLocked(sg)
 }
 
 // publishAgain adds a segment read again for members that missed it.
 func (g *scanGroup) publishAgain(sg *scanSegment) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.addLocked2(sg)
+	return g.pushLocked(sg, false) && g.failedLocked(sg)
 }
 
-func (g *scanGroup) addLocked2(sg *scanSegment) bool {
-	if g.stopped || len(g.members) == 0 {
-		return false
-	}
-	g.win.pushLocked(sg)
+// failedLocked stops the group after a published segment that failed
+// (the members end after its ERROR event); false when it did.
+func (g *scanGroup) failedLocked(sg *scanSegment) bool {
 	if sg.failed {
-		g.stopped, g.closed = true, true
+		g.err, g.closed = errScanEnded, true
+		g.win.wakeLocked()
 	}
-	g.broadcastLocked()
 	return !sg.failed
-}
-
-// pendingLocked reports whether a member still waits for sg: it needs it,
-// has not passed it, and (when lag is set) is not lagging.
-func (g *scanGroup) pendingLocked(sg *scanSegment, lag bool, now time.Time) (pending, stale bool) {
-	for m := range g.members {
-		if m.cursor > sg.seq || !m.needs(sg.idx) {
-			continue
-		}
-		if lag && (m.lagging || now.Sub(m.lastTake) >= scanLagWait) {
-			stale = true
-			continue
-		}
-		return true, stale
-	}
-	return false, stale
-}
-
-// trimLocked drops the window's oldest segments that no member waits
-// for; when full, also those only lagging members wait for.
-func (g *scanGroup) trimLocked(full bool) {
-	now := time.Now()
-	for len(g.win.chunks) > 0 {
-		x := g.win.chunks[0]
-		pending, _ := g.pendingLocked(x, false, now)
-		if pending {
-			if !full {
-				return
-			}
-			var stale bool
-			if pending, stale = g.pendingLocked(x, true, now); pending {
-				return
-			}
-			if stale {
-				for m := range g.members {
-					if m.cursor <= x.seq && m.needs(x.idx) {
-						m.lagging = true
-					}
-				}
-				g.reg.dropped.Inc()
-			}
-		}
-		g.win.popLocked()
-	}
-}
-
-// waitRoom waits until the window has room for a segment; false when the
-// group is over.
-func (g *scanGroup) waitRoom() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for {
-		if g.stopped || len(g.members) == 0 || g.ctx.Err() != nil {
-			return false
-		}
-		if g.win.roomLocked(g.trimLocked) {
-			return true
-		}
-		if !g.win.waitWakeLocked(&g.mu, g.ctx, scanLagWait/4) {
-			return false
-		}
-	}
 }
 
 // nextNeeded waits for room and a segment some member needs and does not
@@ -645,14 +458,14 @@ func (g *scanGroup) nextNeeded(pos int) (int, bool) {
 	defer g.mu.Unlock()
 	n := len(g.segs)
 	for {
-		if g.stopped || len(g.members) == 0 || g.ctx.Err() != nil || n == 0 {
+		if g.overLocked() || n == 0 {
 			return 0, false
 		}
 		if g.win.roomLocked(g.trimLocked) {
 			// The newest seq of each segment in the window.
 			inWindow := make(map[int]int64, len(g.win.chunks))
 			for _, x := range g.win.chunks {
-				inWindow[x.idx] = x.seq
+				inWindow[x.part] = x.seq
 			}
 			for i := 0; i < n; i++ {
 				idx := (pos + i) % n

@@ -228,7 +228,7 @@ func (s *Server) newWatch(rc *fasthttp.RequestCtx, st *reqState, accept string) 
 	if err := validateWatch(q); err != nil {
 		return nil, badRequestErr(err.Error())
 	}
-	out, ok := negotiateWatch(accept, r.JSONStorage)
+	out, ok := negotiate(accept, answerStream, r.JSONStorage)
 	if !ok {
 		return nil, statusErr(406, "NotAcceptable",
 			"only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch")

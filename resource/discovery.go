@@ -40,7 +40,11 @@ type snapshot struct {
 	// crdDocs are the CRD doc builder's results (Table.CRDDocs).
 	crdDocs []any
 	// builtinGVs are the served built-in group-versions.
-	builtinGVs      [][2]string
+	builtinGVs [][2]string
+	// servesWrites is the Table's at this snapshot.
+	servesWrites bool
+	// docGVs are the group-versions discovery lists but the core one.
+	docGVs          [][2]string
 	groupDoc        map[string][]byte
 	groupVersionDoc map[string][]byte // "group/version"
 }
@@ -190,13 +194,13 @@ func (t *Table) rebuildLocked() {
 			{ClientCIDR: "0.0.0.0/0", ServerAddress: t.serverAddress},
 		},
 	})
-	var coreRes []*Resource
-	if core := s.groupByName[""]; core != nil {
-		coreRes = core.resources["v1"]
-	}
-	s.core = mustJSON(resourceList("v1", coreRes))
+	s.servesWrites = t.servesWrites
+	core, groups := docGroups(s, t.servesWrites)
+	coreList := resourceList("v1", core.resources["v1"])
+	coreList.APIVersion = "" // as kube-apiserver writes /api/v1
+	s.core = mustJSON(coreList)
 	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
-	for _, g := range s.groups {
+	for _, g := range groups {
 		ag := apiGroup(g)
 		list.Groups = append(list.Groups, ag)
 		ag.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
@@ -209,18 +213,18 @@ func (t *Table) rebuildLocked() {
 
 	coreAgg := &apidiscoveryv2.APIGroupDiscoveryList{
 		TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/v2"},
-		Items:    []apidiscoveryv2.APIGroupDiscovery{},
-	}
-	if core := s.groupByName[""]; core != nil {
-		coreAgg.Items = append(coreAgg.Items, groupDiscovery(core))
+		Items:    []apidiscoveryv2.APIGroupDiscovery{groupDiscovery(core)},
 	}
 	s.aggregatedCore = mustJSON(coreAgg)
 	agg := &apidiscoveryv2.APIGroupDiscoveryList{
 		TypeMeta: coreAgg.TypeMeta,
 		Items:    []apidiscoveryv2.APIGroupDiscovery{},
 	}
-	for _, g := range s.groups {
+	for _, g := range groups {
 		agg.Items = append(agg.Items, groupDiscovery(g))
+		for _, v := range g.versions {
+			s.docGVs = append(s.docGVs, [2]string{g.name, v})
+		}
 	}
 	s.aggregatedAPIs = mustJSON(agg)
 
@@ -243,7 +247,175 @@ func versionInfo() *version.Info {
 	}
 }
 
-func apiGroup(g *group) metav1.APIGroup {
+// Verbs advertised in discovery when lazyapi forwards what it does not
+// serve (Table.SetServesWrites): kube-apiserver's. Built-in resources list
+// them sorted; apiextensions-apiserver lists a custom resource's in its
+// own order.
+var (
+	kubeVerbs          = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+	kubeNamespaceVerbs = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+	crdVerbs           = []string{"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"}
+	objectSubVerbs     = []string{"get", "patch", "update"}
+	createVerbs        = []string{"create"}
+)
+
+// docResource is one resource as discovery lists it.
+type docResource struct {
+	name, singular string
+	// kind is the response kind; group and version empty for a built-in
+	// (those of the group version), as kube-apiserver writes them.
+	kind                   metav1.GroupVersionKind
+	namespaced             bool
+	verbs                  []string
+	shortNames, categories []string
+	hash                   string
+	subs                   []subresourceDoc
+}
+
+// docGroup is one group as discovery lists it.
+type docGroup struct {
+	name      string
+	priority  int
+	versions  []string // preferred first
+	resources map[string][]docResource
+}
+
+// unstoredResource is a resource kube-apiserver v1.37 lists in discovery
+// that is not stored in etcd (see excludedKinds). lazyapi answers the self
+// reviews (proxy/selfreview.go) and lists them in both modes; the others
+// only when it forwards them (Table.SetServesWrites).
+type unstoredResource struct {
+	group, version string
+	doc            docResource
+	selfReview     bool
+}
+
+var unstoredResources = []unstoredResource{
+	{version: "v1", doc: docResource{name: "bindings", singular: "binding", kind: metav1.GroupVersionKind{Kind: "Binding"},
+		namespaced: true, verbs: createVerbs}},
+	{version: "v1", doc: docResource{name: "componentstatuses", singular: "componentstatus", kind: metav1.GroupVersionKind{Kind: "ComponentStatus"},
+		verbs: []string{"get", "list"}, shortNames: []string{"cs"}}},
+	{group: "authentication.k8s.io", version: "v1", selfReview: true, doc: docResource{name: "selfsubjectreviews", singular: "selfsubjectreview",
+		kind: metav1.GroupVersionKind{Kind: "SelfSubjectReview"}, verbs: createVerbs}},
+	{group: "authentication.k8s.io", version: "v1", doc: docResource{name: "tokenreviews", singular: "tokenreview",
+		kind: metav1.GroupVersionKind{Kind: "TokenReview"}, verbs: createVerbs}},
+	{group: "authorization.k8s.io", version: "v1", doc: docResource{name: "localsubjectaccessreviews", singular: "localsubjectaccessreview",
+		kind: metav1.GroupVersionKind{Kind: "LocalSubjectAccessReview"}, namespaced: true, verbs: createVerbs}},
+	{group: "authorization.k8s.io", version: "v1", selfReview: true, doc: docResource{name: "selfsubjectaccessreviews", singular: "selfsubjectaccessreview",
+		kind: metav1.GroupVersionKind{Kind: "SelfSubjectAccessReview"}, verbs: createVerbs}},
+	{group: "authorization.k8s.io", version: "v1", selfReview: true, doc: docResource{name: "selfsubjectrulesreviews", singular: "selfsubjectrulesreview",
+		kind: metav1.GroupVersionKind{Kind: "SelfSubjectRulesReview"}, verbs: createVerbs}},
+	{group: "authorization.k8s.io", version: "v1", doc: docResource{name: "subjectaccessreviews", singular: "subjectaccessreview",
+		kind: metav1.GroupVersionKind{Kind: "SubjectAccessReview"}, verbs: createVerbs}},
+}
+
+// forwardedSubresources are the subresources of built-in resources that
+// lazyapi does not serve from stored data (SubConnect, SubCreateOnly) as
+// kube-apiserver v1.37 lists them, by "resource/subresource" of the
+// GroupResource: listed only when lazyapi forwards them.
+var forwardedSubresources = map[string]subresourceDoc{
+	"pods/attach":      {kind: metav1.GroupVersionKind{Kind: "PodAttachOptions"}, verbs: []string{"create", "get"}},
+	"pods/exec":        {kind: metav1.GroupVersionKind{Kind: "PodExecOptions"}, verbs: []string{"create", "get"}},
+	"pods/portforward": {kind: metav1.GroupVersionKind{Kind: "PodPortForwardOptions"}, verbs: []string{"create", "get"}},
+	"pods/log":         {kind: metav1.GroupVersionKind{Kind: "Pod"}, verbs: []string{"get"}},
+	"pods/proxy":       {kind: metav1.GroupVersionKind{Kind: "PodProxyOptions"}, verbs: []string{"create", "delete", "get", "patch", "update"}},
+	"nodes/proxy":      {kind: metav1.GroupVersionKind{Kind: "NodeProxyOptions"}, verbs: []string{"create", "delete", "get", "patch", "update"}},
+	"services/proxy":   {kind: metav1.GroupVersionKind{Kind: "ServiceProxyOptions"}, verbs: []string{"create", "delete", "get", "patch", "update"}},
+	"pods/binding":     {kind: metav1.GroupVersionKind{Kind: "Binding"}, verbs: createVerbs},
+	"pods/eviction":    {kind: metav1.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, verbs: createVerbs},
+	"serviceaccounts/token": {kind: metav1.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"},
+		verbs: createVerbs},
+	"namespaces/finalize": {kind: metav1.GroupVersionKind{Kind: "Namespace"}, verbs: []string{"update"}},
+}
+
+// docGroups returns what discovery lists: the core group and the other
+// groups in discovery order. Read-only (servesWrites false), the stored
+// resources with the read verbs, the subresources served from stored data
+// with get, and the self reviews; forwarding, kube-apiserver's verbs, every
+// subresource and every resource it lists.
+func docGroups(s *snapshot, servesWrites bool) (*docGroup, []*docGroup) {
+	byName := map[string]*docGroup{}
+	var groups []*docGroup
+	get := func(name string, priority int, versions []string) *docGroup {
+		g := byName[name]
+		if g == nil {
+			g = &docGroup{name: name, priority: priority, versions: versions, resources: map[string][]docResource{}}
+			byName[name] = g
+			if name != "" {
+				groups = append(groups, g)
+			}
+		}
+		return g
+	}
+	get("", groupPriority[""], []string{"v1"})
+	if core := s.groupByName[""]; core != nil {
+		for _, r := range core.resources["v1"] {
+			byName[""].resources["v1"] = append(byName[""].resources["v1"], r.doc(servesWrites))
+		}
+	}
+	for _, g := range s.groups {
+		dg := get(g.name, g.priority, g.versions)
+		for _, v := range g.versions {
+			for _, r := range g.resources[v] {
+				dg.resources[v] = append(dg.resources[v], r.doc(servesWrites))
+			}
+		}
+	}
+	for _, u := range unstoredResources {
+		if !servesWrites && !u.selfReview {
+			continue
+		}
+		g := get(u.group, groupPriority[u.group], []string{u.version})
+		if !slices.Contains(g.versions, u.version) {
+			g.versions = append(slices.Clone(g.versions), u.version)
+		}
+		g.resources[u.version] = append(g.resources[u.version], u.doc)
+	}
+	for _, g := range byName {
+		for _, rs := range g.resources {
+			slices.SortFunc(rs, func(a, b docResource) int { return cmp.Compare(a.name, b.name) })
+		}
+	}
+	sort.SliceStable(groups, func(i, j int) bool {
+		a, b := groups[i], groups[j]
+		if a.priority != b.priority {
+			return a.priority > b.priority
+		}
+		return a.name < b.name
+	})
+	return byName[""], groups
+}
+
+// doc returns r as discovery lists it.
+func (r *Resource) doc(servesWrites bool) docResource {
+	d := docResource{
+		name:       r.Resource,
+		singular:   r.SingularName,
+		kind:       metav1.GroupVersionKind{Kind: r.Kind},
+		namespaced: r.Namespaced,
+		verbs:      verbs,
+		shortNames: r.ShortNames,
+		categories: r.Categories,
+		hash:       r.storageVersionHash(),
+		subs:       r.servedSubresources(servesWrites),
+	}
+	if r.Custom {
+		d.kind = metav1.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
+	}
+	if servesWrites {
+		switch {
+		case r.Custom:
+			d.verbs = crdVerbs
+		case r.Group == "" && r.Resource == "namespaces":
+			d.verbs = kubeNamespaceVerbs
+		default:
+			d.verbs = kubeVerbs
+		}
+	}
+	return d
+}
+
+func apiGroup(g *docGroup) metav1.APIGroup {
 	ag := metav1.APIGroup{Name: g.name}
 	for _, v := range g.versions {
 		ag.Versions = append(ag.Versions, metav1.GroupVersionForDiscovery{GroupVersion: g.name + "/" + v, Version: v})
@@ -252,7 +424,7 @@ func apiGroup(g *group) metav1.APIGroup {
 	return ag
 }
 
-func resourceList(groupVersion string, rs []*Resource) *metav1.APIResourceList {
+func resourceList(groupVersion string, rs []docResource) *metav1.APIResourceList {
 	l := &metav1.APIResourceList{
 		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 		GroupVersion: groupVersion,
@@ -260,25 +432,25 @@ func resourceList(groupVersion string, rs []*Resource) *metav1.APIResourceList {
 	}
 	for _, r := range rs {
 		l.APIResources = append(l.APIResources, metav1.APIResource{
-			Name:               r.Resource,
-			SingularName:       r.SingularName,
-			Namespaced:         r.Namespaced,
-			Kind:               r.Kind,
-			Verbs:              verbs,
-			ShortNames:         r.ShortNames,
-			Categories:         r.Categories,
-			StorageVersionHash: r.storageVersionHash(),
+			Name:               r.name,
+			SingularName:       r.singular,
+			Namespaced:         r.namespaced,
+			Kind:               r.kind.Kind,
+			Verbs:              r.verbs,
+			ShortNames:         r.shortNames,
+			Categories:         r.categories,
+			StorageVersionHash: r.hash,
 		})
 		// Subresources follow their resource, sorted, as in
 		// kube-apiserver's list (sorted by name).
-		for _, sub := range r.servedSubresources() {
+		for _, sub := range r.subs {
 			l.APIResources = append(l.APIResources, metav1.APIResource{
-				Name:       r.Resource + "/" + sub.name,
-				Namespaced: r.Namespaced,
+				Name:       r.name + "/" + sub.name,
+				Namespaced: r.namespaced,
 				Group:      sub.kind.Group,
 				Version:    sub.kind.Version,
 				Kind:       sub.kind.Kind,
-				Verbs:      subresourceVerbs,
+				Verbs:      sub.verbs,
 			})
 		}
 	}
@@ -293,14 +465,15 @@ type subresourceDoc struct {
 	// kind is the response kind: the resource's own kind (group and
 	// version empty, as kube-apiserver writes it), or autoscaling/v1
 	// Scale.
-	kind metav1.GroupVersionKind
+	kind  metav1.GroupVersionKind
+	verbs []string
 }
 
-// servedSubresources returns the subresources lazyapi serves from stored
-// data for r (status and the like, scale), sorted by name, as discovery
-// lists them: the connect subresources (log, exec, ...) and the
-// create-only ones, which lazyapi answers with a Status, are not listed.
-func (r *Resource) servedSubresources() []subresourceDoc {
+// servedSubresources returns the subresources discovery lists for r,
+// sorted by name: read-only, those lazyapi serves from stored data
+// (status and the like, scale) with get; forwarding, every subresource
+// kube-apiserver lists, with its verbs.
+func (r *Resource) servedSubresources(servesWrites bool) []subresourceDoc {
 	var names []string
 	if r.Custom {
 		for _, sub := range []string{"scale", "status"} {
@@ -310,7 +483,7 @@ func (r *Resource) servedSubresources() []subresourceDoc {
 		}
 	} else {
 		for sub, k := range builtinSubresources[r.GroupResource()] {
-			if k == SubObject || k == SubScale {
+			if k == SubObject || k == SubScale || servesWrites {
 				names = append(names, sub)
 			}
 		}
@@ -318,43 +491,50 @@ func (r *Resource) servedSubresources() []subresourceDoc {
 	}
 	out := make([]subresourceDoc, 0, len(names))
 	for _, sub := range names {
-		d := subresourceDoc{name: sub, kind: metav1.GroupVersionKind{Kind: r.Kind}}
-		if r.Subresource(sub) == SubScale {
+		d := subresourceDoc{name: sub, kind: metav1.GroupVersionKind{Kind: r.Kind}, verbs: subresourceVerbs}
+		switch r.Subresource(sub) {
+		case SubScale:
 			d.kind = metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+		case SubConnect, SubCreateOnly:
+			f, ok := forwardedSubresources[r.GroupResource()+"/"+sub]
+			if !ok {
+				panic("BUG: no discovery entry for subresource " + r.GroupResource() + "/" + sub)
+			}
+			d.kind, d.verbs = f.kind, f.verbs
+			out = append(out, d)
+			continue
+		}
+		if servesWrites {
+			d.verbs = objectSubVerbs
 		}
 		out = append(out, d)
 	}
 	return out
 }
 
-func groupDiscovery(g *group) apidiscoveryv2.APIGroupDiscovery {
+func groupDiscovery(g *docGroup) apidiscoveryv2.APIGroupDiscovery {
 	d := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g.name}}
 	for _, v := range g.versions {
 		vd := apidiscoveryv2.APIVersionDiscovery{Version: v, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
 		for _, r := range g.resources[v] {
 			scope := apidiscoveryv2.ScopeCluster
-			if r.Namespaced {
+			if r.namespaced {
 				scope = apidiscoveryv2.ScopeNamespace
 			}
-			rk := &metav1.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
-			if !r.Custom {
-				// kube-apiserver leaves a built-in's group and version
-				// empty (those of the group version).
-				rk = &metav1.GroupVersionKind{Kind: r.Kind}
-			}
+			rk := r.kind
 			rd := apidiscoveryv2.APIResourceDiscovery{
-				Resource:         r.Resource,
-				ResponseKind:     rk,
+				Resource:         r.name,
+				ResponseKind:     &rk,
 				Scope:            scope,
-				SingularResource: r.SingularName,
-				Verbs:            verbs,
-				ShortNames:       r.ShortNames,
-				Categories:       r.Categories,
+				SingularResource: r.singular,
+				Verbs:            r.verbs,
+				ShortNames:       r.shortNames,
+				Categories:       r.categories,
 			}
-			for _, sub := range r.servedSubresources() {
+			for _, sub := range r.subs {
 				k := sub.kind
 				rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
-					Subresource: sub.name, ResponseKind: &k, Verbs: subresourceVerbs})
+					Subresource: sub.name, ResponseKind: &k, Verbs: sub.verbs})
 			}
 			vd.Resources = append(vd.Resources, rd)
 		}

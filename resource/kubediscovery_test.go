@@ -3,11 +3,13 @@ package resource
 import (
 	"encoding/json"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -79,6 +81,14 @@ func TestDiscoveryAgainstKubeAPIServer(t *testing.T) {
 					break
 				}
 			}
+		}
+		if g.Name == "authentication.k8s.io" || g.Name == "authorization.k8s.io" {
+			// Listed for the self reviews lazyapi answers
+			// (TestDiscoverySelfReviews).
+			if !ok {
+				t.Errorf("group %s is not listed", g.Name)
+			}
+			continue
 		}
 		if servedGVs == 0 {
 			if ok {
@@ -276,6 +286,126 @@ func TestDiscoverySubresourcesAgainstKubeAPIServer(t *testing.T) {
 				if sk := r.Subresource(s); (sk == SubObject || sk == SubScale) && me.subs[s] == "" {
 					t.Errorf("aggregated %v lacks subresource %s", k, s)
 				}
+			}
+		}
+	}
+}
+
+// TestDiscoveryServesWritesAgainstKubeAPIServer: when lazyapi forwards
+// what it does not serve (SetServesWrites), every discovery document of the
+// built-in table is kube-apiserver v1.37's (resource/testdata/kube-apiserver):
+// /apis, every /apis/<group>, /api/v1 and /apis/<group>/<version> with the
+// same resources, subresources and verbs, and the aggregated /api and /apis.
+func TestDiscoveryServesWritesAgainstKubeAPIServer(t *testing.T) {
+	tb := NewBuiltin()
+	tb.SetServesWrites(true)
+	same := func(name string, mine []byte, v any) {
+		t.Helper()
+		kube := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+		readKube(t, name, kube)
+		if err := json.Unmarshal(mine, v); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(kube, v) {
+			kb, _ := json.Marshal(kube)
+			mb, _ := json.Marshal(v)
+			t.Errorf("%s differs from kube-apiserver's:\nkube    %s\nlazyapi %s", name, kb, mb)
+		}
+	}
+	var groups metav1.APIGroupList
+	same("apis.json", tb.DiscoveryGroups(), &groups)
+	same("api~v1.json", tb.DiscoveryCore(), &metav1.APIResourceList{})
+	for _, g := range groups.Groups {
+		doc, ok := tb.DiscoveryGroup(g.Name)
+		if !ok {
+			t.Errorf("no /apis/%s", g.Name)
+			continue
+		}
+		same("apis~"+g.Name+".json", doc, &metav1.APIGroup{})
+		for _, v := range g.Versions {
+			doc, ok := tb.DiscoveryGroupVersion(g.Name, v.Version)
+			if !ok {
+				t.Errorf("no /apis/%s", v.GroupVersion)
+				continue
+			}
+			same("apis~"+g.Name+"~"+v.Version+".json", doc, &metav1.APIResourceList{})
+		}
+	}
+	same("aggregated-api.json", tb.DiscoveryAggregated(true), &apidiscoveryv2.APIGroupDiscoveryList{})
+	same("aggregated-apis.json", tb.DiscoveryAggregated(false), &apidiscoveryv2.APIGroupDiscoveryList{})
+
+	// And back: read-only lists the read verbs again.
+	tb.SetServesWrites(false)
+	var core metav1.APIResourceList
+	if err := json.Unmarshal(tb.DiscoveryCore(), &core); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range core.APIResources {
+		if !slices.Equal(r.Verbs, []string{"get", "list", "watch"}) && !slices.Equal(r.Verbs, []string{"get"}) {
+			t.Errorf("read-only: v1 %s verbs %q", r.Name, r.Verbs)
+		}
+	}
+}
+
+// TestDiscoverySelfReviews: read-only, discovery lists the self reviews
+// lazyapi answers (create only) in authentication.k8s.io/v1 and
+// authorization.k8s.io/v1, and none of the reviews it does not answer
+// (tokenreviews, subjectaccessreviews, localsubjectaccessreviews), nor
+// bindings or componentstatuses; every other resource lists get, list and
+// watch.
+func TestDiscoverySelfReviews(t *testing.T) {
+	tb := NewBuiltin()
+	want := map[string][]string{
+		"authentication.k8s.io/v1": {"selfsubjectreviews"},
+		"authorization.k8s.io/v1":  {"selfsubjectaccessreviews", "selfsubjectrulesreviews"},
+	}
+	for gv, names := range want {
+		g, v, _ := strings.Cut(gv, "/")
+		doc, ok := tb.DiscoveryGroupVersion(g, v)
+		if !ok {
+			t.Fatalf("no /apis/%s", gv)
+		}
+		var l metav1.APIResourceList
+		if err := json.Unmarshal(doc, &l); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range l.APIResources {
+			got = append(got, r.Name)
+			if !slices.Equal(r.Verbs, []string{"create"}) || r.Namespaced {
+				t.Errorf("%s/%s: verbs %q namespaced %v", gv, r.Name, r.Verbs, r.Namespaced)
+			}
+		}
+		if !slices.Equal(got, names) {
+			t.Errorf("/apis/%s lists %q, want %q", gv, got, names)
+		}
+		if !slices.Contains(tb.DiscoveryGroupVersions(), [2]string{g, v}) {
+			t.Errorf("DiscoveryGroupVersions lacks %s", gv)
+		}
+		if slices.Contains(tb.ServedBuiltinGroupVersions(), [2]string{g, v}) {
+			t.Errorf("ServedBuiltinGroupVersions has %s: nothing stored is served there", gv)
+		}
+	}
+	var core metav1.APIResourceList
+	if err := json.Unmarshal(tb.DiscoveryCore(), &core); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range core.APIResources {
+		if r.Name == "bindings" || r.Name == "componentstatuses" {
+			t.Errorf("read-only lists v1 %s", r.Name)
+		}
+	}
+}
+
+// TestForwardedSubresourcesListed: every subresource of the built-in
+// table that lazyapi does not serve from stored data has the discovery
+// entry it gets when forwarding.
+func TestForwardedSubresourcesListed(t *testing.T) {
+	for gr, subs := range builtinSubresources {
+		for sub, k := range subs {
+			_, ok := forwardedSubresources[gr+"/"+sub]
+			if want := k == SubConnect || k == SubCreateOnly; ok != want {
+				t.Errorf("%s/%s (kind %d): in forwardedSubresources %v, want %v", gr, sub, k, ok, want)
 			}
 		}
 	}

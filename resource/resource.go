@@ -233,6 +233,9 @@ type Table struct {
 	crds map[string]*crd
 	// serverAddress is advertised in /api; protected by mu.
 	serverAddress string
+	// servesWrites: discovery lists kube-apiserver's verbs, subresources
+	// and resources (SetServesWrites); protected by mu.
+	servesWrites bool
 	// log reports CRDs that cannot be decoded and watch restarts.
 	log atomic.Pointer[zap.Logger]
 	// syncDone is closed when the CRD sync goroutine returns; nil until
@@ -332,6 +335,33 @@ func (t *Table) SetServerAddress(addr string) {
 	t.serverAddress = addr
 	t.rebuildLocked()
 }
+
+// SetServesWrites says whether what lazyapi does not serve from etcd is
+// forwarded to kube-apiserver (--upstream-kubeconfig). Then discovery lists
+// what kube-apiserver lists: every verb, every subresource and the
+// resources that are not stored (bindings, componentstatuses, the
+// reviews); otherwise (the default) what lazyapi answers itself: get, list
+// and watch, get of the subresources served from stored data, and create
+// of the self reviews.
+func (t *Table) SetServesWrites(on bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.servesWrites == on {
+		return
+	}
+	t.servesWrites = on
+	t.rebuildLocked()
+}
+
+// ServesWrites reports what SetServesWrites set.
+func (t *Table) ServesWrites() bool { return t.snap.Load().servesWrites }
+
+// DiscoveryGroupVersions returns the group-versions discovery lists
+// besides the core v1, in discovery order: those of ServedBuiltinGroupVersions
+// and of the CRDs, and of the resources listed though not stored (the
+// self reviews' authentication.k8s.io/v1 and authorization.k8s.io/v1). The
+// slice must not be modified.
+func (t *Table) DiscoveryGroupVersions() [][2]string { return t.snap.Load().docGVs }
 
 // CRDSyncDone returns a channel that is closed once the CRD sync goroutine
 // started by StartCRDSync has returned (after its context ended). It is

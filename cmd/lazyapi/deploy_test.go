@@ -24,7 +24,7 @@ import (
 	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
-// deployDir holds the manifests operators apply (README, "Deploying
+// deployDir holds the manifests operators apply (docs/operating.md, "Deploying
 // lazyapi").
 const deployDir = "../../deploy"
 

@@ -512,8 +512,12 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	distinct := fs.Bool("distinct-addresses", false, "give each informer its own connection from its own loopback address (127.0.1.1, 127.0.1.2, ...), as informers in different pods connect (lazyapi's fair shares see one client each); implies --informer-own-connections")
 	gzip := fs.Bool("gzip", false, "WatchList and LIST+WATCH streams ask for gzip as client-go does (Go's transport: Accept-Encoding: gzip, a compressed response decoded; counted); default: no compression asked")
 	closeStreams := fs.Bool("close-streams", false, "close each WatchList and LIST+WATCH stream once synced (the older storm rows); default: hold it open to the end of the row, as a reflector's watch stays open")
+	hold := fs.Duration("hold", 0, "keep each synced stream and informer open this long after its own sync (issue 29's storm: 150s; within --timeout) and end the row when the last hold ends; 0: to the end of the row (every stream synced or failed)")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
+	}
+	if *hold < 0 {
+		return fmt.Errorf("invalid --hold %s: want 0 or a positive duration", *hold)
 	}
 	k, ok := bench.LookupKind(*kind)
 	if !ok {
@@ -536,7 +540,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rs = append(rs, bench.StormRow{Mode: mode, Clients: c})
 	}
 	cfg := bench.StormConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Kind: k, Objects: *objects, Size: sd,
-		Rows: rs, Timeout: *timeout, InformerTransform: *transform, OwnConnections: *ownConns, DistinctAddresses: *distinct, Gzip: *gzip, CloseStreams: *closeStreams, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: *update, Profile: *profile,
+		Rows: rs, Timeout: *timeout, InformerTransform: *transform, OwnConnections: *ownConns, DistinctAddresses: *distinct, Gzip: *gzip, CloseStreams: *closeStreams, Hold: *hold, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: *update, Profile: *profile,
 		Command: commandName() + " storm " + strings.Join(args, " "), Log: stderr}
 	rep, err := bench.RunStorm(ctx, cfg)
 	if rep != nil {

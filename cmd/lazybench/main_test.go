@@ -28,6 +28,7 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"run", "watch", "--target", "a=http://x"}, "--etcd-servers is required"},
 		{[]string{"bogus"}, `unknown command "bogus"`},
 		{[]string{"record"}, "--report is required"},
+		{[]string{"storm", "--hold", "-1s"}, "invalid --hold -1s"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer

@@ -10,13 +10,13 @@ import (
 )
 
 // TestReadmeCommands: every lazybench command line in README.md and
-// bench/RESULTS.md uses flags its subcommand has, and gives --token,
+// docs/development.md uses flags its subcommand has, and gives --token,
 // --kubeconfig and --pid as NAME=VALUE (issue 28: the README's
 // "run listflood ... --token TOKEN" failed with "want NAME=VALUE").
 func TestReadmeCommands(t *testing.T) {
 	usage := map[string]string{}
 	flagRe := regexp.MustCompile(`(?:^|\s)(--[a-z][a-z0-9-]*)(?:[= ](\S+))?`)
-	for _, doc := range []string{"../../README.md"} {
+	for _, doc := range []string{"../../README.md", "../../docs/development.md"} {
 		data, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
