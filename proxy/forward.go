@@ -202,12 +202,3 @@ func (c *pendingConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
-
-// CloseWrite half-closes the socket when it can (a TCP or TLS
-// connection).
-func (c *pendingConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
