@@ -194,7 +194,7 @@ func TestAuthnBadFlagsExit(t *testing.T) {
 		{[]string{"--secure-port=6443", "--tls-cert-file=" + filepath.Join(dir, "missing.crt"), "--tls-private-key-file=" + srv.KeyFile}, "--tls-cert-file"},
 		{[]string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.CertFile}, "--tls-cert-file/--tls-private-key-file"},
 		{[]string{"--token-auth-file=" + bad}, "--token-auth-file: cannot parse token file " + bad + ": line 2"},
-		{[]string{"--client-ca-file=" + srv.CertFile}, "--client-ca-file needs --secure-port"},
+		{[]string{"--client-ca-file=" + srv.CertFile}, "--client-ca-file: needs --secure-port"},
 	} {
 		p := run(t, tt.args...)
 		if code := exitCode(p.waitExit(30 * time.Second)); code != 2 {

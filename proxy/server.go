@@ -306,6 +306,10 @@ func New(cfg Config) (*Server, error) {
 	s.initAuthn()
 	// Before the OpenAPI documents are first built: they follow the
 	// table's mode.
+	if cfg.Forward != nil {
+		cfg.ServesWrites = true // what is not served here is forwarded
+		s.cfg.ServesWrites = true
+	}
 	cfg.Resources.SetServesWrites(cfg.ServesWrites)
 	s.openapi = cfg.OpenAPI
 	if s.openapi == nil {

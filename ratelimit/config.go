@@ -10,9 +10,9 @@ import (
 )
 
 // Config configures a Limiter. Build it with DefaultConfig, change fields,
-// then pass it to New, which validates it. Errors name the fields (the
-// command line maps them to its flags); the flags in the field comments are
-// cmd/lazyapi's.
+// then pass it to New, which validates it. Errors name the fields;
+// cmd/lazyapi checks its flags with these rules before (its options.go), and
+// the flags in the field comments are its.
 type Config struct {
 	// MaxRequestsInflight (--max-requests-inflight, default 400, as
 	// kube-apiserver) bounds the number of short requests (GET, LIST) being

@@ -27,20 +27,20 @@ const rbacLoadTimeout = 10 * time.Second
 // startAuthz builds the --authorization-mode chain; for RBAC it reads the
 // RBAC objects from etcd and follows them until stop is called. A nil
 // chain (no modes) authorizes nothing: every authenticated request passes.
-func startAuthz(ctx context.Context, c *config, pt parts, cli *clientv3.Client, lg *zap.Logger) (chain *authz.Chain, stop func(), err error) {
+func startAuthz(ctx context.Context, o *Options, p *parts, lg *zap.Logger) (chain *authz.Chain, stop func(), err error) {
 	stop = func() {}
-	if len(c.serving.modes) == 0 {
+	if len(o.Serving.modes) == 0 {
 		return nil, stop, nil
 	}
 	var modes []authz.Mode
-	for _, m := range c.serving.modes {
+	for _, m := range o.Serving.modes {
 		switch m {
 		case authz.ModeRBAC:
 			rbac := authz.NewRBAC()
 			lctx, cancel := context.WithTimeout(ctx, rbacLoadTimeout)
 			src, err := rbacetcd.Start(lctx, rbacetcd.Config{
-				Client: cli, Prefix: c.etcdPrefix, RBAC: rbac, Logger: lg.Named("rbac"), Metrics: pt.metrics,
-				Decrypt: rbacDecrypt(pt.enc),
+				Client: p.cli, Prefix: o.Etcd.prefix, RBAC: rbac, Logger: lg.Named("rbac"), Metrics: p.metrics,
+				Decrypt: rbacDecrypt(p.enc),
 			})
 			cancel()
 			if err != nil {
@@ -53,21 +53,14 @@ func startAuthz(ctx context.Context, c *config, pt parts, cli *clientv3.Client, 
 			modes = append(modes, authz.Mode{Name: m, Authorizer: rbac})
 		case authz.ModeWebhook:
 			useKlog(lg)
-			w, err := authzwebhook.New(authzwebhook.Config{
-				Webhook: webhookclient.Config{Kubeconfig: c.serving.authzKubeconfig, ConfigFile: c.serving.authzWebhookConfig,
-					Version: c.serving.authzWebhookVersion},
-				AuthorizedTTL: c.serving.authzAuthorizedTTL, UnauthorizedTTL: c.serving.authzUnauthorizedTTL, Metrics: pt.metrics,
-			})
+			cfg, flag := o.authzWebhookConfig(p.metrics)
+			w, err := authzwebhook.New(cfg)
 			if err != nil {
 				stop()
-				flag := "--authorization-kubeconfig"
-				if c.serving.authzWebhookConfig != "" {
-					flag = "--authorization-webhook-config-file"
-				}
-				return nil, nil, fmt.Errorf("cannot use %s: %w", flag, err)
+				return nil, nil, fmt.Errorf("%s: %w", flag, err)
 			}
-			lg.Info("authorization webhook", zap.Duration("authorizedTTL", c.serving.authzAuthorizedTTL),
-				zap.Duration("unauthorizedTTL", c.serving.authzUnauthorizedTTL))
+			lg.Info("authorization webhook", zap.Duration("authorizedTTL", cfg.AuthorizedTTL),
+				zap.Duration("unauthorizedTTL", cfg.UnauthorizedTTL))
 			modes = append(modes, authz.Mode{Name: m, Authorizer: w})
 		case authz.ModeAlwaysAllow:
 			lg.Warn("--authorization-mode AlwaysAllow: every authenticated user may read everything lazyapi serves, Secrets included")
@@ -76,7 +69,7 @@ func startAuthz(ctx context.Context, c *config, pt parts, cli *clientv3.Client, 
 			modes = append(modes, authz.Mode{Name: m, Authorizer: authz.AlwaysDeny{}})
 		}
 	}
-	chain, err = authz.NewChain(modes, pt.metrics)
+	chain, err = authz.NewChain(modes, p.metrics)
 	if err != nil {
 		stop()
 		return nil, nil, err
@@ -116,39 +109,63 @@ func (l etcdLookup) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	return val, true, nil
 }
 
+// authzWebhookConfig is the Webhook mode's configuration and the flag
+// that names its kubeconfig.
+func (o *Options) authzWebhookConfig(ms *metrics.Set) (authzwebhook.Config, string) {
+	s := &o.Serving
+	flag := "--authorization-kubeconfig"
+	if s.authzWebhookConfig != "" {
+		flag = "--authorization-webhook-config-file"
+	}
+	return authzwebhook.Config{
+		Webhook:       webhookclient.Config{Kubeconfig: s.authzKubeconfig, ConfigFile: s.authzWebhookConfig, Version: s.authzWebhookVersion},
+		AuthorizedTTL: s.authzAuthorizedTTL, UnauthorizedTTL: s.authzUnauthorizedTTL, Metrics: ms,
+	}, flag
+}
+
+// tokenReviewConfig is the TokenReview client's configuration and the flag
+// that names its kubeconfig.
+func (o *Options) tokenReviewConfig(ms *metrics.Set) (tokenreview.Config, string) {
+	s := &o.Serving
+	auds := s.apiAudiences
+	if len(auds) == 0 && len(s.saIssuers) > 0 {
+		auds = s.saIssuers[:1] // kube-apiserver's default --api-audiences
+	}
+	flag := "--authentication-kubeconfig"
+	if s.authnWebhookConfig != "" {
+		flag = "--authentication-token-webhook-config-file"
+	}
+	return tokenreview.Config{
+		Webhook:  webhookclient.Config{Kubeconfig: s.authnKubeconfig, ConfigFile: s.authnWebhookConfig, Version: s.authnWebhookVersion},
+		CacheTTL: s.authnWebhookCacheTTL, Audiences: auds, Metrics: ms,
+	}, flag
+}
+
 // authnConfig returns the authenticator configuration: the flags' files,
-// the service account verifier reading bound objects through cli, and the
-// TokenReview client.
-func authnConfig(c *config, cli *clientv3.Client, enc *encryption.Transformers, ms *metrics.Set, lg *zap.Logger) (authn.Config, error) {
-	cfg := c.serving.authn
-	s := &c.serving
+// the service account verifier reading bound objects through p.cli
+// (decrypted with p.enc), and the TokenReview client.
+func (o *Options) authnConfig(p *parts, lg *zap.Logger) (authn.Config, error) {
+	s := &o.Serving
+	cfg := s.authn
 	if s.tokenReview() {
 		useKlog(lg)
-		auds := s.apiAudiences
-		if len(auds) == 0 && len(s.saIssuers) > 0 {
-			auds = s.saIssuers[:1] // kube-apiserver's default --api-audiences
-		}
-		tr, err := tokenreview.New(tokenreview.Config{
-			Webhook:  webhookclient.Config{Kubeconfig: s.authnKubeconfig, ConfigFile: s.authnWebhookConfig, Version: s.authnWebhookVersion},
-			CacheTTL: s.authnWebhookCacheTTL, Audiences: auds, Metrics: ms})
+		trc, flag := o.tokenReviewConfig(p.metrics)
+		tr, err := tokenreview.New(trc)
 		if err != nil {
-			flag := "--authentication-kubeconfig"
-			if s.authnWebhookConfig != "" {
-				flag = "--authentication-token-webhook-config-file"
-			}
-			return cfg, fmt.Errorf("cannot use %s: %w", flag, err)
+			return cfg, fmt.Errorf("%s: %w", flag, err)
 		}
 		cfg.TokenReview = tr
 	}
 	if len(s.saKeys) == 0 {
 		return cfg, nil
 	}
+	prefix := o.Etcd.prefix
 	v, err := authn.NewServiceAccountVerifier(authn.ServiceAccounts{
 		Keys: s.saKeys, Issuers: s.saIssuers, Audiences: s.apiAudiences, LookupLegacy: s.saLookup,
-		Lookup: etcdLookup{cli: cli, prefix: c.etcdPrefix, enc: enc}, Prefix: c.etcdPrefix,
+		Lookup: etcdLookup{cli: p.cli, prefix: prefix, enc: p.enc}, Prefix: prefix,
 	}, nil)
 	if err != nil {
-		return cfg, fmt.Errorf("cannot use --service-account-key-file: %w", err)
+		return cfg, fmt.Errorf("--service-account-key-file: %w", err)
 	}
 	cfg.ServiceAccounts = v
 	return cfg, nil
@@ -156,7 +173,7 @@ func authnConfig(c *config, cli *clientv3.Client, enc *encryption.Transformers, 
 
 // useKlog sends k8s.io/apiserver's and client-go's klog output (the
 // webhooks' "Failed to make webhook ... request") into lazyapi's JSON log.
-// klog's logger is process-wide; encryptionFlags.open sets the same.
+// klog's logger is process-wide; openEncryption sets the same.
 func useKlog(lg *zap.Logger) {
 	klog.SetLogger(zapr.NewLogger(lg.Named("k8s")))
 }

@@ -10,7 +10,7 @@ import (
 // banner is the start-up summary printed on stdout once lazyapi serves:
 // where it serves, what it reads, who may read, and its memory bounds.
 // etcd is the endpoints the client reads from.
-func banner(c *config, url, secureURL string, etcd []string) string {
+func banner(o *Options, url, secureURL string, etcd []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lazyapi %s\n", versionString())
 	serving := url
@@ -19,33 +19,34 @@ func banner(c *config, url, secureURL string, etcd []string) string {
 	}
 	fmt.Fprintf(&b, "  serving   %s\n", serving)
 	where := strings.Join(etcd, ",")
-	if len(c.etcdServers) == 0 {
-		where += " (embedded, --data-dir " + c.dataDir + ")"
+	if len(o.Etcd.servers) == 0 {
+		where += " (embedded, --data-dir " + o.Etcd.dataDir + ")"
 	}
-	fmt.Fprintf(&b, "  etcd      %s, prefix %s\n", where, c.etcdPrefix)
+	fmt.Fprintf(&b, "  etcd      %s, prefix %s\n", where, o.Etcd.prefix)
 	authn := "none (every request is served)"
-	if m := c.serving.authMethods(); len(m) > 0 {
+	if m := o.Serving.authMethods(); len(m) > 0 {
 		authn = strings.Join(m, ", ")
 	}
 	authz := "none"
-	if len(c.serving.modes) > 0 {
-		authz = strings.Join(c.serving.modes, ",")
+	if len(o.Serving.modes) > 0 {
+		authz = strings.Join(o.Serving.modes, ",")
 	}
 	fmt.Fprintf(&b, "  auth      authentication: %s; authorization: %s\n", authn, authz)
 	mode := "read-only: GET, LIST, WATCH from etcd; writes 405 (--upstream-kubeconfig forwards them)"
-	if c.forward.on() {
-		mode = "one endpoint: reads from etcd, everything else forwarded to kube-apiserver at " + c.forward.upstream.String() + " as the caller"
+	if o.Forward.on() {
+		mode = "one endpoint: reads from etcd, everything else forwarded to kube-apiserver at " + o.Forward.upstream.String() + " as the caller"
 	}
 	fmt.Fprintf(&b, "  mode      %s\n", mode)
 	limit := "none (--memory-limit)"
-	if c.memoryLimit > 0 {
-		limit = fmt.Sprintf("%s (GOMEMLIMIT %s)", quantity(c.memoryLimit), quantity(ratelimit.GoMemoryLimit(c.memoryLimit)))
+	if ml := int64(o.Admission.memoryLimit); ml > 0 {
+		limit = fmt.Sprintf("%s (GOMEMLIMIT %s)", quantity(ml), quantity(ratelimit.GoMemoryLimit(ml)))
 	}
 	cache := "off"
-	if c.watchCache {
-		cache = quantity(c.cacheBytes)
+	if o.WatchCache.enabled {
+		cache = quantity(o.cacheBytes())
 	}
-	fmt.Fprintf(&b, "  memory    limit %s; watch cache %s; in-flight %s\n", limit, cache, quantity(c.limits.MaxInflightBytes))
+	inflight, _ := o.inflightBytes() // checked by validate
+	fmt.Fprintf(&b, "  memory    limit %s; watch cache %s; in-flight %s\n", limit, cache, quantity(inflight))
 	return b.String()
 }
 

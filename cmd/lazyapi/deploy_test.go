@@ -247,10 +247,10 @@ func checkFlagsAccepted(t *testing.T, what string, args []string) {
 		return
 	}
 	// Credentials sent to a plain port travel in clear text (issue 23).
-	if c.port != 0 {
-		t.Errorf("%s: serves plain HTTP on --port %d (bound to --bind-address %s): want --port=0", what, c.port, c.bindAddress)
+	if c.Serving.port != 0 {
+		t.Errorf("%s: serves plain HTTP on --port %d (bound to --bind-address %s): want --port=0", what, c.Serving.port, c.Serving.bindAddress)
 	}
-	if c.serving.securePort == 0 {
+	if c.Serving.securePort == 0 {
 		t.Errorf("%s: no --secure-port", what)
 	}
 }

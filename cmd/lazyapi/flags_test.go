@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/lazyapi/lazyapi/internal/testing/testpki"
@@ -20,16 +24,16 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseFlags(nil) = %v", err)
 	}
-	if len(c.etcdServers) != 0 || c.etcdPrefix != "/registry" || c.bindAddress.String() != "127.0.0.1" ||
-		c.port != 8080 || c.listPageSize != 500 || c.listPageBytes != 1<<20 || c.requestTimeout != time.Minute ||
-		c.logLevel != zapcore.InfoLevel || c.dataDir == "" || c.demo || c.etcdTLS != nil || c.memoryLimit != 0 {
+	if len(c.Etcd.servers) != 0 || c.Etcd.prefix != "/registry" || c.Serving.bindAddress.String() != "127.0.0.1" ||
+		c.Serving.port != 8080 || c.Etcd.listPageSize != 500 || int(c.Etcd.listPageBytes) != 1<<20 || c.Serving.requestTimeout != time.Minute ||
+		c.Logging.level != zapcore.InfoLevel || c.Etcd.dataDir == "" || c.Misc.demo || c.Etcd.tls != nil || int64(c.Admission.memoryLimit) != 0 {
 		t.Errorf("parseFlags(nil) = %+v, want the documented defaults", c)
 	}
-	if c.preloadFilter() != nil || c.writeTimeout != 10*time.Second {
-		t.Errorf("--watch-cache-preload %q, --write-timeout %s, want * and 10s", c.cachePreload, c.writeTimeout)
+	if c.WatchCache.preloadFilter() != nil || c.Serving.writeTimeout != 10*time.Second {
+		t.Errorf("--watch-cache-preload %q, --write-timeout %s, want * and 10s", c.WatchCache.preload, c.Serving.writeTimeout)
 	}
-	if c.limits.MaxQueueWait != 15*time.Second {
-		t.Errorf("--max-queue-wait = %s, want 15s (a quarter of --request-timeout=1m)", c.limits.MaxQueueWait)
+	if c.limiterConfig(nil, nil).MaxQueueWait != 15*time.Second {
+		t.Errorf("--max-queue-wait = %s, want 15s (a quarter of --request-timeout=1m)", c.limiterConfig(nil, nil).MaxQueueWait)
 	}
 }
 
@@ -50,8 +54,8 @@ func TestQueueWaitFromRequestTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parseFlags(%q) = %v", tt.args, err)
 		}
-		if c.limits.MaxQueueWait != tt.want {
-			t.Errorf("parseFlags(%q): --max-queue-wait = %s, want %s", tt.args, c.limits.MaxQueueWait, tt.want)
+		if c.limiterConfig(nil, nil).MaxQueueWait != tt.want {
+			t.Errorf("parseFlags(%q): --max-queue-wait = %s, want %s", tt.args, c.limiterConfig(nil, nil).MaxQueueWait, tt.want)
 		}
 	}
 }
@@ -67,33 +71,35 @@ func TestParseFlagsValues(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
 	}
-	if got := strings.Join(c.etcdServers, "|"); got != "http://a:2379|http://b:2379" {
+	if got := strings.Join(c.Etcd.servers, "|"); got != "http://a:2379|http://b:2379" {
 		t.Errorf("etcdServers = %q", got)
 	}
-	if c.etcdPreferred != "http://b:2379" {
-		t.Errorf("etcdPreferred = %q", c.etcdPreferred)
+	if c.Etcd.preferred != "http://b:2379" {
+		t.Errorf("etcdPreferred = %q", c.Etcd.preferred)
 	}
-	if c.etcdSlow != 250*time.Millisecond || slowMargin(c.etcdSlow) != 250*time.Millisecond || slowMargin(0) >= 0 {
+	off := &Options{Etcd: etcdOptions{slowMargin: 0}}
+	if got, offGot := c.failoverConfig(nil, nil, nil, nil).SlowMargin, off.failoverConfig(nil, nil, nil, nil).SlowMargin; c.Etcd.slowMargin != 250*time.Millisecond ||
+		got != 250*time.Millisecond || offGot >= 0 {
 		t.Errorf("--etcd-slow-member-margin=250ms: etcdSlow = %s, FailoverConfig.SlowMargin %s (0: %s, want negative: off)",
-			c.etcdSlow, slowMargin(c.etcdSlow), slowMargin(0))
+			c.Etcd.slowMargin, got, offGot)
 	}
-	if c.etcdPrefix != "/kube/registry" {
-		t.Errorf("etcdPrefix = %q, want /kube/registry", c.etcdPrefix)
+	if c.Etcd.prefix != "/kube/registry" {
+		t.Errorf("etcdPrefix = %q, want /kube/registry", c.Etcd.prefix)
 	}
-	if c.bindAddress.String() != "0.0.0.0" || c.port != 8081 || c.listPageSize != 7 || c.listPageBytes != 512<<10 ||
-		c.requestTimeout != 5*time.Second || c.logLevel != zapcore.DebugLevel || c.memoryLimit != 3<<29 {
+	if c.Serving.bindAddress.String() != "0.0.0.0" || c.Serving.port != 8081 || c.Etcd.listPageSize != 7 || int(c.Etcd.listPageBytes) != 512<<10 ||
+		c.Serving.requestTimeout != 5*time.Second || c.Logging.level != zapcore.DebugLevel || int64(c.Admission.memoryLimit) != 3<<29 {
 		t.Errorf("parseFlags = %+v", c)
 	}
-	if f := c.preloadFilter(); f == nil || !f("configmaps") || !f("deployments.apps") || f("secrets") || c.writeTimeout != 3*time.Second {
-		t.Errorf("--watch-cache-preload %q, --write-timeout %s", c.cachePreload, c.writeTimeout)
+	if f := c.WatchCache.preloadFilter(); f == nil || !f("configmaps") || !f("deployments.apps") || f("secrets") || c.Serving.writeTimeout != 3*time.Second {
+		t.Errorf("--watch-cache-preload %q, --write-timeout %s", c.WatchCache.preload, c.Serving.writeTimeout)
 	}
-	if c.cacheSizes["configmaps"] != 100 || c.cacheSizes["deployments.apps"] != 0 || len(c.cacheSizes) != 2 || !c.watchCache {
-		t.Errorf("watch cache flags: sizes %v, enabled %v", c.cacheSizes, c.watchCache)
+	if c.WatchCache.sizes["configmaps"] != 100 || c.WatchCache.sizes["deployments.apps"] != 0 || len(c.WatchCache.sizes) != 2 || !c.WatchCache.enabled {
+		t.Errorf("watch cache flags: sizes %v, enabled %v", c.WatchCache.sizes, c.WatchCache.enabled)
 	}
 	// Budgets derived from --memory-limit: cache a quarter, in-flight half
 	// minus the cache.
-	if c.cacheBytes != (3<<29)/4 || c.limits.MaxInflightBytes != (3<<29)/2-(3<<29)/4 {
-		t.Errorf("cache %d, in-flight %d bytes from --memory-limit=1.5Gi", c.cacheBytes, c.limits.MaxInflightBytes)
+	if c.cacheBytes() != (3<<29)/4 || c.limiterConfig(nil, nil).MaxInflightBytes != (3<<29)/2-(3<<29)/4 {
+		t.Errorf("cache %d, in-flight %d bytes from --memory-limit=1.5Gi", c.cacheBytes(), c.limiterConfig(nil, nil).MaxInflightBytes)
 	}
 }
 
@@ -110,11 +116,11 @@ func TestParseFlagsErrors(t *testing.T) {
 	checkFlagErrors(t, []flagErrorCase{
 		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
 		{[]string{"--port=abc"}, "--port"},
-		{[]string{"--port=70000"}, "--port 70000"},
-		{[]string{"--port=-1"}, "--port -1"},
-		{[]string{"--list-page-size=0"}, "--list-page-size 0"},
-		{[]string{"--list-page-size=-5"}, "--list-page-size -5"},
-		{[]string{"--list-page-bytes=0"}, "--list-page-bytes 0"},
+		{[]string{"--port=70000"}, "--port: 70000"},
+		{[]string{"--port=-1"}, "--port: -1"},
+		{[]string{"--list-page-size=0"}, "--list-page-size: 0"},
+		{[]string{"--list-page-size=-5"}, "--list-page-size: -5"},
+		{[]string{"--list-page-bytes=0"}, "--list-page-bytes: 0"},
 		{[]string{"--list-page-bytes=lots"}, "--list-page-bytes"},
 		{[]string{"--request-timeout=0s"}, "--request-timeout"},
 		{[]string{"--request-timeout=soon"}, "--request-timeout"},
@@ -180,11 +186,11 @@ func TestParseFlagsTLS(t *testing.T) {
 	}
 	// Reloadable: the CA is checked by VerifyConnection against the pool
 	// in force, the client certificate handed out by GetClientCertificate.
-	if c.etcdTLS == nil || c.etcdTLS.VerifyConnection == nil || !c.etcdTLS.InsecureSkipVerify || c.etcdTLS.GetClientCertificate == nil ||
-		c.etcdCAs == nil || c.etcdKeyPair == nil {
-		t.Fatalf("etcdTLS = %+v, want a CA pool and one client certificate", c.etcdTLS)
+	if c.Etcd.tls == nil || c.Etcd.tls.VerifyConnection == nil || !c.Etcd.tls.InsecureSkipVerify || c.Etcd.tls.GetClientCertificate == nil ||
+		c.Etcd.cas == nil || c.Etcd.keyPair == nil {
+		t.Fatalf("etcdTLS = %+v, want a CA pool and one client certificate", c.Etcd.tls)
 	}
-	if cert, _ := c.etcdTLS.GetClientCertificate(nil); cert == nil || cert.Leaf == nil || !cert.Leaf.Equal(cl.Cert) {
+	if cert, _ := c.Etcd.tls.GetClientCertificate(nil); cert == nil || cert.Leaf == nil || !cert.Leaf.Equal(cl.Cert) {
 		t.Errorf("etcd client certificate = %v, want %s", cert, cl.CertFile)
 	}
 }
@@ -219,5 +225,91 @@ func TestByteSize(t *testing.T) {
 		if (err == nil) != tt.ok || (tt.ok && int64(b) != tt.want) {
 			t.Errorf("byteSize.Set(%q) = %d, %v; want %d, ok=%v", tt.in, b, err, tt.want, tt.ok)
 		}
+	}
+}
+
+// TestHelpSections: --help prints the flags in kube-apiserver's named
+// sections (cliflag.NamedFlagSets), in order, each flag once, and every
+// flag in a section.
+func TestHelpSections(t *testing.T) {
+	var stdout bytes.Buffer
+	t.Setenv("COLUMNS", "100")
+	if err := run(context.Background(), []string{"--help"}, &stdout, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	help := stdout.String()
+	want := []string{"Etcd flags:", "Serving flags:", "Authentication flags:", "Authorization flags:", "Encryption flags:",
+		"Admission and memory flags:", "Watch cache flags:", "Auditing flags:", "Logging flags:", "Misc flags:"}
+	at := 0
+	for _, h := range want {
+		i := strings.Index(help[at:], "\n"+h+"\n")
+		if i < 0 {
+			t.Fatalf("--help has no section %q after byte %d (sections in order %q):\n%s", h, at, want, help)
+		}
+		at += i + 1
+	}
+	// Every flag is printed once, under the section that holds it.
+	o, err := parseFlags([]string{"--help"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range o.fss.Order {
+		o.fss.FlagSets[name].VisitAll(func(f *pflag.Flag) {
+			n++
+			flagLine := regexp.MustCompile(`(?m)^  (?:-\w, |    )--` + f.Name + `[ =\[\n]`)
+			if c := len(flagLine.FindAllString(help, -1)); c != 1 {
+				t.Errorf("--help prints --%s %d times, want once", f.Name, c)
+			}
+		})
+	}
+	if n < 60 {
+		t.Errorf("the sections hold %d flags, want all of lazyapi's (60 or more)", n)
+	}
+	for _, f := range []struct{ flag, section string }{
+		{"--etcd-servers", "Etcd"}, {"--secure-port", "Serving"}, {"--token-auth-file", "Authentication"},
+		{"--authorization-mode", "Authorization"}, {"--encryption-provider-config", "Encryption"},
+		{"--max-inflight-bytes", "Admission and memory"}, {"--watch-cache-memory", "Watch cache"},
+		{"--audit-log-path", "Auditing"}, {"--logging-format", "Logging"}, {"--demo", "Misc"},
+	} {
+		i := regexp.MustCompile(`(?m)^  (?:-\w, |    )` + f.flag + `[ =\[\n]`).FindStringIndex(help)[0]
+		s := strings.LastIndex(help[:max(i, 0)], " flags:\n")
+		if i < 0 || s < 0 || !strings.HasSuffix(help[:s], "\n"+f.section) {
+			t.Errorf("--help prints %s outside its section %q", f.flag, f.section)
+		}
+	}
+}
+
+// TestHelpWidth: --help wraps to $COLUMNS (the terminal's width when
+// stdout is one): no line is wider, except a single word longer than the
+// room beside the flag names.
+func TestHelpWidth(t *testing.T) {
+	for _, cols := range []int{80, 120} {
+		t.Setenv("COLUMNS", strconv.Itoa(cols))
+		var stdout bytes.Buffer
+		if err := run(context.Background(), []string{"--help"}, &stdout, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(stdout.String(), "\n")
+		longest := 0
+		for _, l := range lines {
+			longest = max(longest, len(l))
+			if len(l) > cols && strings.Count(strings.TrimSpace(l), " ") > 0 {
+				t.Errorf("COLUMNS=%d: line of %d characters:\n%s", cols, len(l), l)
+			}
+		}
+		if longest < cols-20 {
+			t.Errorf("COLUMNS=%d: longest line %d characters: the text is not wrapped to the width", cols, longest)
+		}
+		if len(lines) < 150 {
+			t.Errorf("COLUMNS=%d: %d lines of help, want the descriptions wrapped", cols, len(lines))
+		}
+	}
+	if w := helpWidth(io.Discard); w != 120 {
+		t.Errorf("helpWidth with COLUMNS=120 = %d", w)
+	}
+	t.Setenv("COLUMNS", "")
+	if w := helpWidth(io.Discard); w != 80 {
+		t.Errorf("helpWidth without a terminal or COLUMNS = %d, want 80", w)
 	}
 }

@@ -14,11 +14,18 @@ import (
 	"syscall"
 
 	"github.com/VictoriaMetrics/metrics"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/lazyapi/lazyapi/audit"
+	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/authz"
+	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/forward"
 	"github.com/lazyapi/lazyapi/internal/certfile"
+	"github.com/lazyapi/lazyapi/openapi"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
@@ -48,67 +55,74 @@ func main() {
 // hints go to stdout, logs (text or JSON, --logging-format) to stderr. It returns nil after a clean
 // shutdown.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := parseFlags(args)
+	o, err := parseFlags(args)
 	if err != nil {
 		return err
 	}
-	if c.help {
-		_, err := io.WriteString(stdout, c.usage)
+	if o.Misc.help {
+		_, err := io.WriteString(stdout, o.usage(helpWidth(stdout)))
 		return err
 	}
-	if c.version {
+	if o.Misc.version {
 		bi, _ := debug.ReadBuildInfo()
 		_, err := io.WriteString(stdout, versionOf(bi).long())
 		return err
 	}
-	lg := newLogger(stderr, c.logLevel, c.logFormat)
+	lg := newLogger(stderr, o.Logging.level, o.Logging.format)
 	defer lg.Sync() //nolint:errcheck // stderr sync errors are not actionable
 	// Components with no I/O are built now, so that their configuration
 	// errors are command-line errors.
 	ms := metrics.NewSet()
-	c.limits.Logger = lg.Named("ratelimit")
-	c.limits.Metrics = ms
-	lim, err := ratelimit.New(c.limits)
+	lim, err := ratelimit.New(o.limiterConfig(lg.Named("ratelimit"), ms))
 	if err != nil {
-		return limitError(err)
+		return usageError{err} // validate checked the flags: not expected
 	}
 	// --memory-limit, 0 when none: what the memory alerts compare the RSS
 	// with (go_memlimit_bytes is GOMEMLIMIT, below it).
-	memoryLimit := c.memoryLimit
+	memoryLimit := int64(o.Admission.memoryLimit)
 	ms.GetOrCreateGauge("lazyapi_memory_limit_bytes", func() float64 { return float64(memoryLimit) })
-	if c.memoryLimit > 0 {
-		prev := ratelimit.ApplyMemoryLimit(c.memoryLimit)
+	if memoryLimit > 0 {
+		prev := ratelimit.ApplyMemoryLimit(memoryLimit)
 		defer debug.SetMemoryLimit(prev) // for in-process callers (tests)
 		// Garbage above the live heap is capped too: with GOGC alone it
 		// could grow by the watch cache's size (ratelimit.GarbageHeadroom).
-		stopCap := ratelimit.CapGarbage(ratelimit.GarbageHeadroom(c.memoryLimit))
+		stopCap := ratelimit.CapGarbage(ratelimit.GarbageHeadroom(memoryLimit))
 		defer stopCap()
-		lg.Info("memory limit set", zap.Int64("bytes", c.memoryLimit), zap.Int64("GOMEMLIMIT", ratelimit.GoMemoryLimit(c.memoryLimit)),
-			zap.Int64("garbageHeadroom", ratelimit.GarbageHeadroom(c.memoryLimit)))
+		lg.Info("memory limit set", zap.Int64("bytes", memoryLimit), zap.Int64("GOMEMLIMIT", ratelimit.GoMemoryLimit(memoryLimit)),
+			zap.Int64("garbageHeadroom", ratelimit.GarbageHeadroom(memoryLimit)))
 	}
 	// GOGC as CapGarbage last set it (-1 when off).
 	ms.GetOrCreateGauge("lazyapi_gc_percent", func() float64 { return float64(ratelimit.GCPercent()) })
 	certs := &certfile.Reloader{Logger: lg.Named("certs")}
-	if c.etcdKeyPair != nil {
-		certs.AddKeyPair("--etcd-certfile/--etcd-keyfile", c.etcdKeyPair, nil)
+	if o.Etcd.keyPair != nil {
+		certs.AddKeyPair("--etcd-certfile/--etcd-keyfile", o.Etcd.keyPair, nil)
 	}
-	if c.etcdCAs != nil {
-		certs.AddCAs("--etcd-cafile", c.etcdCAs, nil)
+	if o.Etcd.cas != nil {
+		certs.AddCAs("--etcd-cafile", o.Etcd.cas, nil)
 	}
-	return serve(ctx, c, parts{metrics: ms, limiter: lim, certs: certs}, lg, stdout)
+	return serve(ctx, o, &parts{metrics: ms, limiter: lim, certs: certs}, lg, stdout)
 }
 
-// parts are the components run builds before serve starts any I/O.
+// parts are the components, built in start order: run builds those with
+// no I/O, serve and serveAPI the others. proxyConfig takes them all.
 type parts struct {
 	metrics *metrics.Set       // every component's metrics, served at /metrics
 	limiter *ratelimit.Limiter // admission of GET and LIST
-	// enc decrypts values encrypted at rest (--encryption-provider-config);
-	// nil without. Set by serveAPI.
-	enc   *encryption.Transformers
-	certs *certfile.Reloader // re-reads certificate and CA files (serveAPI adds the serving ones and runs it)
+	certs   *certfile.Reloader // re-reads certificate and CA files (serveAPI adds the serving ones and runs it)
 	// failover keeps the etcd client on --etcd-preferred-server while it
-	// answers; nil without the flag. Set by serve.
+	// answers; nil without the flag.
 	failover *store.Failover
+	cli      *clientv3.Client
+	// enc decrypts values encrypted at rest (--encryption-provider-config);
+	// nil without.
+	enc        *encryption.Transformers
+	resources  *resource.Table
+	openAPI    *openapi.Service
+	cache      *cache.Cache // nil with --watch-cache=false
+	authorizer *authz.Chain // nil: no authorization
+	authn      *authn.Authenticator
+	audit      *audit.Log         // nil without --audit-log-path
+	forward    *forward.Forwarder // nil without --upstream-kubeconfig
 }
 
 // version is set at build time: -ldflags "-X main.version=v0.1.0".

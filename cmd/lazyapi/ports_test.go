@@ -31,7 +31,7 @@ func TestTLSFlags(t *testing.T) {
 	pool.AddCert(ca.Cert)
 	// handshake serves one TLS handshake with c's serving configuration
 	// and returns the client's error.
-	handshake := func(t *testing.T, c *config, client *tls.Config) error {
+	handshake := func(t *testing.T, c *Options, client *tls.Config) error {
 		t.Helper()
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -44,7 +44,7 @@ func TestTLSFlags(t *testing.T) {
 				return
 			}
 			defer conn.Close()
-			tc := tls.Server(conn, c.serving.servingTLS)
+			tc := tls.Server(conn, c.Serving.servingTLS)
 			tc.SetDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck
 			if tc.Handshake() == nil {
 				tc.Write([]byte("x")) //nolint:errcheck
@@ -59,7 +59,7 @@ func TestTLSFlags(t *testing.T) {
 		_, err = conn.Read(make([]byte, 1))
 		return err
 	}
-	parse := func(t *testing.T, extra ...string) *config {
+	parse := func(t *testing.T, extra ...string) *Options {
 		t.Helper()
 		c, err := parseFlags(append(append([]string{}, tlsArgs...), extra...))
 		if err != nil {
@@ -99,7 +99,7 @@ func TestTLSFlags(t *testing.T) {
 		}
 		// kube-apiserver's legacy name is accepted too.
 		c = parse(t, "--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305, TLS_RSA_WITH_RC4_128_SHA")
-		if got := c.serving.insecureSuites(); len(got) != 1 || got[0] != "TLS_RSA_WITH_RC4_128_SHA" {
+		if got := c.Serving.insecureSuites(); len(got) != 1 || got[0] != "TLS_RSA_WITH_RC4_128_SHA" {
 			t.Errorf("insecureSuites = %v, want the RC4 suite", got)
 		}
 	})
@@ -108,11 +108,11 @@ func TestTLSFlags(t *testing.T) {
 			args []string
 			want string
 		}{
-			{append(tlsArgs[:3:3], "--tls-min-version=TLS13"), `invalid --tls-min-version "TLS13"`},
-			{append(tlsArgs[:3:3], "--tls-min-version=VersionTLS14"), `invalid --tls-min-version "VersionTLS14"`},
-			{append(tlsArgs[:3:3], "--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,NOPE"), "invalid --tls-cipher-suites: Cipher suite NOPE not supported"},
-			{[]string{"--tls-min-version=VersionTLS13"}, "--tls-min-version needs --secure-port"},
-			{[]string{"--tls-cipher-suites=TLS_AES_128_GCM_SHA256"}, "--tls-cipher-suites needs --secure-port"},
+			{append(tlsArgs[:3:3], "--tls-min-version=TLS13"), `--tls-min-version: "TLS13"`},
+			{append(tlsArgs[:3:3], "--tls-min-version=VersionTLS14"), `--tls-min-version: "VersionTLS14"`},
+			{append(tlsArgs[:3:3], "--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,NOPE"), "--tls-cipher-suites: Cipher suite NOPE not supported"},
+			{[]string{"--tls-min-version=VersionTLS13"}, "--tls-min-version: needs --secure-port"},
+			{[]string{"--tls-cipher-suites=TLS_AES_128_GCM_SHA256"}, "--tls-cipher-suites: needs --secure-port"},
 		} {
 			_, err := parseFlags(tt.args)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -159,8 +159,8 @@ func TestPlainPortRule(t *testing.T) {
 			t.Errorf("parseFlags(%s) = %v", strings.Join(tt.args, " "), err)
 			continue
 		}
-		if c.port != tt.port || c.plainTokens != tt.plainTokens {
-			t.Errorf("parseFlags(%s): port %d, plain tokens %v; want %d, %v", strings.Join(tt.args, " "), c.port, c.plainTokens, tt.port, tt.plainTokens)
+		if c.Serving.port != tt.port || c.Serving.plainTokens != tt.plainTokens {
+			t.Errorf("parseFlags(%s): port %d, plain tokens %v; want %d, %v", strings.Join(tt.args, " "), c.Serving.port, c.Serving.plainTokens, tt.port, tt.plainTokens)
 		}
 	}
 	for _, tt := range []struct {
@@ -169,8 +169,8 @@ func TestPlainPortRule(t *testing.T) {
 	}{
 		{[]string{"--port=0"}, "nothing to serve on: --port and --secure-port are both 0"},
 		{[]string{tok}, "nothing to serve on: with an authenticator --port is off unless given; add --secure-port"},
-		{with(tok, "--plain-port-tokens"), "--plain-port-tokens needs --port"},
-		{with("--port=6443"), "invalid --secure-port 6443: --port is the same port"},
+		{with(tok, "--plain-port-tokens"), "--plain-port-tokens: needs --port"},
+		{with("--port=6443"), "--secure-port: 6443: --port is the same port"},
 	} {
 		_, err := parseFlags(tt.args)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -342,11 +342,11 @@ func TestRunAuditLog(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--audit-log-path=" + logPath, "--audit-policy-file=" + bad}, "invalid --audit-policy-file"},
-		{[]string{"--audit-policy-file=" + bad}, "--audit-policy-file needs --audit-log-path"},
-		{[]string{"--audit-log-path=" + logPath, "--audit-log-maxsize=-1"}, "invalid --audit-log-maxsize -1"},
-		{[]string{"--audit-log-path=" + logPath, "--audit-log-format=legacy"}, `invalid --audit-log-format "legacy"`},
-		{[]string{"--audit-log-path=" + logPath, "--audit-log-version=audit.k8s.io/v1beta1"}, `invalid --audit-log-version`},
+		{[]string{"--audit-log-path=" + logPath, "--audit-policy-file=" + bad}, "--audit-policy-file: "},
+		{[]string{"--audit-policy-file=" + bad}, "--audit-policy-file: needs --audit-log-path"},
+		{[]string{"--audit-log-path=" + logPath, "--audit-log-maxsize=-1"}, "--audit-log-maxsize: -1"},
+		{[]string{"--audit-log-path=" + logPath, "--audit-log-format=legacy"}, `--audit-log-format: "legacy"`},
+		{[]string{"--audit-log-path=" + logPath, "--audit-log-version=audit.k8s.io/v1beta1"}, `--audit-log-version: `},
 	} {
 		_, err := parseFlags(tt.args)
 		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), tt.want) {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,18 +23,6 @@ import (
 	"github.com/lazyapi/lazyapi/store"
 )
 
-// etcdProbeTimeout bounds the first request to etcd at start.
-const etcdProbeTimeout = 5 * time.Second
-
-// slowMargin is FailoverConfig.SlowMargin for --etcd-slow-member-margin
-// (0 turns the latency choice off).
-func slowMargin(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
-}
-
 // etcdBenign are warnings the embedded etcd always logs; they say nothing
 // about this process.
 var etcdBenign = map[string]bool{
@@ -43,146 +30,183 @@ var etcdBenign = map[string]bool{
 	"simple token is not cryptographically signed":                                         true,
 }
 
-// serve starts the components in order — the listener, etcd (embedded or
-// remote), the etcd client, demo data, the resource table, the watch cache,
-// the HTTP server — and stops them in reverse order when ctx ends. Each stop
-// is a defer registered right after its start.
-func serve(ctx context.Context, c *config, pt parts, lg *zap.Logger, stdout io.Writer) error {
-	// etcd's server and client log a lot at info and retry noisily at warn;
-	// keep their problems only.
-	var etcdClosing atomic.Bool
-	etcdLog := filtered(lg.Named("etcd"), func(e zapcore.Entry) bool {
-		return e.Level >= zapcore.WarnLevel && !etcdBenign[e.Message] && !etcdClosing.Load()
-	})
-	etcdClientLog := atLeast(lg.Named("etcd-client"), zapcore.ErrorLevel)
-
-	// 0. The listener, first: a port in use fails before etcd starts.
+// serve starts the components in order — the listeners, etcd (embedded or
+// remote), the etcd client, demo data, then serveAPI's — and stops them in
+// reverse order when ctx ends. Each stop is a defer registered right after
+// its start; the configurations come from o's *Config methods.
+func serve(ctx context.Context, o *Options, p *parts, lg *zap.Logger, stdout io.Writer) error {
+	// 0. The listeners, first: a port in use fails before etcd starts.
 	// Connections made before the server serves wait in the backlog.
-	var ln net.Listener // --port; nil when 0
-	if c.port != 0 {
-		addr := net.JoinHostPort(c.bindAddress.String(), strconv.Itoa(c.port))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("cannot listen on %s (--bind-address, --port): %w", addr, err)
-		}
-		defer l.Close() // no-op after the server closed it
-		ln = l
-		if c.serving.authenticated() {
-			// Credentials over clear text: refused unless
-			// --plain-port-tokens; no profiles (proxy.ClearText).
-			ln = proxy.ClearText(l, c.plainTokens)
-		}
+	ln, secureLn, closeListeners, err := listen(o)
+	if err != nil {
+		return err
 	}
+	defer closeListeners() // no-op after the server closed them
 
-	var secureLn net.Listener // --secure-port; nil when 0
-	if c.serving.securePort != 0 {
-		addr := net.JoinHostPort(c.bindAddress.String(), strconv.Itoa(c.serving.securePort))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("cannot listen on %s (--bind-address, --secure-port): %w", addr, err)
-		}
-		defer l.Close()
-		// Counted under TLS: write guards measure their clients' progress.
-		secureLn = tls.NewListener(proxy.CountWrites(l), c.serving.servingTLS)
+	// 1. etcd. Its server and client log a lot at info and retry noisily
+	// at warn; keep their problems only.
+	endpoints, stopEtcd, err := startEtcd(o, lg)
+	if err != nil {
+		return err
 	}
-
-	// 1. etcd.
-	endpoints := c.etcdServers
-	if len(endpoints) == 0 {
-		if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
-			return fmt.Errorf("cannot create --data-dir: %w", err)
-		}
-		emb, err := embedetcd.Start(embedetcd.Config{Dir: c.dataDir, Logger: etcdLog})
-		if err != nil {
-			return fmt.Errorf("cannot start the embedded etcd (--data-dir %q): %w", c.dataDir, err)
-		}
-		defer func() {
-			etcdClosing.Store(true) // listeners closing: expected errors
-			emb.Close()
-			lg.Debug("embedded etcd stopped")
-		}()
-		endpoints = []string{emb.Endpoint()}
-		lg.Info("embedded etcd started", zap.String("dataDir", c.dataDir), zap.String("endpoint", emb.Endpoint()))
-	}
+	defer stopEtcd()
 
 	// 2. etcd client, probed once so that a wrong address fails now.
-	failover := len(endpoints) > 1 || c.etcdPreferred != ""
-	var retry *store.ReadRetry // reads in flight follow the failover's moves
-	var dialOpts []grpc.DialOption
-	if failover {
-		retry = store.NewReadRetry(pt.metrics)
-		dialOpts = append(dialOpts, retry.DialOption())
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: etcdProbeTimeout,
-		TLS:         c.etcdTLS,
-		Logger:      etcdClientLog,
-		DialOptions: dialOpts,
-	})
+	stopClient, err := connectEtcd(ctx, o, p, endpoints, lg)
 	if err != nil {
-		return fmt.Errorf("cannot create etcd client for --etcd-servers %s: %w", strings.Join(endpoints, ","), err)
+		return err
 	}
-	defer func() {
-		cli.Close()
-		lg.Debug("etcd client closed")
-	}()
+	if stopClient == nil {
+		return nil // stopped while starting
+	}
+	defer stopClient()
+	lg.Info("etcd reachable", zap.Strings("endpoints", endpoints), zap.String("prefix", o.Etcd.prefix))
+
+	// 3. Demo data, only into an empty embedded etcd.
+	if o.Misc.demo {
+		stopDemo, err := startDemo(ctx, o, p.cli, lg, stdout)
+		if err != nil {
+			return err
+		}
+		defer stopDemo() // before the etcd client closes
+	}
+
+	// 4-6. Resource table, watch cache and HTTP server.
+	return serveAPI(ctx, o, p, ln, secureLn, lg, stdout)
+}
+
+// listen opens --port (nil when 0) and --secure-port (nil when 0, else
+// TLS); closeAll closes both.
+func listen(o *Options) (ln, secureLn net.Listener, closeAll func(), err error) {
+	var open []net.Listener
+	closeAll = func() {
+		for _, l := range open {
+			l.Close()
+		}
+	}
+	if o.Serving.port != 0 {
+		addr := o.listenAddress(o.Serving.port)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("cannot listen on %s (--bind-address, --port): %w", addr, err)
+		}
+		open = append(open, l)
+		ln = l
+		if o.Serving.authenticated() {
+			// Credentials over clear text: refused unless
+			// --plain-port-tokens; no profiles (proxy.ClearText).
+			ln = proxy.ClearText(l, o.Serving.plainTokens)
+		}
+	}
+	if o.Serving.securePort != 0 {
+		addr := o.listenAddress(o.Serving.securePort)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("cannot listen on %s (--bind-address, --secure-port): %w", addr, err)
+		}
+		open = append(open, l)
+		// Counted under TLS: write guards measure their clients' progress.
+		secureLn = tls.NewListener(proxy.CountWrites(l), o.Serving.servingTLS)
+	}
+	return ln, secureLn, closeAll, nil
+}
+
+// startEtcd starts the embedded etcd in --data-dir without --etcd-servers
+// and returns the endpoints to read from.
+func startEtcd(o *Options, lg *zap.Logger) (endpoints []string, stop func(), err error) {
+	if len(o.Etcd.servers) > 0 {
+		return o.Etcd.servers, func() {}, nil
+	}
+	var closing atomic.Bool
+	etcdLog := filtered(lg.Named("etcd"), func(e zapcore.Entry) bool {
+		return e.Level >= zapcore.WarnLevel && !etcdBenign[e.Message] && !closing.Load()
+	})
+	dir := o.Etcd.dataDir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("cannot create --data-dir: %w", err)
+	}
+	emb, err := embedetcd.Start(embedetcd.Config{Dir: dir, Logger: etcdLog})
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot start the embedded etcd (--data-dir %q): %w", dir, err)
+	}
+	lg.Info("embedded etcd started", zap.String("dataDir", dir), zap.String("endpoint", emb.Endpoint()))
+	return []string{emb.Endpoint()}, func() {
+		closing.Store(true) // listeners closing: expected errors
+		emb.Close()
+		lg.Debug("embedded etcd stopped")
+	}, nil
+}
+
+// connectEtcd creates the etcd client (p.cli) and, with several endpoints
+// or --etcd-preferred-server, the failover (p.failover), then probes etcd.
+// It returns nil, nil when ctx ended while it probed.
+func connectEtcd(ctx context.Context, o *Options, p *parts, endpoints []string, lg *zap.Logger) (stop func(), err error) {
+	failover := len(endpoints) > 1 || o.Etcd.preferred != ""
+	var retry *store.ReadRetry // reads in flight follow the failover's moves
+	var dial []grpc.DialOption
+	if failover {
+		retry = store.NewReadRetry(p.metrics)
+		dial = append(dial, retry.DialOption())
+	}
+	cli, err := clientv3.New(o.etcdClientConfig(endpoints, atLeast(lg.Named("etcd-client"), zapcore.ErrorLevel), dial))
+	if err != nil {
+		return nil, fmt.Errorf("cannot create etcd client for --etcd-servers %s: %w", strings.Join(endpoints, ","), err)
+	}
+	p.cli = cli
+	stops := []func(){func() { cli.Close(); lg.Debug("etcd client closed") }}
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
 	if failover {
 		// Reads go to the members that answer linearizable reads: the
 		// local one alone while it does (--etcd-preferred-server), else
 		// the others that do (store.Failover).
-		f, err := store.NewFailover(ctx, cli, store.FailoverConfig{
-			Endpoints: endpoints, Preferred: c.etcdPreferred,
-			TLS: c.etcdTLS, DialTimeout: etcdProbeTimeout,
-			SlowMargin: slowMargin(c.etcdSlow), Retry: retry,
-			Logger: lg.Named("etcd-failover"), Metrics: pt.metrics,
-		})
+		f, err := store.NewFailover(ctx, cli, o.failoverConfig(endpoints, retry, lg.Named("etcd-failover"), p.metrics))
 		if err != nil {
-			return fmt.Errorf("cannot probe the --etcd-servers: %w", err)
+			stop()
+			return nil, fmt.Errorf("cannot probe the --etcd-servers: %w", err)
 		}
 		fctx, stopFailover := context.WithCancel(context.Background())
 		fdone := make(chan struct{})
 		go func() { defer close(fdone); f.Run(fctx) }()
-		defer func() {
-			stopFailover()
-			<-fdone
-			f.Close()
-		}()
-		pt.failover = f
+		stops = append(stops, func() { stopFailover(); <-fdone; f.Close() })
+		p.failover = f
 	}
-	err = probeEtcd(ctx, cli, c.etcdPrefix, endpoints, c.etcdTLS)
-	if ctx.Err() != nil {
-		return nil // stopped while starting
-	}
-	if err != nil {
-		return err
-	}
-	lg.Info("etcd reachable", zap.Strings("endpoints", endpoints), zap.String("prefix", c.etcdPrefix))
-
-	// 3. Demo data, only into an empty embedded etcd.
-	if c.demo {
-		if err := seedDemo(ctx, cli, c.etcdPrefix, lg, stdout); err != nil {
-			return err
+	err = probeEtcd(ctx, cli, o.Etcd.prefix, endpoints, o.Etcd.tls)
+	if ctx.Err() != nil || err != nil {
+		stop()
+		if ctx.Err() != nil {
+			return nil, nil
 		}
-		if c.demoChurn {
-			// Stopped before the etcd client closes (defers run in
-			// reverse).
-			cctx, stopChurn := context.WithCancel(ctx)
-			churned := make(chan struct{})
-			go func() {
-				defer close(churned)
-				if err := demo.Churn(cctx, cli, c.etcdPrefix, demo.DefaultChurnInterval); err != nil && cctx.Err() == nil {
-					lg.Warn("demo: churn stopped", zap.Error(err))
-				}
-			}()
-			defer func() { stopChurn(); <-churned }()
-			fmt.Fprintf(stdout, "demo: a ConfigMap in %s changes every %s, with Events, the Deployment's status and the node Lease (--demo-churn=false: static)\n",
-				demo.AppNamespace, demo.DefaultChurnInterval)
-		}
+		return nil, err
 	}
+	return stop, nil
+}
 
-	// 4-6. Resource table, watch cache and HTTP server.
-	return serveAPI(ctx, c, pt, cli, ln, secureLn, lg, stdout)
+// startDemo seeds an empty embedded etcd with the demo objects and, with
+// --demo-churn, keeps changing a few of them until stop.
+func startDemo(ctx context.Context, o *Options, cli *clientv3.Client, lg *zap.Logger, stdout io.Writer) (stop func(), err error) {
+	prefix := o.Etcd.prefix
+	if err := seedDemo(ctx, cli, prefix, lg, stdout); err != nil {
+		return nil, err
+	}
+	if !o.Misc.demoChurn {
+		return func() {}, nil
+	}
+	cctx, stopChurn := context.WithCancel(ctx)
+	churned := make(chan struct{})
+	go func() {
+		defer close(churned)
+		if err := demo.Churn(cctx, cli, prefix, demo.DefaultChurnInterval); err != nil && cctx.Err() == nil {
+			lg.Warn("demo: churn stopped", zap.Error(err))
+		}
+	}()
+	fmt.Fprintf(stdout, "demo: a ConfigMap in %s changes every %s, with Events, the Deployment's status and the node Lease (--demo-churn=false: static)\n",
+		demo.AppNamespace, demo.DefaultChurnInterval)
+	return func() { stopChurn(); <-churned }, nil
 }
 
 func seedDemo(ctx context.Context, cli *clientv3.Client, prefix string, lg *zap.Logger, stdout io.Writer) error {

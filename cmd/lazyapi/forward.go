@@ -6,15 +6,15 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/spf13/pflag"
 	"go.uber.org/zap"
+	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/lazyapi/lazyapi/forward"
 )
 
-// forwardFlags say whether and how lazyapi forwards what it does not
+// forwardOptions say whether and how lazyapi forwards what it does not
 // serve to kube-apiserver (package forward).
-type forwardFlags struct {
+type forwardOptions struct {
 	kubeconfig  string        // --upstream-kubeconfig; "": read-only, nothing forwarded
 	maxShort    int           // --max-forwarded-requests-inflight
 	maxStreams  int           // --max-forwarded-streams-inflight
@@ -25,65 +25,69 @@ type forwardFlags struct {
 	tls      *tls.Config
 }
 
-func (f *forwardFlags) addFlags(fs *pflag.FlagSet) {
+func (f *forwardOptions) addFlags(fss *cliflag.NamedFlagSets) {
+	fs := fss.FlagSet("forwarding to kube-apiserver")
 	fs.StringVar(&f.kubeconfig, "upstream-kubeconfig", "",
 		"kubeconfig naming kube-apiserver (server URL and CA) and lazyapi's front-proxy client certificate (one of kube-apiserver's --requestheader-client-ca-file CA, its name in --requestheader-allowed-names). When set, every request lazyapi does not serve from etcd (writes, log, exec, attach, port-forward, proxy, aggregated and unknown groups, self reviews) is forwarded to kube-apiserver as the caller (X-Remote-User, X-Remote-Group, X-Remote-Extra-*), streamed; reads are still served from etcd while kube-apiserver is down. Empty: read-only (writes 405).")
 	fs.IntVar(&f.maxShort, "max-forwarded-requests-inflight", forward.DefaultMaxShort,
 		"With --upstream-kubeconfig: forwarded requests that are not long-running (writes, reads of aggregated groups) held at once; beyond it 429. Each client (user, or address) holds at most a quarter.")
 	fs.IntVar(&f.maxStreams, "max-forwarded-streams-inflight", forward.DefaultMaxStreams,
-		"With --upstream-kubeconfig: forwarded long-running requests (watches of forwarded groups, logs -f, exec, attach, port-forward, proxy) held open at once; beyond it 429. Each client holds at most a quarter. Each forwarded request reserves 96 KiB of the in-flight memory budget.")
+		"With --upstream-kubeconfig: forwarded long-running requests (watches of forwarded groups, logs -f, exec, attach, port-forward, proxy) held open at once; beyond it 429. Each client holds at most a quarter. Each forwarded request reserves 96Ki of the derived --max-inflight-bytes.")
 	fs.DurationVar(&f.dialTimeout, "upstream-connect-timeout", forward.DefaultDialTimeout,
 		"With --upstream-kubeconfig: longest wait to connect to kube-apiserver (TCP and TLS); when it does not answer, forwarded requests get 503 with Retry-After.")
 }
 
 // on reports whether forwarding is configured.
-func (f *forwardFlags) on() bool { return f.kubeconfig != "" }
+func (f *forwardOptions) on() bool { return f.kubeconfig != "" }
 
 // validate checks the values and loads the kubeconfig, so that a bad one
 // is a command-line error.
-func (f *forwardFlags) validate() error {
+func (f *forwardOptions) validate(*Options) []error {
+	var errs []error
 	if f.maxShort <= 0 {
-		return usageErrorf("invalid --max-forwarded-requests-inflight %d: must be greater than 0", f.maxShort)
+		errs = append(errs, flagError("max-forwarded-requests-inflight", "%d: must be greater than 0", f.maxShort))
 	}
 	if f.maxStreams <= 0 {
-		return usageErrorf("invalid --max-forwarded-streams-inflight %d: must be greater than 0", f.maxStreams)
+		errs = append(errs, flagError("max-forwarded-streams-inflight", "%d: must be greater than 0", f.maxStreams))
 	}
 	if f.dialTimeout <= 0 {
-		return usageErrorf("invalid --upstream-connect-timeout %s: must be greater than 0", f.dialTimeout)
+		errs = append(errs, flagError("upstream-connect-timeout", "%s: must be greater than 0", f.dialTimeout))
 	}
 	if !f.on() {
-		return nil
+		return errs
 	}
 	u, tc, err := forward.LoadKubeconfig(f.kubeconfig)
 	if err != nil {
-		return usageErrorf("invalid --upstream-kubeconfig: %v", err)
+		return append(errs, flagError("upstream-kubeconfig", "%v", err))
 	}
 	f.upstream, f.tls = u, tc
-	return nil
+	return errs
 }
 
-// reservedBytes is what forwarding takes from the in-flight memory
+// reservedBytes is what forwarding takes from a derived in-flight memory
 // budget: every seat's reserve.
-func (f *forwardFlags) reservedBytes() int64 {
+func (f *forwardOptions) reservedBytes() int64 {
 	if !f.on() {
 		return 0
 	}
-	return int64(f.maxShort+f.maxStreams) * forward.DefaultReservedBytes
+	return int64(max(f.maxShort, 0)+max(f.maxStreams, 0)) * forward.DefaultReservedBytes
 }
 
-// open creates the forwarder, or nil when forwarding is off.
-func (f *forwardFlags) open(lg *zap.Logger, ms *metrics.Set, writeTimeout time.Duration) (*forward.Forwarder, error) {
+// forwardConfig is the forwarder's configuration; ok is false without
+// --upstream-kubeconfig. Call it after validate.
+func (o *Options) forwardConfig(lg *zap.Logger, ms *metrics.Set) (cfg forward.Config, ok bool) {
+	f := &o.Forward
 	if !f.on() {
-		return nil, nil
+		return cfg, false
 	}
-	return forward.New(forward.Config{
+	return forward.Config{
 		Upstream:     f.upstream,
 		TLS:          f.tls,
 		MaxShort:     f.maxShort,
 		MaxStreams:   f.maxStreams,
 		DialTimeout:  f.dialTimeout,
-		WriteTimeout: writeTimeout,
+		WriteTimeout: o.Serving.writeTimeout,
 		Logger:       lg,
 		Metrics:      ms,
-	})
+	}, true
 }

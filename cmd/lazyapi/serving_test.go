@@ -23,7 +23,7 @@ func TestParseFlagsServing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
 	}
-	s := c.serving
+	s := c.Serving
 	if s.securePort != 6443 || s.servingTLS == nil || s.servingTLS.GetConfigForClient == nil || s.servingTLS.MinVersion != tls.VersionTLS12 {
 		t.Fatalf("serving TLS = %+v", s.servingTLS)
 	}
@@ -43,12 +43,12 @@ func TestParseFlagsServing(t *testing.T) {
 	}
 
 	c, err = parseFlags([]string{"--token-auth-file=" + tokens, "--anonymous-auth=true", "--port=8080"})
-	if err != nil || c.serving.servingTLS != nil || !c.serving.authn.Anonymous || c.serving.authn.ClientCAs != nil {
-		t.Errorf("tokens without TLS, anonymous: %+v, %v", c.serving, err)
+	if err != nil || c.Serving.servingTLS != nil || !c.Serving.authn.Anonymous || c.Serving.authn.ClientCAs != nil {
+		t.Errorf("tokens without TLS, anonymous: %+v, %v", c.Serving, err)
 	}
 	c, err = parseFlags(nil)
-	if err != nil || c.serving.securePort != 0 || c.serving.authn.Tokens != nil || c.serving.anonymousAuth {
-		t.Errorf("defaults: %+v, %v; want no HTTPS, no authentication, --anonymous-auth=false", c.serving, err)
+	if err != nil || c.Serving.securePort != 0 || c.Serving.authn.Tokens != nil || c.Serving.anonymousAuth {
+		t.Errorf("defaults: %+v, %v; want no HTTPS, no authentication, --anonymous-auth=false", c.Serving, err)
 	}
 }
 
@@ -70,41 +70,41 @@ func TestParseFlagsServingErrors(t *testing.T) {
 	tlsArgs := []string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile}
 	with := func(extra ...string) []string { return append(append([]string{}, tlsArgs...), extra...) }
 	checkFlagErrors(t, []flagErrorCase{
-		{[]string{"--secure-port=70000"}, "--secure-port 70000"},
-		{append(tlsArgs[1:3:3], "--secure-port=8080"), "--secure-port 8080: --port"},
-		{[]string{"--secure-port=6443"}, "--secure-port needs --tls-cert-file"},
+		{[]string{"--secure-port=70000"}, "--secure-port: 70000"},
+		{append(tlsArgs[1:3:3], "--secure-port=8080"), "--secure-port: 8080: --port"},
+		{[]string{"--secure-port=6443"}, "--secure-port: needs --tls-cert-file"},
 		{[]string{"--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + srv.KeyFile}, "need --secure-port"},
 		{[]string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile}, "--tls-private-key-file must be given together"},
-		{[]string{"--secure-port=6443", "--tls-cert-file=" + missing, "--tls-private-key-file=" + srv.KeyFile}, "cannot read --tls-cert-file"},
-		{[]string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + missing}, "cannot read --tls-private-key-file"},
+		{[]string{"--secure-port=6443", "--tls-cert-file=" + missing, "--tls-private-key-file=" + srv.KeyFile}, "--tls-cert-file: cannot read"},
+		{[]string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + missing}, "--tls-private-key-file: cannot read"},
 		{[]string{"--secure-port=6443", "--tls-cert-file=" + srv.CertFile, "--tls-private-key-file=" + ca.Client(t, "x").KeyFile}, "--tls-cert-file/--tls-private-key-file"},
 		{[]string{"--secure-port=6443", "--tls-cert-file=" + notPEM, "--tls-private-key-file=" + srv.KeyFile}, "--tls-cert-file/--tls-private-key-file"},
-		{[]string{"--client-ca-file=" + ca.File}, "--client-ca-file needs --secure-port"},
-		{with("--client-ca-file=" + missing), "invalid --client-ca-file"},
-		{with("--client-ca-file=" + notPEM), "invalid --client-ca-file"},
-		{[]string{"--token-auth-file=" + missing}, "invalid --token-auth-file"},
-		{[]string{"--token-auth-file=" + badTokens}, "invalid --token-auth-file: cannot parse token file " + badTokens + ": line 2"},
+		{[]string{"--client-ca-file=" + ca.File}, "--client-ca-file: needs --secure-port"},
+		{with("--client-ca-file=" + missing), "--client-ca-file: "},
+		{with("--client-ca-file=" + notPEM), "--client-ca-file: "},
+		{[]string{"--token-auth-file=" + missing}, "--token-auth-file: "},
+		{[]string{"--token-auth-file=" + badTokens}, "--token-auth-file: cannot parse token file " + badTokens + ": line 2"},
 		{[]string{"--anonymous-auth=maybe"}, "--anonymous-auth"},
-		{[]string{"--authorization-mode=RBAC"}, "--authorization-mode RBAC needs an authenticator"},
-		{[]string{"--service-account-issuer=https://x"}, "--service-account-issuer needs --service-account-key-file"},
-		{[]string{"--api-audiences=a"}, "--api-audiences needs --service-account-key-file"},
-		{[]string{"--service-account-key-file=" + notPEM}, "invalid --service-account-key-file"},
-		{[]string{"--service-account-key-file=" + missing}, "invalid --service-account-key-file"},
-		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,Magic"}, `invalid --authorization-mode: unknown mode "Magic"`},
-		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=Node,RBAC"}, `invalid --authorization-mode: mode "Node" is not supported`},
-		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,RBAC"}, `invalid --authorization-mode: mode "RBAC" is given twice`},
-		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,"}, `invalid --authorization-mode: empty mode`},
-		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,Webhook"}, "--authorization-mode RBAC,Webhook needs --authorization-kubeconfig or --authorization-webhook-config-file"},
-		{[]string{"--token-auth-file=" + goodTokens, "--authorization-kubeconfig=" + goodTokens}, "--authorization-kubeconfig is used by --authorization-mode Webhook only: add it"},
-		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC", "--authorization-webhook-config-file=" + goodTokens}, "--authorization-webhook-config-file is used by --authorization-mode Webhook only"},
-		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=Webhook", "--authorization-kubeconfig=" + missing}, "cannot read --authorization-kubeconfig"},
-		{[]string{"--authorization-kubeconfig=" + goodTokens, "--authorization-webhook-config-file=" + goodTokens}, "--authorization-kubeconfig and --authorization-webhook-config-file cannot be given together"},
-		{[]string{"--authentication-kubeconfig=" + goodTokens, "--authentication-token-webhook-config-file=" + goodTokens}, "--authentication-kubeconfig and --authentication-token-webhook-config-file cannot be given together"},
-		{[]string{"--authentication-token-webhook-config-file=" + missing}, "cannot read --authentication-token-webhook-config-file"},
-		{[]string{"--authentication-token-webhook-version=v2"}, `invalid --authentication-token-webhook-version "v2"`},
-		{[]string{"--authorization-webhook-version=v1alpha1"}, `invalid --authorization-webhook-version "v1alpha1"`},
-		{[]string{"--authentication-token-webhook-cache-ttl=-1s"}, "invalid --authentication-token-webhook-cache-ttl -1s"},
-		{[]string{"--authorization-webhook-cache-unauthorized-ttl=-1s"}, "invalid --authorization-webhook-cache-unauthorized-ttl -1s"},
+		{[]string{"--authorization-mode=RBAC"}, "--authorization-mode: RBAC needs an authenticator"},
+		{[]string{"--service-account-issuer=https://x"}, "--service-account-issuer: needs --service-account-key-file"},
+		{[]string{"--api-audiences=a"}, "--api-audiences: needs --service-account-key-file"},
+		{[]string{"--service-account-key-file=" + notPEM}, "--service-account-key-file: "},
+		{[]string{"--service-account-key-file=" + missing}, "--service-account-key-file: "},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,Magic"}, `--authorization-mode: unknown mode "Magic"`},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=Node,RBAC"}, `--authorization-mode: mode "Node" is not supported`},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,RBAC"}, `--authorization-mode: mode "RBAC" is given twice`},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,"}, `--authorization-mode: empty mode`},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC,Webhook"}, "--authorization-mode: RBAC,Webhook needs --authorization-kubeconfig or --authorization-webhook-config-file"},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-kubeconfig=" + goodTokens}, "--authorization-kubeconfig: is used by --authorization-mode Webhook only: add it"},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=RBAC", "--authorization-webhook-config-file=" + goodTokens}, "--authorization-webhook-config-file: is used by --authorization-mode Webhook only"},
+		{[]string{"--token-auth-file=" + goodTokens, "--authorization-mode=Webhook", "--authorization-kubeconfig=" + missing}, "--authorization-kubeconfig: cannot read"},
+		{[]string{"--authorization-kubeconfig=" + goodTokens, "--authorization-webhook-config-file=" + goodTokens}, "--authorization-kubeconfig: cannot be given with --authorization-webhook-config-file"},
+		{[]string{"--authentication-kubeconfig=" + goodTokens, "--authentication-token-webhook-config-file=" + goodTokens}, "--authentication-kubeconfig: cannot be given with --authentication-token-webhook-config-file"},
+		{[]string{"--authentication-token-webhook-config-file=" + missing}, "--authentication-token-webhook-config-file: cannot read"},
+		{[]string{"--authentication-token-webhook-version=v2"}, `--authentication-token-webhook-version: "v2"`},
+		{[]string{"--authorization-webhook-version=v1alpha1"}, `--authorization-webhook-version: "v1alpha1"`},
+		{[]string{"--authentication-token-webhook-cache-ttl=-1s"}, "--authentication-token-webhook-cache-ttl: -1s"},
+		{[]string{"--authorization-webhook-cache-unauthorized-ttl=-1s"}, "--authorization-webhook-cache-unauthorized-ttl: -1s"},
 	})
 }
 
@@ -132,7 +132,7 @@ func TestParseFlagsAuthorizationMode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parseFlags(%q) = %v", tt.args, err)
 		}
-		if got := strings.Join(c.serving.modes, ","); got != tt.want {
+		if got := strings.Join(c.Serving.modes, ","); got != tt.want {
 			t.Errorf("parseFlags(%q): modes %q, want %q", tt.args, got, tt.want)
 		}
 	}

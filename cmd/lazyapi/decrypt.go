@@ -6,23 +6,22 @@ import (
 	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/go-logr/zapr"
-	"github.com/spf13/pflag"
 	"go.uber.org/zap"
-	"k8s.io/klog/v2"
+	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/lazyapi/lazyapi/encryption"
 )
 
-// encryptionFlags are kube-apiserver's encryption-at-rest flags, plus
+// encryptionOptions are kube-apiserver's encryption-at-rest flags, plus
 // --watch-cache-decrypted.
-type encryptionFlags struct {
+type encryptionOptions struct {
 	file           string // --encryption-provider-config
 	reload         bool   // --encryption-provider-config-automatic-reload
 	cacheDecrypted bool   // --watch-cache-decrypted
 }
 
-func (f *encryptionFlags) addFlags(fs *pflag.FlagSet) {
+func (f *encryptionOptions) addFlags(fss *cliflag.NamedFlagSets) {
+	fs := fss.FlagSet("encryption")
 	fs.StringVar(&f.file, "encryption-provider-config", "",
 		"The EncryptionConfiguration file kube-apiserver encrypts data at rest with (apiserver.config.k8s.io/v1: aescbc, aesgcm, secretbox, identity, kms apiVersion v2); values it encrypted are decrypted when read.")
 	fs.BoolVar(&f.reload, "encryption-provider-config-automatic-reload", false,
@@ -31,26 +30,34 @@ func (f *encryptionFlags) addFlags(fs *pflag.FlagSet) {
 		"Hold decrypted values in the watch cache: reads skip the decryption, but plaintext Secrets stay in memory. Default: the cache holds values as stored and every read decrypts.")
 }
 
-func (f *encryptionFlags) validate() error {
+func (f *encryptionOptions) validate(*Options) []error {
+	var errs []error
 	if f.file == "" && f.reload {
-		return usageErrorf("--encryption-provider-config-automatic-reload needs --encryption-provider-config")
+		errs = append(errs, flagError("encryption-provider-config-automatic-reload", "needs --encryption-provider-config"))
 	}
 	if f.file == "" && f.cacheDecrypted {
-		return usageErrorf("--watch-cache-decrypted needs --encryption-provider-config")
+		errs = append(errs, flagError("watch-cache-decrypted", "needs --encryption-provider-config"))
 	}
-	return nil
+	return errs
 }
 
-// open loads the configuration; nil without --encryption-provider-config.
-func (f *encryptionFlags) open(lg *zap.Logger, ms *metrics.Set) (*encryption.Transformers, error) {
-	if f.file == "" {
+// encryptionConfig is the decryption's configuration; ok is false without
+// --encryption-provider-config (values are read as stored).
+func (o *Options) encryptionConfig(lg *zap.Logger, ms *metrics.Set) (cfg encryption.Config, ok bool) {
+	f := &o.Encryption
+	return encryption.Config{File: f.file, AutomaticReload: f.reload, Logger: lg, Metrics: ms}, f.file != ""
+}
+
+// openEncryption loads --encryption-provider-config; nil without it.
+func (o *Options) openEncryption(lg *zap.Logger, ms *metrics.Set) (*encryption.Transformers, error) {
+	cfg, ok := o.encryptionConfig(lg, ms)
+	if !ok {
 		return nil, nil
 	}
 	// k8s.io/apiserver's transformers and KMS client log with klog: into
-	// lazyapi's JSON log, not as text on stderr. (klog's logger is
-	// process-wide; main owns it.)
-	klog.SetLogger(zapr.NewLogger(lg.Named("k8s")))
-	t, err := encryption.New(encryption.Config{File: f.file, AutomaticReload: f.reload, Logger: lg, Metrics: ms})
+	// lazyapi's log, not as text on stderr.
+	useKlog(lg)
+	t, err := encryption.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--encryption-provider-config: %w", err)
 	}

@@ -25,7 +25,7 @@ func TestEncryptionFlagErrors(t *testing.T) {
 		{[]string{"--watch-cache-decrypted"}, "--encryption-provider-config"},
 	})
 	c, err := parseFlags([]string{"--encryption-provider-config=/x.yaml", "--encryption-provider-config-automatic-reload", "--watch-cache-decrypted"})
-	if err != nil || c.encryption != (encryptionFlags{file: "/x.yaml", reload: true, cacheDecrypted: true}) {
+	if err != nil || c.Encryption != (encryptionOptions{file: "/x.yaml", reload: true, cacheDecrypted: true}) {
 		t.Fatalf("parseFlags = %+v, %v", c, err)
 	}
 }
@@ -154,8 +154,8 @@ func TestRBACDecrypt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	f := encryptionFlags{file: cfg}
-	tr, err := f.open(zap.NewNop(), nil)
+	o := &Options{Encryption: encryptionOptions{file: cfg}}
+	tr, err := o.openEncryption(zap.NewNop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
