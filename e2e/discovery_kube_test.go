@@ -11,6 +11,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/bench"
 	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 // notListedReadOnly are the resources kube-apiserver v1.37 lists that a
@@ -106,9 +107,14 @@ func TestDiscoveryAgainstKubeAPIServerLive(t *testing.T) {
 		if !strings.Contains(string(help), "--upstream-kubeconfig") {
 			t.Skip("this lazyapi has no --upstream-kubeconfig (forwarding not built)")
 		}
+		// Discovery is answered by lazyapi itself: the upstream need only
+		// be one lazyapi accepts (a front-proxy client certificate; this
+		// kube-apiserver has no --requestheader-* and nothing is forwarded).
+		cert := testpki.NewCA(t, "front-proxy-ca").Client(t, "front-proxy-client")
 		kc := t.TempDir() + "/upstream.kubeconfig"
 		writeFile(t, kc, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: kube, cluster: {server: \""+k.url+"\", insecure-skip-tls-verify: true}}]\n"+
-			"users: [{name: u, user: {token: "+bench.KubeAPIServerToken+"}}]\ncontexts: [{name: kube, context: {cluster: kube, user: u}}]\ncurrent-context: kube\n"))
+			"users: [{name: u, user: {client-certificate: "+cert.CertFile+", client-key: "+cert.KeyFile+"}}]\n"+
+			"contexts: [{name: kube, context: {cluster: kube, user: u}}]\ncurrent-context: kube\n"))
 		p := start(t, "--etcd-servers="+etcd.Endpoint, "--upstream-kubeconfig="+kc)
 		if got := mustKubectl(t, p.URL, "api-versions"); got != kubeVersions {
 			t.Errorf("forwarding: kubectl api-versions:\n%s\nkube-apiserver:\n%s", got, kubeVersions)

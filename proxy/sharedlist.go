@@ -103,16 +103,7 @@ type listChunk struct {
 }
 
 // listMember is one LIST of a group.
-type listMember struct {
-	sharedMember
-	g *listGroup
-}
-
-func (m *listMember) take(ctx context.Context) (*listChunk, bool, error) {
-	return m.g.take(ctx, &m.sharedMember)
-}
-func (m *listMember) release(c *listChunk) { m.g.release(&m.sharedMember, c) }
-func (m *listMember) leave()               { m.g.leave(&m.sharedMember) }
+type listMember = memberOf[*listChunk, *listGroup]
 
 // listGroup is one shared LIST: an ordered shared read (sharedwindow.go)
 // of the response body. Its window's limit is the shared window, reserved
@@ -184,18 +175,18 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 	rc.SetStatusCode(200)
 	rc.SetContentType(st.enc.output().contentType(true))
 	if g.inline {
-		m.respondWhole(ctx, cancel, rc, st, ef)
+		respondWhole(m, ctx, cancel, rc, st, ef)
 		return
 	}
 	if g.gzip {
 		setGzipHeaders(rc)
 	}
-	rc.SetBodyStream(m.body(ctx, cancel, rc, st), -1)
+	rc.SetBodyStream(memberBody(m, ctx, cancel, rc, st), -1)
 }
 
 // respondWhole answers with the group's one chunk, the whole body, sent
 // with a Content-Length.
-func (m *listMember) respondWhole(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState, ef format) {
+func respondWhole(m *listMember, ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState, ef format) {
 	c, _, err := m.take(ctx)
 	if err != nil || c == nil {
 		m.leave()
@@ -220,8 +211,9 @@ func (m *listMember) respondWhole(ctx context.Context, cancel context.CancelFunc
 	}
 }
 
-// body is the member's streamed body: the group's chunks as they come.
-func (m *listMember) body(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState) *listBody {
+// memberBody is the member's streamed body: the group's chunks as they
+// come.
+func memberBody(m *listMember, ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState) *listBody {
 	s := m.g.s
 	guard := s.guardWrites(ctx, rc, "list")
 	body := &listBody{done: func(n int) {
@@ -233,7 +225,7 @@ func (m *listMember) body(ctx context.Context, cancel context.CancelFunc, rc *fa
 	body.write = func(w *bufio.Writer) (n int, err error) {
 		held := guard.pc
 		held.hold()
-		n, err = m.writeChunks(ctx, w, guard)
+		n, err = writeChunks(m, ctx, w, guard)
 		if rerr := held.release(); err == nil && rerr != nil {
 			err = fmt.Errorf("cannot write response: %w", rerr)
 		}
@@ -256,7 +248,7 @@ func (m *listMember) body(ctx context.Context, cancel context.CancelFunc, rc *fa
 
 // writeChunks writes the member's chunks to w, each flushed (one HTTP
 // chunk), until the last; n counts the body's bytes before compression.
-func (m *listMember) writeChunks(ctx context.Context, w *bufio.Writer, guard *writeGuard) (n int, err error) {
+func writeChunks(m *listMember, ctx context.Context, w *bufio.Writer, guard *writeGuard) (n int, err error) {
 	for {
 		c, end, err := m.take(ctx)
 		if err != nil || end {
@@ -282,14 +274,12 @@ func (s *Server) joinList(st *reqState, key listKey, client string) (*listGroup,
 	consistent := st.q.ResourceVersion == "" && st.q.Continue == ""
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := &listMember{}
 	if g := r.m[key]; g != nil {
 		g.mu.Lock()
 		ok := !g.closed && len(g.members) < listGroupMembers && (len(g.win.chunks) == 0 || g.win.chunks[0].seq == 0) && g.win.nextSeq == int64(len(g.win.chunks)) &&
 			!(consistent && g.pinned)
 		if ok {
-			m.g = g
-			g.addLocked(&m.sharedMember)
+			m := addMember(&g.sharedRead, g, true)
 			g.mu.Unlock()
 			r.joins.Inc()
 			return g, m
@@ -303,13 +293,8 @@ func (s *Server) joinList(st *reqState, key listKey, client string) (*listGroup,
 	g.init(true, scanWindowBytes, 0, &r.held, r.lagged, s.baseCtx, func() { r.forget(key, g) })
 	g.st.enc = newEncoder(s.schema, st.r, key.out, nil, includeObject(st.q.IncludeObject), time.Now())
 	g.st.release, g.st.drain, g.st.reserve, g.st.yield = nil, nil, nil, nil
-	r.m[key] = g
-	m.g = g
-	g.mu.Lock()
-	g.addLocked(&m.sharedMember)
-	g.mu.Unlock()
-	r.reads.Inc()
-	r.joins.Inc()
+	m := addMember(&g.sharedRead, g, false)
+	r.startLocked(key, g)
 	go g.run(client)
 	return g, m
 }

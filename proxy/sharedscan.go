@@ -121,16 +121,7 @@ type scanSegment struct {
 const scanSegmentOverhead = 256
 
 // scanMember is one watch in a group.
-type scanMember struct {
-	sharedMember
-	g *scanGroup
-}
-
-func (m *scanMember) take(ctx context.Context) (*scanSegment, bool, error) {
-	return m.g.take(ctx, &m.sharedMember)
-}
-func (m *scanMember) release(sg *scanSegment) { m.g.release(&m.sharedMember, sg) }
-func (m *scanMember) leave()                  { m.g.leave(&m.sharedMember) }
+type scanMember = memberOf[*scanSegment, *scanGroup]
 
 // scanGroup is one shared scan: a circular shared read
 // (sharedwindow.go) whose parts are the segments.
@@ -240,21 +231,15 @@ func joinScanGroup(r *scanGroups, w *watchReq, key scanKey, minRev int64, knowRe
 			g.mu.Unlock()
 			return nil, nil
 		default:
-			m := &scanMember{g: g}
-			g.addLocked(&m.sharedMember)
+			m := addMember(&g.sharedRead, g, true)
 			g.mu.Unlock()
 			r.joins.Inc()
 			return g, m
 		}
 	}
 	g = w.newScanGroup(key)
-	r.m[key] = g
-	m := &scanMember{g: g}
-	g.mu.Lock()
-	g.addLocked(&m.sharedMember)
-	g.mu.Unlock()
-	r.reads.Inc()
-	r.joins.Inc()
+	m := addMember(&g.sharedRead, g, false)
+	r.startLocked(key, g)
 	go g.run()
 	return g, m
 }
@@ -313,11 +298,18 @@ func (g *scanGroup) run() {
 			learn(encoded)
 		}
 	}
-	// The first cycle: the pages define the segments.
+	if g.firstCycle(pg, page, yield) {
+		g.laterCycles(hint, yield)
+	}
+}
+
+// firstCycle publishes the collection's segments, one per page from page
+// on (the pages define the segments); false when the group is over.
+func (g *scanGroup) firstCycle(pg *store.Pager, page []*mvccpb.KeyValue, yield func(n int)) bool {
 	start := g.key.prefix
 	for {
 		if !g.waitRoom() {
-			return
+			return false
 		}
 		seg := scanSeg{start: start}
 		if len(page) > 0 {
@@ -328,38 +320,33 @@ func (g *scanGroup) run() {
 		n := len(sg.data) // before publish: the window owns sg after it
 		last := !pg.More() || len(page) == 0
 		if !g.publish(sg, seg, last) {
-			return
+			return false
 		}
 		yield(n)
 		if last {
-			break
+			return true
 		}
-		if page, err = pg.Next(ctx); err != nil {
+		var err error
+		if page, err = pg.Next(g.ctx); err != nil {
 			g.fail(err)
-			return
+			return false
 		}
 	}
-	// Later cycles: the segments some member still needs.
+}
+
+// laterCycles publishes again, circularly, the segments some member still
+// needs, until no member is left.
+func (g *scanGroup) laterCycles(hint int, yield func(n int)) {
 	pos := 0
 	for {
 		idx, ok := g.nextNeeded(pos)
 		if !ok {
 			return
 		}
-		seg := g.segs[idx] // segs is complete: read without the lock
-		spg := s.store.NewPager(store.ListOptions{Prefix: g.key.prefix, Start: seg.start, End: seg.end, Rev: g.rev,
-			Serializable: g.key.serializable, SizeHint: hint, Continues: true})
-		var kvs []*mvccpb.KeyValue
-		for {
-			p, err := spg.Next(ctx)
-			if err != nil {
-				g.fail(err)
-				return
-			}
-			kvs = append(kvs, p...)
-			if !spg.More() || len(p) == 0 {
-				break
-			}
+		kvs, err := g.readSegment(g.segs[idx], hint) // segs is complete: read without the lock
+		if err != nil {
+			g.fail(err)
+			return
 		}
 		sg := g.encode(kvs)
 		sg.part = idx
@@ -368,6 +355,23 @@ func (g *scanGroup) run() {
 		}
 		pos = (idx + 1) % len(g.segs)
 		yield(0)
+	}
+}
+
+// readSegment reads a segment's values again, at the group's revision.
+func (g *scanGroup) readSegment(seg scanSeg, hint int) ([]*mvccpb.KeyValue, error) {
+	spg := g.s.store.NewPager(store.ListOptions{Prefix: g.key.prefix, Start: seg.start, End: seg.end, Rev: g.rev,
+		Serializable: g.key.serializable, SizeHint: hint, Continues: true})
+	var kvs []*mvccpb.KeyValue
+	for {
+		p, err := spg.Next(g.ctx)
+		if err != nil {
+			return nil, err
+		}
+		kvs = append(kvs, p...)
+		if !spg.More() || len(p) == 0 {
+			return kvs, nil
+		}
 	}
 }
 

@@ -203,6 +203,14 @@ func newSharedReads[K comparable, G comparable](ms *metrics.Set, reads, joins, c
 	return r
 }
 
+// startLocked registers g, a new read of key with its first member; r.mu
+// is held.
+func (r *sharedReads[K, G]) startLocked(key K, g G) {
+	r.m[key] = g
+	r.reads.Inc()
+	r.joins.Inc()
+}
+
 // forget removes g, when it is still the read of key, from the registry.
 func (r *sharedReads[K, G]) forget(key K, g G) {
 	r.mu.Lock()
@@ -224,6 +232,38 @@ type sharedMember struct {
 }
 
 func (m *sharedMember) needs(part int) bool { return part >= len(m.have) || !m.have[part] }
+
+// memberOf is a member's handle on its read, of type G (which embeds
+// sharedRead[C]).
+type memberOf[C windowChunk, G any] struct {
+	sharedMember
+	read *sharedRead[C]
+	g    G
+}
+
+// take returns the member's next chunk (release it after writing it), or
+// end once it took every part.
+func (m *memberOf[C, G]) take(ctx context.Context) (C, bool, error) {
+	return m.read.take(ctx, &m.sharedMember)
+}
+
+// release unpins a chunk the member wrote.
+func (m *memberOf[C, G]) release(c C) { m.read.release(&m.sharedMember, c) }
+
+// leave removes the member from its read (idempotent).
+func (m *memberOf[C, G]) leave() { m.read.leave(&m.sharedMember) }
+
+// addMember adds a member to read, of type G g; locked says whether the
+// read's mutex is held.
+func addMember[C windowChunk, G any](read *sharedRead[C], g G, locked bool) *memberOf[C, G] {
+	m := &memberOf[C, G]{read: read, g: g}
+	if !locked {
+		read.mu.Lock()
+		defer read.mu.Unlock()
+	}
+	read.addLocked(&m.sharedMember)
+	return m
+}
 
 // sharedRead is one shared read: its window and its members. The
 // read's own type embeds it; mu guards it and the fields of the read that

@@ -30,7 +30,7 @@ const deployDir = "../../deploy"
 
 // manifestFiles are the deploy/ files that hold Kubernetes objects; the
 // kubeconfig, the dashboard and the alert rules are checked on their own.
-var manifestFiles = []string{"static-pod.yaml", "deployment.yaml", "rbac.yaml"}
+var manifestFiles = []string{"static-pod.yaml", "static-pod-forward.yaml", "deployment.yaml", "rbac.yaml"}
 
 // decodeManifests decodes every YAML document of file strictly (unknown
 // or duplicate fields are errors) with client-go's scheme.
@@ -232,6 +232,7 @@ func checkFlagsAccepted(t *testing.T, what string, args []string) {
 		"token-auth-file":      tokens,
 		// An EC private key file holds the public key too.
 		"service-account-key-file": serving.KeyFile,
+		"upstream-kubeconfig":      upstreamKubeconfig(t),
 	}
 	local := make([]string, len(args))
 	for i, a := range args {
@@ -295,5 +296,18 @@ func TestDeployKubeconfig(t *testing.T) {
 	}
 	if !strings.HasPrefix(rc.Host, "https://") {
 		t.Errorf("kubeconfig.yaml server %q is not https", rc.Host)
+	}
+	// A controller that writes (forwarding): its own context and user,
+	// a client certificate.
+	ctx, ok := cfg.Contexts["lazyapi-controller"]
+	if !ok {
+		t.Fatal("kubeconfig.yaml has no lazyapi-controller context")
+	}
+	rc, err = clientcmd.NewNonInteractiveClientConfig(*cfg, "lazyapi-controller", nil, nil).ClientConfig()
+	if err != nil {
+		t.Fatalf("lazyapi-controller: %v", err)
+	}
+	if ctx.AuthInfo == "reader" || len(rc.CertData) == 0 || rc.Host != cfg.Clusters["lazyapi"].Server {
+		t.Errorf("lazyapi-controller: user %q, client certificate %d bytes, server %q", ctx.AuthInfo, len(rc.CertData), rc.Host)
 	}
 }

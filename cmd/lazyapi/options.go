@@ -55,8 +55,8 @@ type Options struct {
 	Logging    loggingOptions    // logging
 	Misc       miscOptions       // profiling, demo, version, help
 
-	fss     cliflag.NamedFlagSets // the sections' flags, for --help
-	changed func(name string) bool
+	fss     cliflag.NamedFlagSets  // the sections' flags, for --help
+	changed func(name string) bool // the parsed flag set's Changed; see given
 }
 
 // section is one group of flags of Options.
@@ -88,7 +88,7 @@ func (o *Options) complete() {
 	// With an authenticator the plain port is off unless given:
 	// credentials sent to it travel in clear text (kube-apiserver has no
 	// insecure port).
-	if o.Serving.authenticated() && !o.changed("port") {
+	if o.Serving.authenticated() && !o.given("port") {
 		o.Serving.port = 0
 	}
 }
@@ -109,6 +109,10 @@ func (o *Options) validate() error {
 	}
 	return usageErrorf("%s", strings.Join(msgs, "; "))
 }
+
+// given reports whether flag was on the command line (false for Options
+// not made by parseFlags).
+func (o *Options) given(flag string) bool { return o.changed != nil && o.changed(flag) }
 
 // flagError is a problem with the value of flag: "--flag: problem".
 func flagError(flag, format string, args ...any) error {
@@ -200,10 +204,18 @@ func (e *etcdOptions) loadTLS() error {
 		return nil
 	}
 	if len(e.servers) == 0 {
-		return flagError("etcd-cafile", "--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-servers (the embedded etcd is plain HTTP on loopback)")
+		flag := "etcd-cafile"
+		switch {
+		case e.caFile != "":
+		case e.certFile != "":
+			flag = "etcd-certfile"
+		default:
+			flag = "etcd-keyfile"
+		}
+		return flagError(flag, "needs --etcd-servers (the embedded etcd is plain HTTP on loopback)")
 	}
-	if (e.certFile == "") != (e.keyFile == "") {
-		return flagError("etcd-certfile", "--etcd-certfile and --etcd-keyfile must be given together")
+	if err := pairedFlags("etcd-certfile", e.certFile, "etcd-keyfile", e.keyFile); err != nil {
+		return err
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if e.caFile != "" {
@@ -236,6 +248,18 @@ func (e *etcdOptions) loadTLS() error {
 		cfg.GetClientCertificate = kp.GetClientCertificate
 	}
 	e.tls = cfg
+	return nil
+}
+
+// pairedFlags requires flags a and b (values va, vb) to be given together:
+// the missing one is at fault.
+func pairedFlags(a, va, b, vb string) error {
+	switch {
+	case va != "" && vb == "":
+		return flagError(b, "needed with --%s (give both)", a)
+	case va == "" && vb != "":
+		return flagError(a, "needed with --%s (give both)", b)
+	}
 	return nil
 }
 
@@ -381,7 +405,7 @@ func (o *Options) inflightBytes() (int64, error) {
 // admitted a request has the rest of its deadline to be served (the
 // request timeout counts from before admission).
 func (o *Options) queueWait() time.Duration {
-	if o.changed("max-queue-wait") {
+	if o.given("max-queue-wait") {
 		return o.Admission.maxQueueWait
 	}
 	return min(o.Admission.maxQueueWait, o.Serving.requestTimeout/4)

@@ -182,15 +182,15 @@ func (s *servingOptions) load() error {
 	if s.securePort < 0 || s.securePort > 65535 {
 		return flagError("secure-port", "%d: must be between 0 and 65535", s.securePort)
 	}
-	if (s.tlsCertFile == "") != (s.tlsKeyFile == "") {
-		return flagError("tls-private-key-file", "--tls-cert-file and --tls-private-key-file must be given together")
+	if err := pairedFlags("tls-cert-file", s.tlsCertFile, "tls-private-key-file", s.tlsKeyFile); err != nil {
+		return err
 	}
 	if err := s.validateTLSFlags(); err != nil {
 		return err
 	}
 	if s.securePort == 0 {
 		if s.tlsCertFile != "" {
-			return flagError("tls-cert-file", "--tls-cert-file and --tls-private-key-file need --secure-port")
+			return flagError("tls-cert-file", "needs --secure-port (with --tls-private-key-file)")
 		}
 		if s.clientCAFile != "" {
 			return flagError("client-ca-file", "needs --secure-port (client certificates are sent over TLS)")
