@@ -64,13 +64,25 @@ func (f *forwardOptions) validate(*Options) []error {
 	return errs
 }
 
-// reservedBytes is what forwarding takes from a derived in-flight memory
-// budget: every seat's reserve.
-func (f *forwardOptions) reservedBytes() int64 {
+// fitSeats returns what forwarding takes from a derived in-flight memory
+// budget v: every seat's reserve. Seats left at their defaults are scaled
+// down (to no fewer than 16 short and 64 streams) so that their reserve
+// is at most a quarter of v: a small --memory-limit gets fewer forwarded
+// requests, not an unbounded reserve. Seats given on the command line are
+// kept (inflightBytes refuses a reserve over half of v).
+func (f *forwardOptions) fitSeats(v int64, changed func(string) bool) int64 {
 	if !f.on() {
 		return 0
 	}
-	return int64(max(f.maxShort, 0)+max(f.maxStreams, 0)) * forward.DefaultReservedBytes
+	seat := int64(forward.DefaultReservedBytes)
+	r := int64(max(f.maxShort, 0)+max(f.maxStreams, 0)) * seat
+	if r > v/4 && !changed("max-forwarded-requests-inflight") && !changed("max-forwarded-streams-inflight") {
+		scale := float64(v/4) / float64(r)
+		f.maxShort = max(16, int(float64(f.maxShort)*scale))
+		f.maxStreams = max(64, int(float64(f.maxStreams)*scale))
+		r = int64(f.maxShort+f.maxStreams) * seat
+	}
+	return r
 }
 
 // forwardConfig is the forwarder's configuration; ok is false without

@@ -58,7 +58,7 @@ func TestForwardFlags(t *testing.T) {
 	}
 	a, _ := readOnly.inflightBytes()
 	b, _ := o.inflightBytes()
-	if want := int64(forward.DefaultMaxShort+forward.DefaultMaxStreams) * forward.DefaultReservedBytes; a-b != want {
+	if want := int64(o.Forward.maxShort+o.Forward.maxStreams) * forward.DefaultReservedBytes; a-b != want || want > a/4 {
 		t.Errorf("derived in-flight bytes %d read-only, %d forwarding: differ by %d, want the forward reserve %d", a, b, a-b, want)
 	}
 	if !strings.Contains(strings.ToLower(o.usage(100)), "forwarding to kube-apiserver flags:") {

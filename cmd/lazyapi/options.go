@@ -388,7 +388,7 @@ func (o *Options) inflightBytes() (int64, error) {
 		return 0, flagError("max-inflight-bytes", "0 derives it from --memory-limit, but half of it (%s) minus --watch-cache-memory (%s) leaves less than 1Mi: raise --memory-limit, lower --watch-cache-memory or set --max-inflight-bytes",
 			quantity(max(int64(o.Admission.memoryLimit), ratelimit.DefaultMemoryLimit)/2), quantity(cacheBytes))
 	}
-	if r := o.Forward.reservedBytes(); r > 0 {
+	if r := o.Forward.fitSeats(v, o.changed); r > 0 {
 		// Forwarded requests count in --memory-limit: their reserve
 		// comes out of the derived in-flight budget.
 		if r > v/2 {
