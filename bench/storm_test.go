@@ -352,3 +352,37 @@ func TestStormHold(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// TestStripDataCountsOnce: the strip-data transform counts an object's data
+// once per resourceVersion, so that a reflector that lists again after its
+// stream was cut (issue 29's storm: 16 informers whose streams lazyapi
+// ended by --write-timeout counted 8 objects twice) counts what its store
+// holds; a new resourceVersion replaces the count.
+func TestStripDataCountsOnce(t *testing.T) {
+	var read atomic.Int64
+	tf := stripData(&read)
+	cm := func(rv, value string) *corev1.ConfigMap {
+		c := &corev1.ConfigMap{Data: map[string]string{"k": value}}
+		c.Namespace, c.Name, c.ResourceVersion = "ns", "a", rv
+		return c
+	}
+	for i, step := range []struct {
+		obj  *corev1.ConfigMap
+		want int64
+	}{
+		{cm("5", "0123456789"), 11},
+		{cm("5", "0123456789"), 11}, // listed again
+		{cm("6", "0123"), 5},        // updated
+	} {
+		got, err := tf(step.obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := got.(*corev1.ConfigMap); c.Data != nil || read.Load() != step.want {
+			t.Errorf("step %d: counted %d, data %v; want %d counted, data stripped", i, read.Load(), c.Data, step.want)
+		}
+		if _, err := tf(got); err != nil || read.Load() != step.want { // transformed again (idempotent)
+			t.Errorf("step %d: the transform applied again: counted %d (%v), want %d", i, read.Load(), err, step.want)
+		}
+	}
+}

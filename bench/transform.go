@@ -3,10 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 )
@@ -43,9 +45,19 @@ func CheckInformerTransform(name string) error {
 // to each event as it enters the WatchList's temporary store, and the
 // FIFO applies it again to the whole list at the initial-events-end
 // bookmark (RealFIFO's Replace); the second call finds no data and adds 0.
+// An object is counted once per resourceVersion (a later version replaces
+// its count): a reflector that lists again after its stream was cut (a
+// watch the server ended, a 429) receives the objects again, and its count
+// stays what its store holds.
 // So no informer holds an untransformed object beyond the one being
 // decoded.
 func stripData(read *atomic.Int64) cache.TransformFunc {
+	type version struct {
+		rv string
+		n  int64
+	}
+	var mu sync.Mutex
+	counted := map[string]version{} // by namespace/name
 	return func(obj any) (any, error) {
 		if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			return obj, nil
@@ -54,7 +66,17 @@ func stripData(read *atomic.Int64) cache.TransformFunc {
 		if err != nil {
 			return nil, err
 		}
-		read.Add(n)
+		acc, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, err
+		}
+		key := acc.GetNamespace() + "/" + acc.GetName()
+		mu.Lock()
+		if prev, ok := counted[key]; !ok || prev.rv != acc.GetResourceVersion() {
+			read.Add(n - prev.n)
+			counted[key] = version{acc.GetResourceVersion(), n}
+		}
+		mu.Unlock()
 		switch o := obj.(type) {
 		case *corev1.Secret:
 			o.Data, o.StringData, o.ManagedFields = nil, nil, nil

@@ -123,7 +123,15 @@ func TestStartupLogQuiet(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 	logs := strings.TrimSpace(sink.String())
-	lines := strings.Split(logs, "\n")
+	// etcd's own slow-request warnings come from machine load, not from
+	// lazyapi's start-up: they are not counted (a loaded CI machine wrote 11).
+	var lines []string
+	for l := range strings.Lines(logs) {
+		if strings.Contains(l, " WARN etcd apply request took too long ") || strings.Contains(l, " WARN etcd request stats ") {
+			continue
+		}
+		lines = append(lines, strings.TrimSuffix(l, "\n"))
+	}
 	if strings.Contains(logs, "history before the fill") || strings.Contains(logs, "resource cached") || len(lines) > 12 {
 		t.Errorf("start-up wrote %d log lines, want at most 12 and none per resource:\n%s", len(lines), logs)
 	}

@@ -234,14 +234,9 @@ func (e *etcdOptions) loadTLS() error {
 		cfg.VerifyConnection = cas.VerifyServer()
 	}
 	if e.certFile != "" {
-		for _, f := range []struct{ flag, path string }{{"etcd-certfile", e.certFile}, {"etcd-keyfile", e.keyFile}} {
-			if _, err := os.Stat(f.path); err != nil {
-				return flagError(f.flag, "cannot read: %v", err)
-			}
-		}
-		kp, err := certfile.LoadKeyPair(e.certFile, e.keyFile)
+		kp, err := loadKeyPair("etcd-certfile", e.certFile, "etcd-keyfile", e.keyFile)
 		if err != nil {
-			return flagError("etcd-certfile", "cannot load --etcd-certfile/--etcd-keyfile: %v", err)
+			return err
 		}
 		e.keyPair = kp
 		// New connections (reconnects) present the certificate in force.
@@ -261,6 +256,21 @@ func pairedFlags(a, va, b, vb string) error {
 		return flagError(a, "needed with --%s (give both)", b)
 	}
 	return nil
+}
+
+// loadKeyPair loads the certificate and key files of flags certFlag and
+// keyFlag, reloaded on change; its errors name the flags.
+func loadKeyPair(certFlag, certFile, keyFlag, keyFile string) (*certfile.KeyPair, error) {
+	for _, f := range []struct{ flag, path string }{{certFlag, certFile}, {keyFlag, keyFile}} {
+		if _, err := os.Stat(f.path); err != nil {
+			return nil, flagError(f.flag, "cannot read: %v", err)
+		}
+	}
+	kp, err := certfile.LoadKeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, flagError(certFlag, "cannot load --%s/--%s: %v", certFlag, keyFlag, err)
+	}
+	return kp, nil
 }
 
 // etcdProbeTimeout bounds the first request to etcd at start.

@@ -174,7 +174,8 @@ func markdownAnchors(s string) map[string]bool {
 // bench/RESULTS.md has its row in RESULTS.md's "Current figures" table
 // (a row whose question starts "README:" and whose section link is the
 // README's), so that no claim of the README lacks its current figure,
-// command and date.
+// command and date; and every number of a README table row citing it is
+// in that row (a figure changed on one side only fails here).
 func TestResultsCoverReadme(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -193,18 +194,45 @@ func TestResultsCoverReadme(t *testing.T) {
 	if end := strings.Index(s, "\n## "); end >= 0 {
 		s = s[:end]
 	}
-	rows := map[string]bool{} // anchors of the README rows' section links
-	for _, m := range regexp.MustCompile(`(?m)^\| README: .*\]\(#([^)]+)\) \|$`).FindAllStringSubmatch(s, -1) {
-		rows[m[1]] = true
+	number := regexp.MustCompile(`\d[\d,]*(?:\.\d+)?`)
+	rows := map[string][]map[string]bool{} // section anchor -> the numbers of each README row linking it
+	for _, m := range regexp.MustCompile(`(?m)^\| README: (.*)\]\(#([^)]+)\) \|$`).FindAllStringSubmatch(s, -1) {
+		nums := map[string]bool{}
+		for _, n := range number.FindAllString(m[1], -1) {
+			nums[strings.TrimRight(n, ",")] = true
+		}
+		rows[m[2]] = append(rows[m[2]], nums)
 	}
 	claims := 0
-	for _, m := range regexp.MustCompile(`\]\(bench/RESULTS\.md#([^)]+)\)`).FindAllStringSubmatch(string(readme), -1) {
-		if m[1] == "current-figures" {
-			continue
-		}
-		claims++
-		if !rows[m[1]] {
-			t.Errorf("README.md cites bench/RESULTS.md#%s, which has no README row in RESULTS.md's Current figures table", m[1])
+	for _, line := range strings.Split(string(readme), "\n") {
+		for _, m := range regexp.MustCompile(`\]\(bench/RESULTS\.md#([^)]+)\)`).FindAllStringSubmatch(line, -1) {
+			if m[1] == "current-figures" {
+				continue
+			}
+			claims++
+			if len(rows[m[1]]) == 0 {
+				t.Errorf("README.md cites bench/RESULTS.md#%s, which has no README row in RESULTS.md's Current figures table", m[1])
+				continue
+			}
+			// A figure in a README table row is one its RESULTS.md row has.
+			if !strings.HasPrefix(line, "|") {
+				continue
+			}
+			text := strings.Replace(line, m[0], "", 1)
+			matched := false
+			var missing []string
+			for _, nums := range rows[m[1]] {
+				missing = missing[:0]
+				for _, n := range number.FindAllString(text, -1) {
+					if n = strings.TrimRight(n, ","); !nums[n] {
+						missing = append(missing, n)
+					}
+				}
+				matched = matched || len(missing) == 0
+			}
+			if !matched {
+				t.Errorf("README.md's row citing #%s has figures its RESULTS.md row does not (%s): %s", m[1], strings.Join(missing, ", "), line)
+			}
 		}
 	}
 	if claims < 3 {
@@ -328,5 +356,68 @@ func TestDocPaths(t *testing.T) {
 	}
 	if checked < 50 {
 		t.Errorf("checked %d paths in the docs, want the many they name", checked)
+	}
+}
+
+// TestDocFuzzTargets: the fuzzing table of docs/development.md names every
+// fuzz target of the module under its package, and no target that is not
+// there.
+func TestDocFuzzTargets(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/development.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(doc)
+	start := strings.Index(s, "\n## Fuzzing\n")
+	if start < 0 {
+		t.Fatal("docs/development.md has no ## Fuzzing section")
+	}
+	s = s[start+1:]
+	if end := strings.Index(s, "\n## "); end >= 0 {
+		s = s[:end]
+	}
+	documented := map[string]string{} // target -> package directory
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9/]+)` \\| (.*)\\|$").FindAllStringSubmatch(s, -1) {
+		for _, f := range regexp.MustCompile("`(Fuzz[A-Za-z0-9]+)`").FindAllStringSubmatch(m[2], -1) {
+			documented[f[1]] = m[1]
+		}
+	}
+	found := map[string]string{}
+	fuzz := regexp.MustCompile(`(?m)^func (Fuzz[A-Za-z0-9]+)\(`)
+	err = filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "../.." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dir, _ := filepath.Rel("../..", filepath.Dir(path))
+		for _, m := range fuzz.FindAllStringSubmatch(string(src), -1) {
+			found[m[1]] = filepath.ToSlash(dir)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) < 10 {
+		t.Fatalf("found %d fuzz targets in the module, want its many", len(found))
+	}
+	for f, dir := range found {
+		if documented[f] != dir {
+			t.Errorf("fuzz target %s (in %s) is not in docs/development.md's table under `%s`", f, dir, dir)
+		}
+	}
+	for f, dir := range documented {
+		if found[f] == "" {
+			t.Errorf("docs/development.md's fuzzing table names %s under `%s`, which does not exist", f, dir)
+		}
 	}
 }

@@ -199,14 +199,9 @@ func (s *servingOptions) load() error {
 		if s.tlsCertFile == "" {
 			return flagError("secure-port", "needs --tls-cert-file and --tls-private-key-file")
 		}
-		for _, f := range []struct{ flag, path string }{{"tls-cert-file", s.tlsCertFile}, {"tls-private-key-file", s.tlsKeyFile}} {
-			if _, err := os.Stat(f.path); err != nil {
-				return flagError(f.flag, "cannot read: %v", err)
-			}
-		}
-		kp, err := certfile.LoadKeyPair(s.tlsCertFile, s.tlsKeyFile)
+		kp, err := loadKeyPair("tls-cert-file", s.tlsCertFile, "tls-private-key-file", s.tlsKeyFile)
 		if err != nil {
-			return flagError("tls-cert-file", "cannot load --tls-cert-file/--tls-private-key-file: %v", err)
+			return err
 		}
 		s.keyPair = kp
 	}
