@@ -16,6 +16,10 @@
 #
 #   deploy/front-proxy-cert.sh                      # kubeadm defaults
 #   deploy/front-proxy-cert.sh --pki DIR --out DIR --server https://10.0.0.11:6443 --days 365 --cn NAME
+#   deploy/front-proxy-cert.sh --out DIR --server https://10.0.0.11:6443 --in-pod-dir /etc/lazyapi/upstream
+#       for a Secret mounted there (Helm chart forward.enabled, the kustomize
+#       overlay deploy/kustomize/forward): the kubeconfig names
+#       /etc/lazyapi/upstream/{ca.crt,tls.crt,tls.key}, the Secret's keys.
 #
 # It writes, in --out (default: --pki):
 #   lazyapi-front-proxy-client.crt, lazyapi-front-proxy-client.key  (0600)
@@ -33,6 +37,7 @@ out=""
 server=https://127.0.0.1:6443
 days=365
 cn=front-proxy-client
+inpod=""
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--pki) pki=$2; shift 2 ;;
@@ -40,7 +45,8 @@ while [[ $# -gt 0 ]]; do
 	--server) server=$2; shift 2 ;;
 	--days) days=$2; shift 2 ;;
 	--cn) cn=$2; shift 2 ;;
-	-h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+	--in-pod-dir) inpod=$2; shift 2 ;;
+	-h | --help) sed -n '2,32p' "$0"; exit 0 ;;
 	*) echo "front-proxy-cert.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -81,6 +87,10 @@ mv "$tmp/crt.pem" "$crt"
 chmod 0600 "$key"
 chmod 0644 "$crt"
 
+kc_ca=$cluster_ca kc_crt=$crt kc_key=$key
+if [[ -n $inpod ]]; then
+	kc_ca=$inpod/ca.crt kc_crt=$inpod/tls.crt kc_key=$inpod/tls.key
+fi
 cat >"$out/lazyapi-upstream.conf" <<EOF
 # lazyapi's --upstream-kubeconfig, written by deploy/front-proxy-cert.sh:
 # kube-apiserver's URL and CA, and lazyapi's front-proxy client
@@ -91,12 +101,12 @@ clusters:
   - name: kube-apiserver
     cluster:
       server: $server
-      certificate-authority: $cluster_ca
+      certificate-authority: $kc_ca
 users:
   - name: lazyapi-front-proxy
     user:
-      client-certificate: $crt
-      client-key: $key
+      client-certificate: $kc_crt
+      client-key: $kc_key
 contexts:
   - name: upstream
     context:

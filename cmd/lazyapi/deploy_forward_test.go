@@ -159,6 +159,22 @@ func TestFrontProxyCertScript(t *testing.T) {
 		t.Errorf("kubeconfig: host %q CA %q cert %q key %q token %q", rc.Host, rc.CAFile, rc.CertFile, rc.KeyFile, rc.BearerToken)
 	}
 
+	// For a Secret mounted in a Pod: the kubeconfig names the Secret's keys
+	// under the mount.
+	inPod := t.TempDir()
+	if so, se, err := run("--out", inPod, "--in-pod-dir", "/etc/lazyapi/upstream"); err != nil {
+		t.Fatalf("--in-pod-dir: %v\n%s%s", err, so, se)
+	}
+	if cfg, err = clientcmd.LoadFromFile(filepath.Join(inPod, "lazyapi-upstream.conf")); err != nil {
+		t.Fatal(err)
+	}
+	// (Files of the Pod: not read here.)
+	u, cl := cfg.AuthInfos["lazyapi-front-proxy"], cfg.Clusters["kube-apiserver"]
+	if u == nil || cl == nil || cl.CertificateAuthority != "/etc/lazyapi/upstream/ca.crt" ||
+		u.ClientCertificate != "/etc/lazyapi/upstream/tls.crt" || u.ClientKey != "/etc/lazyapi/upstream/tls.key" {
+		t.Errorf("--in-pod-dir kubeconfig: cluster %+v user %+v", cl, u)
+	}
+
 	other := t.TempDir()
 	if _, se, err := run("--out", other, "--cn", "lazyapi-front-proxy"); err != nil || !strings.Contains(se, "--requestheader-allowed-names") {
 		t.Errorf("--cn lazyapi-front-proxy: %v, stderr %q; want success and a reminder of --requestheader-allowed-names", err, se)

@@ -181,19 +181,7 @@ func TestResultsCoverReadme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results, err := os.ReadFile("../../bench/RESULTS.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(results)
-	start := strings.Index(s, "\n## Current figures\n")
-	if start < 0 {
-		t.Fatal("bench/RESULTS.md has no ## Current figures section")
-	}
-	s = s[start+1:]
-	if end := strings.Index(s, "\n## "); end >= 0 {
-		s = s[:end]
-	}
+	s := docSection(t, "../../bench/RESULTS.md", "Current figures")
 	number := regexp.MustCompile(`\d[\d,]*(?:\.\d+)?`)
 	rows := map[string][]map[string]bool{} // section anchor -> the numbers of each README row linking it
 	for _, m := range regexp.MustCompile(`(?m)^\| README: (.*)\]\(#([^)]+)\) \|$`).FindAllStringSubmatch(s, -1) {
@@ -363,19 +351,7 @@ func TestDocPaths(t *testing.T) {
 // fuzz target of the module under its package, and no target that is not
 // there.
 func TestDocFuzzTargets(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/development.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(doc)
-	start := strings.Index(s, "\n## Fuzzing\n")
-	if start < 0 {
-		t.Fatal("docs/development.md has no ## Fuzzing section")
-	}
-	s = s[start+1:]
-	if end := strings.Index(s, "\n## "); end >= 0 {
-		s = s[:end]
-	}
+	s := docSection(t, "../../docs/development.md", "Fuzzing")
 	documented := map[string]string{} // target -> package directory
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9/]+)` \\| (.*)\\|$").FindAllStringSubmatch(s, -1) {
 		for _, f := range regexp.MustCompile("`(Fuzz[A-Za-z0-9]+)`").FindAllStringSubmatch(m[2], -1) {
@@ -384,7 +360,7 @@ func TestDocFuzzTargets(t *testing.T) {
 	}
 	found := map[string]string{}
 	fuzz := regexp.MustCompile(`(?m)^func (Fuzz[A-Za-z0-9]+)\(`)
-	err = filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -420,4 +396,24 @@ func TestDocFuzzTargets(t *testing.T) {
 			t.Errorf("docs/development.md's fuzzing table names %s under `%s`, which does not exist", f, dir)
 		}
 	}
+}
+
+// docSection returns the "## heading" section of a markdown document, up to
+// the next "## " heading.
+func docSection(t *testing.T, path, heading string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	start := strings.Index(s, "\n## "+heading+"\n")
+	if start < 0 {
+		t.Fatalf("%s has no ## %s section", path, heading)
+	}
+	s = s[start+1:]
+	if end := strings.Index(s, "\n## "); end >= 0 {
+		s = s[:end]
+	}
+	return s
 }
