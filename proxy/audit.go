@@ -20,6 +20,7 @@ import (
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
+	"github.com/lazyapi/lazyapi/proxy/request"
 )
 
 // Audit events (Config.Audit, --audit-log-path). handle starts a request's
@@ -116,8 +117,8 @@ func (s *Server) auditEnd(rc *fasthttp.RequestCtx, path, rawQuery string, r *aud
 		// Not authorized (public paths, 401s): the attributes as
 		// authorization would have seen them.
 		var ri RequestInfo
-		resolveRequest(&ri, bytesutil.ToUnsafeString(rc.Method()), path, rawQuery)
-		ri.attributes(&a)
+		request.Resolve(&ri, bytesutil.ToUnsafeString(rc.Method()), path, rawQuery)
+		ri.Attributes(&a)
 	}
 	// The policy sees the requestor, as kube-apiserver's audit filter
 	// (which runs before impersonation).

@@ -19,7 +19,7 @@ import (
 
 // authorize asks Config.Authorizer whether the request's user may make
 // it, with the attributes kube-apiserver's RequestInfoFactory gives it
-// (ri, resolveRequest). A refusal is answered 403 Forbidden with
+// (ri, request.Resolve). A refusal is answered 403 Forbidden with
 // kube-apiserver's message, in the negotiated error format, and returns
 // false. Without an authorizer every request passes.
 func (s *Server) authorize(rc *fasthttp.RequestCtx, ri *RequestInfo) bool {
@@ -40,7 +40,7 @@ func (s *Server) authorize(rc *fasthttp.RequestCtx, ri *RequestInfo) bool {
 		rc.SetUserValue(userKey, u)
 	}
 	a.User, a.UID, a.Groups, a.Extra = u.Name, u.UID, u.Groups, u.Extra
-	ri.attributes(&a)
+	ri.Attributes(&a)
 	allowed, _, reason, err := c.Authorize(&a)
 	s.auditAuthorized(rc, &a, allowed, reason, err)
 	if allowed {

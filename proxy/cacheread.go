@@ -10,6 +10,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
+	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -71,11 +72,11 @@ func cacheReadOptions(q Params, contRev int64, list bool) cache.ReadOptions {
 	if q.ResourceVersion == "" {
 		return cache.ReadOptions{Mode: cache.ReadConsistent}
 	}
-	rv, _ := parseRV(q.ResourceVersion) // validated
+	rv, _ := request.ParseRV(q.ResourceVersion) // validated
 	switch {
 	case rv == 0:
 		return cache.ReadOptions{Mode: cache.ReadAny}
-	case list && (q.ResourceVersionMatch == matchExact || q.ResourceVersionMatch == "" && q.Limit > 0):
+	case list && (q.ResourceVersionMatch == request.MatchExact || q.ResourceVersionMatch == "" && q.Limit > 0):
 		return cache.ReadOptions{Mode: cache.ReadExact, RV: rv}
 	}
 	return cache.ReadOptions{Mode: cache.ReadNotOlderThan, RV: rv}
@@ -118,21 +119,6 @@ func (s *Server) cacheSnapshot(ctx context.Context, cr *cache.Resource, o cache.
 	// ErrNotCached, ErrNotCaughtUp, ErrSnapshotUnavailable, and an Exact
 	// read of a future revision: etcd answers as it always did.
 	return nil, cacheFallback, nil
-}
-
-// attrsCover reports whether cached Attrs hold every field f selects on,
-// so that f can be evaluated without peeking the value.
-func (f *filter) attrsCover(r *resource.Resource) bool {
-	for i := range f.fields {
-		switch fd := f.fields[i].field; fd {
-		case "metadata.name", "metadata.namespace":
-		default:
-			if !slices.Contains(r.FieldSelectors, fd) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // cachePager reads a snapshot's range as pages of etcd KeyValues, with the

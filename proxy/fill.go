@@ -11,6 +11,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
 )
@@ -68,7 +69,7 @@ func listNeedsCache(q *Params) bool {
 	if q.Continue != "" || q.ResourceVersion == "" {
 		return false
 	}
-	return q.ResourceVersionMatch != matchExact && !(q.ResourceVersionMatch == "" && q.Limit > 0 && q.ResourceVersion != "0")
+	return q.ResourceVersionMatch != request.MatchExact && !(q.ResourceVersionMatch == "" && q.Limit > 0 && q.ResourceVersion != "0")
 }
 
 // admitEtcdList admits the initial list of a watch served from etcd like a
@@ -88,7 +89,7 @@ func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.R
 		return func() {}, nil, false, nil
 	}
 	avg := int64(s.stats.hint(s.listPrefix(r, "")))
-	st := &reqState{s: s, r: r, p: apiPath{Namespace: ns}}
+	st := &reqState{s: s, r: r, p: request.Route{Namespace: ns}}
 	resp, avg := s.listResponseBytes(ctx, st, avg, nil)
 	kind := ratelimit.Short
 	if l.IsBulk(resp) {

@@ -47,10 +47,10 @@ func (s *Server) servesHere(rc *fasthttp.RequestCtx, ri *RequestInfo, path strin
 	if !rc.IsGet() && !rc.IsHead() {
 		return false
 	}
-	if !ri.routeOK {
+	if !ri.RouteOK {
 		return false
 	}
-	p := &ri.route
+	p := &ri.Route
 	r, ok := s.cfg.Resources.Lookup(p.Group, p.Version, p.Resource)
 	if !ok || !routed(r, p) || !r.Servable() {
 		return false

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lazyapi/lazyapi/authz"
+	"github.com/lazyapi/lazyapi/proxy/request"
 )
 
 // FuzzParseRequest feeds request parsing (path, query, continue token,
@@ -38,16 +39,15 @@ func FuzzParseRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, target, query, token, labelSel, fieldSel, accept string) {
 		checkPath(t, target)
-		qv := parseQuery(query)
-		q, err := qv.params(true)
-		if err != nil && !isBadRequest(err) {
+		q, err := request.ListParams(query)
+		if err != nil && !request.IsBadRequest(err) {
 			t.Fatalf("params(%q) = %v, not a bad request", query, err)
 		}
 		if err == nil && q.Continue != "" && q.ResourceVersion != "" && q.ResourceVersion != "0" {
 			t.Fatalf("params(%q) accepted resourceVersion with continue", query)
 		}
 		const prefix = "/registry/configmaps/ns/"
-		if key, rev, err := decodeContinue(token, prefix); err == nil {
+		if key, rev, err := request.DecodeContinue(token, prefix); err == nil {
 			if !strings.HasPrefix(key, prefix) || rev == 0 {
 				t.Fatalf("decodeContinue(%q) = %q, %d", token, key, rev)
 			}
@@ -56,25 +56,25 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			// Re-encoding the key (as "last key + \x00") round-trips.
 			if strings.HasSuffix(key, "\x00") && len(key) > len(prefix)+1 {
-				tok, err := encodeContinue([]byte(key[:len(key)-1]), prefix, rev)
+				tok, err := request.EncodeContinue([]byte(key[:len(key)-1]), prefix, rev)
 				if err != nil {
 					t.Fatal(err)
 				}
-				k2, r2, err := decodeContinue(tok, prefix)
+				k2, r2, err := request.DecodeContinue(tok, prefix)
 				if err != nil || k2 != key || r2 != rev {
 					t.Fatalf("round trip of %q: %q %d %v", key, k2, r2, err)
 				}
 			}
-		} else if !isBadRequest(err) {
+		} else if !request.IsBadRequest(err) {
 			t.Fatalf("decodeContinue(%q) = %v, not a bad request", token, err)
 		}
 		convert := func(l string) (string, error) {
 			if l == "metadata.name" || l == "metadata.namespace" || l == "spec.nodeName" {
 				return l, nil
 			}
-			return "", badf("field label not supported: %s", l)
+			return "", request.Errorf("field label not supported: %s", l)
 		}
-		if _, err := parseFilter(labelSel, fieldSel, convert); err != nil && !isBadRequest(err) {
+		if _, err := request.ParseFilter(labelSel, fieldSel, convert); err != nil && !request.IsBadRequest(err) {
 			t.Fatalf("parseFilter(%q, %q) = %v", labelSel, fieldSel, err)
 		}
 		for _, kind := range []answerKind{answerObject, answerList, answerStream} {
@@ -91,7 +91,7 @@ func FuzzParseRequest(f *testing.F) {
 // is Go's URL.Path of the request target, and a path lazyapi routes has the
 // namespace and name kube-apiserver's RequestInfoFactory gives it.
 func checkPath(t *testing.T, target string) {
-	path, rawQuery, ok := decodePath([]byte(target))
+	path, rawQuery, ok := request.DecodePath([]byte(target))
 	u, err := url.ParseRequestURI(target)
 	if ok != (err == nil) || (ok && (path != u.Path || rawQuery != u.RawQuery)) {
 		t.Fatalf("decodePath(%q) = %q, %v; Go's server: %v, %v", target, path, ok, u, err)
@@ -100,8 +100,8 @@ func checkPath(t *testing.T, target string) {
 		return
 	}
 	var ri RequestInfo
-	resolveRequest(&ri, "GET", path, "")
-	p, ok := ri.route, ri.routeOK
+	request.Resolve(&ri, "GET", path, "")
+	p, ok := ri.Route, ri.RouteOK
 	if !ok {
 		return
 	}
@@ -115,7 +115,7 @@ func checkPath(t *testing.T, target string) {
 	}
 	// What is authorized is what is served.
 	var a authz.Attributes
-	ri.attributes(&a)
+	ri.Attributes(&a)
 	wantNS := p.Namespace
 	if p.Resource == "namespaces" && !p.InNamespace {
 		wantNS = p.Name

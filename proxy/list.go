@@ -12,6 +12,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -47,7 +48,7 @@ type pager interface {
 type lister struct {
 	s      *Server
 	st     *reqState
-	f      filter
+	f      request.Filter
 	prefix string // the collection's key prefix, ending in "/"
 	start  string // first key (continue token or name selector)
 	end    string // last key (name selector), "" for none
@@ -124,7 +125,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 func (l *lister) readStatus(err error) *StatusError {
 	se := storeStatus(err, l.st.q.Continue != "", l.rev)
 	if l.st.q.Continue != "" && errors.Is(err, store.ErrCompacted) && se.Status.Code == 410 {
-		if tok, terr := continueAt(l.start, l.prefix, -1); terr == nil {
+		if tok, terr := request.ContinueAt(l.start, l.prefix, -1); terr == nil {
 			se.Status.Continue = tok
 		}
 	}
@@ -146,12 +147,12 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 		l.render = s.render
 	}
 	var err error
-	l.f, err = parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
+	l.f, err = request.ParseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
 	if err != nil {
 		return nil, badRequestErr(err.Error())
 	}
 	if q.Continue != "" {
-		l.start, l.rev, err = decodeContinue(q.Continue, l.prefix)
+		l.start, l.rev, err = request.DecodeContinue(q.Continue, l.prefix)
 		if err != nil {
 			return nil, badRequestErr(err.Error())
 		}
@@ -170,19 +171,19 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 			return nil, se
 		case cacheServe:
 			l.snap = snap
-			l.attrs = l.f.attrsCover(r)
+			l.attrs = l.f.AttrsCover(r)
 		}
 		if s.ignoresLimit(&q) {
 			l.limit = 0
 		}
 	}
 	if q.Continue == "" && l.snap == nil {
-		rv, _ := parseRV(q.ResourceVersion) // validated
+		rv, _ := request.ParseRV(q.ResourceVersion) // validated
 		switch {
 		case q.ResourceVersion == "":
 		case rv == 0:
 			l.serial = true
-		case q.ResourceVersionMatch == matchExact, q.ResourceVersionMatch == "" && q.Limit > 0:
+		case q.ResourceVersionMatch == request.MatchExact, q.ResourceVersionMatch == "" && q.Limit > 0:
 			// Exact; kube-apiserver treats resourceVersion=N with limit
 			// and no match as Exact (legacy).
 			l.rev = rv
@@ -194,8 +195,8 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 	}
 	// metadata.name=x in one namespace (or of a cluster-scoped resource)
 	// names one key: read only that key.
-	if l.f.name != "" && (st.p.Namespace != "" || !r.Namespaced) {
-		key := l.prefix + l.f.name
+	if l.f.Name != "" && (st.p.Namespace != "" || !r.Namespaced) {
+		key := l.prefix + l.f.Name
 		l.end = key
 		if l.start < key {
 			l.start = key
@@ -210,7 +211,7 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 func (l *lister) firstPage(ctx context.Context) *StatusError {
 	s := l.s
 	want := 0
-	if l.f.empty() && l.limit > 0 {
+	if l.f.Empty() && l.limit > 0 {
 		want = int(l.limit)
 	}
 	hintKey := s.prefix + "/" + l.st.r.KeyPrefix + "/"
@@ -281,7 +282,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 // (lister.item).
 func (l *lister) sizePassDecrypts(page []*mvccpb.KeyValue) bool {
 	enc := l.s.cfg.Encryption
-	if enc == nil || l.f.empty() || (l.snap != nil && (l.attrs || l.s.cfg.CacheDecrypted)) ||
+	if enc == nil || l.f.Empty() || (l.snap != nil && (l.attrs || l.s.cfg.CacheDecrypted)) ||
 		(l.layout != layoutSized && l.limit == 0) {
 		return false
 	}
@@ -307,7 +308,7 @@ func (l *lister) sizePassDecrypts(page []*mvccpb.KeyValue) bool {
 // cost of a second read of etcd, as for any list over the bound. A list
 // within the bound keeps its single read of etcd and single decryption.
 func (l *lister) sizesRecorded(page []*mvccpb.KeyValue) bool {
-	if l.s.sizes == nil || !l.f.empty() || len(page) == 0 {
+	if l.s.sizes == nil || !l.f.Empty() || len(page) == 0 {
 		return false
 	}
 	size := 0
@@ -360,7 +361,7 @@ func (l *lister) plan(ctx context.Context) *StatusError {
 func (l *lister) planPass(ctx context.Context) *StatusError {
 	s := l.s
 	l.page = nil
-	if l.layout != layoutSized && l.f.empty() && l.snap == nil {
+	if l.layout != layoutSized && l.f.Empty() && l.snap == nil {
 		l.pg.Close()
 		// Only the limit-th key is needed: read keys only.
 		var n int64
@@ -407,12 +408,12 @@ func (l *lister) setContinue(lm *codec.ListMeta, ws *walkState) error {
 	if !ws.hasMore {
 		return nil
 	}
-	tok, err := encodeContinue(ws.lastKey, l.prefix, l.rev)
+	tok, err := request.EncodeContinue(ws.lastKey, l.prefix, l.rev)
 	if err != nil {
 		return err
 	}
 	lm.Continue = tok
-	if l.f.empty() {
+	if l.f.Empty() {
 		rem := ws.remaining
 		lm.RemainingItemCount = &rem
 	}

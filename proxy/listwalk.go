@@ -65,11 +65,11 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, pass walkPass) (walk
 	if cached && i < len(cp.attrs) {
 		attrs = cp.attrs[i]
 	}
-	byAttrs := !l.f.empty() && cached && l.attrs && attrs.Valid()
-	if byAttrs && !l.f.matchesAttrs(attrs) {
+	byAttrs := !l.f.Empty() && cached && l.attrs && attrs.Valid()
+	if byAttrs && !l.f.MatchesAttrs(attrs) {
 		return walkItem{}, false, nil // not decrypted, not unwrapped
 	}
-	if l.render != nil && (l.f.empty() || byAttrs) {
+	if l.render != nil && (l.f.Empty() || byAttrs) {
 		// A JSON item whose rendering is kept is copied from it: its
 		// value is not unwrapped, in the size pass nor in the write
 		// pass (8.5% of a cached JSON LIST's CPU, perf, 2026-12-03).
@@ -84,7 +84,7 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, pass walkPass) (walk
 		// few more value bytes towards the inline bound). From the cache,
 		// only values it could decrypt (Valid): one that failed fails
 		// here, before the first byte.
-		known := (cached && attrs.Valid() && (l.f.empty() || byAttrs)) || (!cached && l.f.empty())
+		known := (cached && attrs.Valid() && (l.f.Empty() || byAttrs)) || (!cached && l.f.Empty())
 		if l.layout != layoutSized && (known || l.limit == 0) {
 			return walkItem{}, true, nil
 		}
@@ -115,13 +115,13 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, pass walkPass) (walk
 		return walkItem{}, false, err
 	}
 	it := walkItem{obj: obj, decoded: true}
-	if !l.f.empty() && !byAttrs {
+	if !l.f.Empty() && !byAttrs {
 		l.meta.Reset()
 		if err := l.s.schema.PeekMeta(obj, &l.meta); err != nil {
 			l.s.decodeErrs.Inc()
 			return it, false, &decodeError{key: string(kv.Key), err: err}
 		}
-		ok, err := l.f.matches(l.s.schema, obj, &l.meta)
+		ok, err := l.f.Matches(l.s.schema, obj, &l.meta)
 		if err != nil {
 			l.s.decodeErrs.Inc()
 			return it, false, &decodeError{key: string(kv.Key), err: err}

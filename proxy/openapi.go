@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/openapi"
+	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/resource"
 )
 
@@ -123,7 +124,7 @@ func (s *Server) serveOpenAPI(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	etag := `"` + doc.ETag() + `"`
 	rc.Response.Header.Set("Etag", etag)
 	if gv {
-		if hash := queryFirst(ri.rawQuery, "hash"); hash != "" {
+		if hash := request.QueryFirst(ri.RawQuery, "hash"); hash != "" {
 			if hash != doc.ETag() {
 				rc.Response.Header.Set("Location", "/openapi/v3/"+gvPath+"?"+url.Values{"hash": {doc.ETag()}}.Encode())
 				rc.SetStatusCode(http.StatusMovedPermanently)

@@ -4,54 +4,56 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+
+	"github.com/lazyapi/lazyapi/proxy/request"
 )
 
 func TestParsePath(t *testing.T) {
 	tests := []struct {
 		path string
-		want apiPath
+		want request.Route
 		ok   bool
 	}{
-		{"/api/v1/configmaps", apiPath{Version: "v1", Resource: "configmaps"}, true},
-		{"/api/v1/namespaces/ns/configmaps", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps"}, true},
-		{"/api/v1/namespaces/ns/configmaps/cm", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps", Name: "cm"}, true},
-		{"/api/v1/namespaces/ns/pods/p/status", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Name: "p", Subresource: "status"}, true},
-		{"/api/v1/namespaces", apiPath{Version: "v1", Resource: "namespaces"}, true},
-		{"/api/v1/namespaces/kube-system", apiPath{Version: "v1", Resource: "namespaces", Name: "kube-system"}, true},
-		{"/api/v1/namespaces/kube-system/status", apiPath{Version: "v1", Resource: "namespaces", Name: "kube-system", Subresource: "status"}, true},
-		{"/api/v1/nodes/n1", apiPath{Version: "v1", Resource: "nodes", Name: "n1"}, true},
-		{"/api/v1/watch/namespaces/ns/pods", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Watch: true}, true},
-		{"/apis/apps/v1/deployments", apiPath{Group: "apps", Version: "v1", Resource: "deployments"}, true},
-		{"/apis/apps/v1/namespaces/ns/deployments/d", apiPath{Group: "apps", Version: "v1", Namespace: "ns", InNamespace: true, Resource: "deployments", Name: "d"}, true},
-		{"/apis/example.com/v1/watch/widgets", apiPath{Group: "example.com", Version: "v1", Resource: "widgets", Watch: true}, true},
-		{"/apis/apps/v1/", apiPath{}, false},
-		{"/apis/apps/v1", apiPath{}, false},
-		{"/apis/apps", apiPath{}, false},
-		{"/api/v1", apiPath{}, false},
-		{"/api", apiPath{}, false},
-		{"/version", apiPath{}, false},
-		{"/api/v1/namespaces/ns/configmaps/cm/status/extra", apiPath{}, false},
+		{"/api/v1/configmaps", request.Route{Version: "v1", Resource: "configmaps"}, true},
+		{"/api/v1/namespaces/ns/configmaps", request.Route{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps"}, true},
+		{"/api/v1/namespaces/ns/configmaps/cm", request.Route{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps", Name: "cm"}, true},
+		{"/api/v1/namespaces/ns/pods/p/status", request.Route{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Name: "p", Subresource: "status"}, true},
+		{"/api/v1/namespaces", request.Route{Version: "v1", Resource: "namespaces"}, true},
+		{"/api/v1/namespaces/kube-system", request.Route{Version: "v1", Resource: "namespaces", Name: "kube-system"}, true},
+		{"/api/v1/namespaces/kube-system/status", request.Route{Version: "v1", Resource: "namespaces", Name: "kube-system", Subresource: "status"}, true},
+		{"/api/v1/nodes/n1", request.Route{Version: "v1", Resource: "nodes", Name: "n1"}, true},
+		{"/api/v1/watch/namespaces/ns/pods", request.Route{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Watch: true}, true},
+		{"/apis/apps/v1/deployments", request.Route{Group: "apps", Version: "v1", Resource: "deployments"}, true},
+		{"/apis/apps/v1/namespaces/ns/deployments/d", request.Route{Group: "apps", Version: "v1", Namespace: "ns", InNamespace: true, Resource: "deployments", Name: "d"}, true},
+		{"/apis/example.com/v1/watch/widgets", request.Route{Group: "example.com", Version: "v1", Resource: "widgets", Watch: true}, true},
+		{"/apis/apps/v1/", request.Route{}, false},
+		{"/apis/apps/v1", request.Route{}, false},
+		{"/apis/apps", request.Route{}, false},
+		{"/api/v1", request.Route{}, false},
+		{"/api", request.Route{}, false},
+		{"/version", request.Route{}, false},
+		{"/api/v1/namespaces/ns/configmaps/cm/status/extra", request.Route{}, false},
 		// Segments are kept as kube-apiserver's RequestInfoFactory keeps
 		// them: an empty namespace, "." and ".." names (refused later).
-		{"/api/v1/namespaces//configmaps", apiPath{Version: "v1", InNamespace: true, Resource: "configmaps"}, true},
-		{"/api/v1/namespaces/ns/configmaps/..", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps", Name: ".."}, true},
-		{"/api/v1/namespaces/ns/configmaps/../../x/secrets", apiPath{}, false},
-		{"/api/v1/namespaces/ns/configmaps/cm/", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps", Name: "cm"}, true},
-		{"/api/v1/namespaces/ns/pods//status", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Subresource: "status"}, true},
-		{"/api/v1/namespaces/ns/pods/p/proxy/a/b", apiPath{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Name: "p", Subresource: "proxy", Rest: "a/b"}, true},
-		{"/api/v1/watch/namespaces/ns/pods/p/status", apiPath{}, false},
-		{"//api/v1/namespaces/ns/configmaps", apiPath{}, false},
-		{"/api/v1/watch", apiPath{}, false},
+		{"/api/v1/namespaces//configmaps", request.Route{Version: "v1", InNamespace: true, Resource: "configmaps"}, true},
+		{"/api/v1/namespaces/ns/configmaps/..", request.Route{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps", Name: ".."}, true},
+		{"/api/v1/namespaces/ns/configmaps/../../x/secrets", request.Route{}, false},
+		{"/api/v1/namespaces/ns/configmaps/cm/", request.Route{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "configmaps", Name: "cm"}, true},
+		{"/api/v1/namespaces/ns/pods//status", request.Route{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Subresource: "status"}, true},
+		{"/api/v1/namespaces/ns/pods/p/proxy/a/b", request.Route{Version: "v1", Namespace: "ns", InNamespace: true, Resource: "pods", Name: "p", Subresource: "proxy", Rest: "a/b"}, true},
+		{"/api/v1/watch/namespaces/ns/pods/p/status", request.Route{}, false},
+		{"//api/v1/namespaces/ns/configmaps", request.Route{}, false},
+		{"/api/v1/watch", request.Route{}, false},
 		// kube-apiserver's router matches no static segment (version,
 		// resource, subresource, watch) that is empty (issue 23).
-		{"/api/v1//secrets", apiPath{}, false},
-		{"/api/v1//namespaces/ns/secrets", apiPath{}, false},
-		{"/apis/apps/v1//deployments", apiPath{}, false},
-		{"/apis/apps//v1/deployments", apiPath{}, false},
-		{"/api//v1/secrets", apiPath{}, false},
-		{"/api/v1/namespaces/ns//secrets", apiPath{}, false},
-		{"/api/v1/namespaces/ns/pods/p//x", apiPath{}, false},
-		{"/api/v1/watch//secrets", apiPath{}, false},
+		{"/api/v1//secrets", request.Route{}, false},
+		{"/api/v1//namespaces/ns/secrets", request.Route{}, false},
+		{"/apis/apps/v1//deployments", request.Route{}, false},
+		{"/apis/apps//v1/deployments", request.Route{}, false},
+		{"/api//v1/secrets", request.Route{}, false},
+		{"/api/v1/namespaces/ns//secrets", request.Route{}, false},
+		{"/api/v1/namespaces/ns/pods/p//x", request.Route{}, false},
+		{"/api/v1/watch//secrets", request.Route{}, false},
 	}
 	for _, tt := range tests {
 		got, ok := routeFor(tt.path)
@@ -62,17 +64,16 @@ func TestParsePath(t *testing.T) {
 }
 
 // routeFor is the route of a GET of path.
-func routeFor(path string) (apiPath, bool) {
+func routeFor(path string) (request.Route, bool) {
 	var ri RequestInfo
-	resolveRequest(&ri, "GET", path, "")
-	return ri.route, ri.routeOK
+	request.Resolve(&ri, "GET", path, "")
+	return ri.Route, ri.RouteOK
 }
 
 // params are the parameters of a LIST with the raw query.
 func params(t *testing.T, query string) (Params, error) {
 	t.Helper()
-	q := parseQuery(query)
-	return q.params(true)
+	return request.ListParams(query)
 }
 
 func TestParseParams(t *testing.T) {
@@ -108,7 +109,7 @@ func TestParseParams(t *testing.T) {
 		switch {
 		case tt.wantErr == "" && err != nil:
 			t.Errorf("params(%q) = %v, want no error", tt.query, err)
-		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !isBadRequest(err)):
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !request.IsBadRequest(err)):
 			t.Errorf("params(%q) = %v, want bad request containing %q", tt.query, err, tt.wantErr)
 		}
 	}
@@ -135,7 +136,7 @@ func TestParseParams(t *testing.T) {
 
 func TestContinueToken(t *testing.T) {
 	prefix := "/registry/configmaps/ns/"
-	tok, err := encodeContinue([]byte("/registry/configmaps/ns/cm-1"), prefix, 42)
+	tok, err := request.EncodeContinue([]byte("/registry/configmaps/ns/cm-1"), prefix, 42)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,13 +147,13 @@ func TestContinueToken(t *testing.T) {
 	if want := `{"v":"meta.k8s.io/v1","rv":42,"start":"cm-1\u0000"}`; string(raw) != want {
 		t.Errorf("token JSON = %s, want %s", raw, want)
 	}
-	key, rev, err := decodeContinue(tok, prefix)
+	key, rev, err := request.DecodeContinue(tok, prefix)
 	if err != nil || key != "/registry/configmaps/ns/cm-1\x00" || rev != 42 {
 		t.Errorf("decodeContinue = %q, %d, %v", key, rev, err)
 	}
 	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 	// DESIGN.md's form with a leading "/" decodes to the same key.
-	if key, _, err := decodeContinue(enc(`{"v":"meta.k8s.io/v1","rv":42,"start":"/cm-1\u0000"}`), prefix); err != nil || key != "/registry/configmaps/ns/cm-1\x00" {
+	if key, _, err := request.DecodeContinue(enc(`{"v":"meta.k8s.io/v1","rv":42,"start":"/cm-1\u0000"}`), prefix); err != nil || key != "/registry/configmaps/ns/cm-1\x00" {
 		t.Errorf("decode leading slash = %q, %v", key, err)
 	}
 	bad := []struct{ token, want string }{
@@ -166,8 +167,8 @@ func TestContinueToken(t *testing.T) {
 		{base64.StdEncoding.EncodeToString([]byte(`{"v":"meta.k8s.io/v1","rv":1,"start":"a"}`)), "continue key is not valid"},
 	}
 	for _, b := range bad {
-		_, _, err := decodeContinue(b.token, prefix)
-		if err == nil || !isBadRequest(err) || !strings.Contains(err.Error(), b.want) {
+		_, _, err := request.DecodeContinue(b.token, prefix)
+		if err == nil || !request.IsBadRequest(err) || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("decodeContinue(%q) = %v, want bad request with %q", b.token, err, b.want)
 		}
 	}
@@ -246,13 +247,13 @@ func TestParseFilter(t *testing.T) {
 		case "spec.host":
 			return "spec.nodeName", nil
 		}
-		return "", badf("field label not supported: %s", l)
+		return "", request.Errorf("field label not supported: %s", l)
 	}
-	f, err := parseFilter("app in (a,b),!old,tier", "metadata.name=x,spec.host!=n1", convert)
+	f, err := request.ParseFilter("app in (a,b),!old,tier", "metadata.name=x,spec.host!=n1", convert)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.labels == nil || len(f.fields) != 2 || f.name != "x" || f.fields[1].field != "spec.nodeName" || !f.fields[1].not {
+	if f.Labels == nil || len(f.Fields) != 2 || f.Name != "x" || f.Fields[1].Field != "spec.nodeName" || !f.Fields[1].Not {
 		t.Errorf("parseFilter = %+v", f)
 	}
 	for _, tt := range []struct{ l, f, want string }{
@@ -260,11 +261,11 @@ func TestParseFilter(t *testing.T) {
 		{"", "spec.foo=1", "field label not supported: spec.foo"},
 		{"", "metadata.name", "invalid selector"},
 	} {
-		if _, err := parseFilter(tt.l, tt.f, convert); err == nil || !isBadRequest(err) || !strings.Contains(err.Error(), tt.want) {
+		if _, err := request.ParseFilter(tt.l, tt.f, convert); err == nil || !request.IsBadRequest(err) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("parseFilter(%q, %q) = %v, want bad request with %q", tt.l, tt.f, err, tt.want)
 		}
 	}
-	if f, err := parseFilter("", "", convert); err != nil || !f.empty() {
+	if f, err := request.ParseFilter("", "", convert); err != nil || !f.Empty() {
 		t.Errorf("empty selectors: %+v %v", f, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
+	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
@@ -46,10 +47,10 @@ func (e *decodeError) Unwrap() error { return e.err }
 type reqState struct {
 	s       *Server
 	r       *resource.Resource
-	ri      *RequestInfo // the resolved request; nil for a cache fill
-	p       apiPath      // ri's route
-	q       Params       // ri's parameters
-	enc     encoder      // the negotiated representation; nil before negotiation
+	ri      *RequestInfo  // the resolved request; nil for a cache fill
+	p       request.Route // ri's route
+	q       Params        // ri's parameters
+	enc     encoder       // the negotiated representation; nil before negotiation
 	verb    string
 	start   time.Time
 	release func()
@@ -136,7 +137,7 @@ func (st *reqState) fail(rc *fasthttp.RequestCtx, ef format, e *StatusError) {
 func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	accept := string(rc.Request.Header.Peek("Accept"))
 	ef := errorFormat(accept)
-	p := ri.route
+	p := ri.Route
 	named := p.Name != "" || p.Subresource != ""
 	// A watch is what kube-apiserver's router serves as one: a /watch/
 	// path, or watch=true on a collection (ri.Verb); a watch parameter on
@@ -208,7 +209,7 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 			st.fail(rc, ef, badRequestErr("Namespace parameter required."))
 			return
 		}
-		if err := validName(p.Name); err != nil {
+		if err := request.ValidName(p.Name); err != nil {
 			st.fail(rc, ef, badRequestErr(err.Error()))
 			return
 		}
@@ -282,7 +283,7 @@ func (s *Server) cacheServesAny(r *resource.Resource, q Params) bool {
 
 // routed reports whether kube-apiserver registers a route for p (a GET on
 // it): go-restful answers the others 404 before any handler runs.
-func routed(r *resource.Resource, p *apiPath) bool {
+func routed(r *resource.Resource, p *request.Route) bool {
 	named := p.Name != "" || p.Subresource != ""
 	switch {
 	case p.InNamespace && !r.Namespaced:
@@ -443,7 +444,7 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 	case q.ResourceVersion == "0":
 		kv, _, found, err = s.store.GetSerializable(ctx, key, 0)
 	default:
-		rv, _ := parseRV(q.ResourceVersion) // validated
+		rv, _ := request.ParseRV(q.ResourceVersion) // validated
 		if err = s.waitForRV(ctx, rv); err == nil {
 			kv, _, found, err = s.store.Get(ctx, key, 0)
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/lazyapi/lazyapi/forward"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
 	"github.com/lazyapi/lazyapi/openapi"
+	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
@@ -483,7 +484,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 	defer s.recoverPanic(rc)
 	// Set last: writeStatus resets the response's headers.
 	defer finishBody(rc)
-	path, rawQuery, ok := decodePath(rc.RequestURI())
+	path, rawQuery, ok := request.DecodePath(rc.RequestURI())
 	if !ok {
 		// What Go's server (kube-apiserver's) answers a request line it
 		// cannot parse; the handler never sees it.
@@ -503,12 +504,12 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		if !s.authenticate(rc) {
 			return
 		}
-		resolveRequest(&ri, bytesutil.ToUnsafeString(rc.Method()), path, rawQuery)
-		if ri.err != nil {
+		request.Resolve(&ri, bytesutil.ToUnsafeString(rc.Method()), path, rawQuery)
+		if ri.Err != nil {
 			// kube-apiserver's WithRequestInfo filter answers 500 (before
 			// authentication there; after it here, so that nothing is
 			// resolved for an unauthenticated client).
-			internalErrorText(rc, fmt.Errorf("failed to create RequestInfo: %w, %s", ri.err, rc.RequestURI()))
+			internalErrorText(rc, fmt.Errorf("failed to create RequestInfo: %w, %s", ri.Err, rc.RequestURI()))
 			return
 		}
 		if s.forwards(rc, &ri, path) {
@@ -549,7 +550,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		s.serveOpenAPI(rc, &ri)
 		return
 	}
-	if ri.routeOK {
+	if ri.RouteOK {
 		s.serveResource(rc, &ri)
 		return
 	}

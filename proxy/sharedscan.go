@@ -152,12 +152,12 @@ func (w *watchReq) scanKeyOf() (scanKey, bool) {
 		return scanKey{}, false
 	}
 	sel := w.q.LabelSelector + "\x00" + w.q.FieldSelector
-	if !w.f.empty() {
+	if !w.f.Empty() {
 		// The legacy /watch/.../{name} adds a metadata.name requirement
 		// to f that the query does not show.
-		for _, fr := range w.f.fields {
-			sel += "\x00" + fr.field + "=" + fr.value
-			if fr.not {
+		for _, fr := range w.f.Fields {
+			sel += "\x00" + fr.Field + "=" + fr.Value
+			if fr.Not {
 				sel += "!"
 			}
 		}

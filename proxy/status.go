@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -43,7 +44,7 @@ func methodNotAllowed(method string) *StatusError {
 // connectNotServed answers the subresources that connect to a kubelet, a
 // pod or a service (log, exec, attach, portforward, proxy): lazyapi serves
 // only what is stored in etcd, so it names where to send them instead.
-func connectNotServed(r *resource.Resource, p *apiPath) *StatusError {
+func connectNotServed(r *resource.Resource, p *request.Route) *StatusError {
 	what := r.GroupResource() + "/" + p.Subresource
 	return &StatusError{Status: codec.Status{Code: 405, Reason: "MethodNotAllowed",
 		Message: fmt.Sprintf("%s is not served by lazyapi, which serves only the objects stored in etcd, read-only: "+
@@ -92,7 +93,7 @@ func storeStatus(err error, withContinue bool, rev int64) *StatusError {
 	switch {
 	case errors.As(err, &se):
 		return se
-	case isBadRequest(err):
+	case request.IsBadRequest(err):
 		return badRequestErr(err.Error())
 	case errors.Is(err, store.ErrCompacted):
 		if withContinue {

@@ -19,6 +19,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
+	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
@@ -95,16 +96,16 @@ func (s *Server) watchMetrics() watchMetrics {
 // validateWatch applies kube-apiserver's validateWatchOptions rules.
 func validateWatch(q *Params) error {
 	if q.SendInitialEvents != nil {
-		if q.ResourceVersionMatch != matchNotOlderThan {
-			return badf("resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
+		if q.ResourceVersionMatch != request.MatchNotOlderThan {
+			return request.Errorf("resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
 		}
 		if !q.AllowWatchBookmarks {
-			return badf("allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true")
+			return request.Errorf("allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true")
 		}
 		return nil
 	}
 	if q.ResourceVersionMatch != "" {
-		return badf("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
+		return request.Errorf("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
 	}
 	return nil
 }
@@ -144,7 +145,7 @@ type watchStart struct {
 }
 
 func parseWatchStart(q *Params) watchStart {
-	rv, _ := parseRV(q.ResourceVersion) // validated
+	rv, _ := request.ParseRV(q.ResourceVersion) // validated
 	ws := watchStart{rv: rv, any: q.ResourceVersion == "0"}
 	if q.SendInitialEvents != nil {
 		ws.initial = *q.SendInitialEvents
@@ -199,7 +200,7 @@ type watchReq struct {
 	q       *Params
 	ns      string // the namespace of the path, "" for all
 	prefix  string // the collection's key prefix, ending in "/"
-	f       filter
+	f       request.Filter
 	ws      watchStart
 	enc     *watchEncoder
 	ctx     context.Context // the watch's: its timeout, shutdown, the end of the stream
@@ -221,7 +222,7 @@ type watchReq struct {
 // its context.
 func (s *Server) newWatch(rc *fasthttp.RequestCtx, st *reqState, accept string) (*watchReq, *StatusError) {
 	q, r := &st.q, st.r
-	f, err := parseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
+	f, err := request.ParseFilter(q.LabelSelector, q.FieldSelector, r.ConvertFieldLabel)
 	if err != nil {
 		return nil, badRequestErr(err.Error())
 	}
@@ -234,7 +235,7 @@ func (s *Server) newWatch(rc *fasthttp.RequestCtx, st *reqState, accept string) 
 			"only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch")
 	}
 	if st.p.Name != "" { // legacy /watch/.../{name}
-		f.fields = append(f.fields, fieldReq{field: "metadata.name", value: st.p.Name})
+		f.Fields = append(f.Fields, request.FieldReq{Field: "metadata.name", Value: st.p.Name})
 	}
 	cc, err := tableColumns(r, out)
 	if err != nil {
@@ -357,9 +358,9 @@ func (w *watchReq) fromCache(cr *cache.Resource) (run func(sw *watchWriter) erro
 	if w.prefix != w.s.listPrefix(w.r, "") {
 		o.From, o.To = w.prefix, clientv3.GetPrefixRangeEnd(w.prefix)
 	}
-	if !w.f.empty() {
+	if !w.f.Empty() {
 		f := &w.f
-		o.Filter = func(a cache.Attrs) bool { return f.matchesAttrs(a) }
+		o.Filter = func(a cache.Attrs) bool { return f.MatchesAttrs(a) }
 	}
 	switch {
 	case ws.initial && q.ResourceVersion == "":
@@ -471,21 +472,6 @@ func watchHangup(conn net.Conn, cancel context.CancelFunc) {
 		cancel()
 		return
 	}
-}
-
-// matchesAttrs evaluates the filter on a cached object's attributes.
-func (f *filter) matchesAttrs(a cache.Attrs) bool {
-	if f.labels != nil && !f.labels.Matches(a.LabelSet()) {
-		return false
-	}
-	for i := range f.fields {
-		r := &f.fields[i]
-		v, _ := a.Field(r.field)
-		if (v == r.value) == r.not {
-			return false
-		}
-	}
-	return true
 }
 
 // watchWriter is the write side of a watch stream. Its own buffer is
@@ -774,7 +760,7 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 type etcdWatch struct {
 	s         *Server
 	enc       *watchEncoder
-	f         *filter
+	f         *request.Filter
 	prefix    string
 	ws        watchStart
 	bookmarks bool
@@ -829,7 +815,7 @@ func (ew *etcdWatch) match(kv *mvccpb.KeyValue) (plain []byte, ok bool) {
 	if kv == nil {
 		return nil, false
 	}
-	if ew.f.empty() {
+	if ew.f.Empty() {
 		return nil, true
 	}
 	value, err := ew.s.plaintext(ew.enc.ctx, ew.enc.gr, kv.Key, kv.Value, false)
@@ -844,7 +830,7 @@ func (ew *etcdWatch) match(kv *mvccpb.KeyValue) (plain []byte, ok bool) {
 	if err := ew.s.schema.PeekMeta(obj, &ew.meta); err != nil {
 		return nil, false
 	}
-	ok, err = ew.f.matches(ew.s.schema, obj, &ew.meta)
+	ok, err = ew.f.Matches(ew.s.schema, obj, &ew.meta)
 	return value, err == nil && ok
 }
 

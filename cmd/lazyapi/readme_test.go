@@ -279,25 +279,16 @@ func TestDocFlags(t *testing.T) {
 	span := regexp.MustCompile("`[^`\n]*`")
 	flag := regexp.MustCompile(`(?:^|[^\w-])(--[a-z][a-z0-9-]*)`)
 	named := 0
-	for _, doc := range docFiles(t) {
-		if strings.HasSuffix(doc, "RESULTS.md") {
-			continue // a log: the flags of its day
-		}
-		b, err := os.ReadFile(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for n, line := range strings.Split(stripFences(string(b)), "\n") {
-			for _, s := range span.FindAllString(line, -1) {
-				for _, m := range flag.FindAllStringSubmatch(s, -1) {
-					named++
-					if !known(m[1]) {
-						t.Errorf("%s:%d: %s is not a lazyapi flag (nor in foreignFlags): %s", doc, n+1, m[1], s)
-					}
+	guideLines(t, false, func(doc string, n int, line string) {
+		for _, s := range span.FindAllString(line, -1) {
+			for _, m := range flag.FindAllStringSubmatch(s, -1) {
+				named++
+				if !known(m[1]) {
+					t.Errorf("%s:%d: %s is not a lazyapi flag (nor in foreignFlags): %s", doc, n, m[1], s)
 				}
 			}
 		}
-	}
+	})
 	if named < 100 {
 		t.Errorf("found %d flags named in the docs, want the many the docs name", named)
 	}
@@ -311,37 +302,28 @@ func TestDocPaths(t *testing.T) {
 	file := regexp.MustCompile(`(?:^|[^\w/.:-])((?:[a-z0-9_]+/)+[A-Za-z0-9_.-]+\.(?:go|md|yaml|json|sh))\b`)
 	span := regexp.MustCompile("`((?:[a-z0-9_]+/)+[A-Za-z0-9_.-]*)`")
 	checked := 0
-	for _, doc := range docFiles(t) {
-		if strings.HasSuffix(doc, "RESULTS.md") {
-			continue // a log: the paths of its day
+	guideLines(t, true, func(doc string, n int, line string) {
+		var paths []string
+		for _, m := range file.FindAllStringSubmatch(line, -1) {
+			paths = append(paths, m[1])
 		}
-		b, err := os.ReadFile(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for n, line := range strings.Split(string(b), "\n") {
-			var paths []string
-			for _, m := range file.FindAllStringSubmatch(line, -1) {
+		for _, m := range span.FindAllStringSubmatch(line, -1) {
+			top, _, _ := strings.Cut(m[1], "/")
+			if strings.Contains(m[1], "...") {
+				continue // internal/...: a pattern
+			}
+			if st, err := os.Stat(filepath.Join("../..", top)); err == nil && st.IsDir() {
 				paths = append(paths, m[1])
 			}
-			for _, m := range span.FindAllStringSubmatch(line, -1) {
-				top, _, _ := strings.Cut(m[1], "/")
-				if strings.Contains(m[1], "...") {
-					continue // internal/...: a pattern
-				}
-				if st, err := os.Stat(filepath.Join("../..", top)); err == nil && st.IsDir() {
-					paths = append(paths, m[1])
-				}
-			}
-			slices.Sort(paths)
-			for _, p := range slices.Compact(paths) {
-				checked++
-				if _, err := os.Stat(filepath.Join("../..", p)); err != nil {
-					t.Errorf("%s:%d: %s does not exist", doc, n+1, p)
-				}
+		}
+		slices.Sort(paths)
+		for _, p := range slices.Compact(paths) {
+			checked++
+			if _, err := os.Stat(filepath.Join("../..", p)); err != nil {
+				t.Errorf("%s:%d: %s does not exist", doc, n, p)
 			}
 		}
-	}
+	})
 	if checked < 50 {
 		t.Errorf("checked %d paths in the docs, want the many they name", checked)
 	}
@@ -416,4 +398,27 @@ func docSection(t *testing.T, path, heading string) string {
 		s = s[:end]
 	}
 	return s
+}
+
+// guideLines calls fn with each line (numbered from 1) of the README and
+// docs/, not of bench/RESULTS.md, a log whose flags and paths are those of
+// its day; with code, the lines of code blocks too, else those are blank.
+func guideLines(t *testing.T, code bool, fn func(doc string, n int, line string)) {
+	t.Helper()
+	for _, doc := range docFiles(t) {
+		if strings.HasSuffix(doc, "RESULTS.md") {
+			continue
+		}
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		if !code {
+			text = stripFences(text)
+		}
+		for n, line := range strings.Split(text, "\n") {
+			fn(doc, n+1, line)
+		}
+	}
 }

@@ -97,8 +97,8 @@ func TestBoundaries(t *testing.T) {
 		return name == "cmd" || strings.HasPrefix(name, "cmd/") || slices.Contains(extra, name)
 	}
 	for name, p := range pkgs {
-		if _, found := hasPrefix(p.deps, "github.com/valyala/fasthttp/"); found && !allowed(name, "proxy", "forward") {
-			t.Errorf("%s depends on fasthttp: only proxy and forward (and the commands) may", name)
+		if _, found := hasPrefix(p.deps, "github.com/valyala/fasthttp/"); found && !allowed(name, "proxy", "forward") && !strings.HasPrefix(name, "proxy/") {
+			t.Errorf("%s depends on fasthttp: only proxy, its sub-packages, forward (and the commands) may", name)
 		}
 		if dep, found := hasPrefix(p.deps, module+"internal/testing/"); found && !strings.HasPrefix(name, "internal/testing/") {
 			t.Errorf("%s depends on %s: internal/testing is for tests only", name, dep)
@@ -107,6 +107,47 @@ func TestBoundaries(t *testing.T) {
 			if slices.Contains(p.deps, embed) && !allowed(name, "internal/embedetcd", "internal/testing/etcdtest", "bench") {
 				t.Errorf("%s depends on %s: only the commands, bench and internal/testing/etcdtest may start an embedded etcd", name, embed)
 			}
+		}
+	}
+}
+
+// TestProxyLayers fails when an arrow between proxy and its sub-packages
+// runs up: proxy (the handlers and the server) imports its sub-packages
+// (proxy/request, ...), and a sub-package never reaches proxy itself, nor
+// the commands; sub-packages import each other only in the order
+// proxyLayers lists them (a package may import those before it).
+func TestProxyLayers(t *testing.T) {
+	pkgs := listPackages(t)
+	// Lowest first.
+	proxyLayers := []string{"proxy/request"}
+	for name, p := range pkgs {
+		if !strings.HasPrefix(name, "proxy/") {
+			continue
+		}
+		if slices.Contains(p.deps, module+"proxy") {
+			t.Errorf("%s depends on proxy: a sub-package must not import its parent", name)
+		}
+		if dep, found := hasPrefix(p.deps, module+"cmd/"); found {
+			t.Errorf("%s depends on %s", name, dep)
+		}
+		at := slices.Index(proxyLayers, name)
+		if at < 0 {
+			t.Errorf("%s is not in proxyLayers: place it in the order", name)
+			continue
+		}
+		for _, dep := range p.deps {
+			sub, ok := strings.CutPrefix(dep, module)
+			if !ok || !strings.HasPrefix(sub, "proxy/") {
+				continue
+			}
+			if i := slices.Index(proxyLayers, sub); i < 0 || i >= at {
+				t.Errorf("%s depends on %s, which is not below it in proxyLayers", name, sub)
+			}
+		}
+	}
+	for _, name := range proxyLayers {
+		if _, ok := pkgs[name]; !ok {
+			t.Errorf("package %s not found by go list", name)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package request
 
 import (
 	"net/http"
@@ -35,7 +35,7 @@ var issue23Requests = []string{
 // resolver (decodePath, resolveRequest) against kube-apiserver's own,
 // k8s.io/apiserver's RequestInfoFactory (APIPrefixes api and apis,
 // GrouplessAPIPrefixes api), on the *http.Request Go's server makes of the
-// same request line (url.ParseRequestURI). Every RequestInfo field must be
+// same request line (url.ParseRequestURI). Every Info field must be
 // equal (authorization's attributes are filled from them); a request
 // lazyapi routes must be served as resolved: the verb served is the verb
 // authorized, the namespace, resource, name and subresource served are
@@ -107,7 +107,7 @@ func FuzzResolveRequest(f *testing.F) {
 			target += "?" + query
 		}
 		u, err := url.ParseRequestURI(target)
-		path, rawQuery, ok := decodePath([]byte(target))
+		path, rawQuery, ok := DecodePath([]byte(target))
 		if ok != (err == nil) || (ok && (path != u.Path || rawQuery != u.RawQuery)) {
 			t.Fatalf("decodePath(%q) = %q %q %v; Go's server: %v, %v", target, path, rawQuery, ok, u, err)
 		}
@@ -115,10 +115,10 @@ func FuzzResolveRequest(f *testing.F) {
 			return
 		}
 		want, kerr := factory.NewRequestInfo(&http.Request{Method: method, URL: u})
-		var ri RequestInfo
-		resolveRequest(&ri, method, path, rawQuery)
-		if (kerr != nil) != (ri.err != nil) {
-			t.Fatalf("%s %q: error %v; kube-apiserver: %v", method, target, ri.err, kerr)
+		var ri Info
+		Resolve(&ri, method, path, rawQuery)
+		if (kerr != nil) != (ri.Err != nil) {
+			t.Fatalf("%s %q: error %v; kube-apiserver: %v", method, target, ri.Err, kerr)
 		}
 		got := request.RequestInfo{IsResourceRequest: ri.IsResourceRequest, Path: ri.Path, Verb: ri.Verb,
 			APIPrefix: ri.APIPrefix, APIGroup: ri.APIGroup, APIVersion: ri.APIVersion, Namespace: ri.Namespace,
@@ -139,10 +139,10 @@ func FuzzResolveRequest(f *testing.F) {
 				t.Fatalf("%q: %s = %q %v; Go's URL.Query: %q", target, k, v, has, want)
 			}
 		}
-		if got, want := queryFirst(rawQuery, "hash"), values.Get("hash"); got != want {
+		if got, want := QueryFirst(rawQuery, "hash"), values.Get("hash"); got != want {
 			t.Fatalf("%q: hash %q; Go's URL.Query: %q", target, got, want)
 		}
-		if kerr != nil || !ri.routeOK {
+		if kerr != nil || !ri.RouteOK {
 			return
 		}
 		checkServed(t, method, target, &ri, values)
@@ -151,8 +151,8 @@ func FuzzResolveRequest(f *testing.F) {
 
 // checkServed holds what a routed request serves against what it was
 // authorized as (ri's kube-apiserver fields).
-func checkServed(t *testing.T, method, target string, ri *RequestInfo, query url.Values) {
-	p := ri.route
+func checkServed(t *testing.T, method, target string, ri *Info, query url.Values) {
+	p := ri.Route
 	named := p.Name != "" || p.Subresource != ""
 	watch := p.Watch || (!named && ri.Verb == "watch") // as serveResource
 	fail := func(what string) {
@@ -175,8 +175,8 @@ func checkServed(t *testing.T, method, target string, ri *RequestInfo, query url
 	switch {
 	case named && p.Name == "" && !p.Watch:
 		// pods//status: kube-apiserver's get handler with name "" (the
-		// registry's 400); RequestInfo calls it a list.
-		if validName(p.Name) == nil {
+		// registry's 400); Info calls it a list.
+		if ValidName(p.Name) == nil {
 			fail("an empty name served")
 		}
 		return
@@ -200,14 +200,14 @@ func checkServed(t *testing.T, method, target string, ri *RequestInfo, query url
 
 // checkListParams holds a list's or watch's parameters served against
 // kube-apiserver's handler's: DecodeParameters into ListOptions.
-func checkListParams(t *testing.T, method, target string, ri *RequestInfo, query url.Values) {
+func checkListParams(t *testing.T, method, target string, ri *Info, query url.Values) {
 	var opts metainternalversion.ListOptions
 	kerr := metainternalversionscheme.ParameterCodec.DecodeParameters(query, metav1.SchemeGroupVersion, &opts)
 	if kerr != nil {
 		err := ri.ParamsErr
 		if err == nil {
 			// Selectors are parsed by the list or watch (parseFilter).
-			_, err = parseFilter(ri.Params.LabelSelector, ri.Params.FieldSelector, func(l string) (string, error) { return l, nil })
+			_, err = ParseFilter(ri.Params.LabelSelector, ri.Params.FieldSelector, func(l string) (string, error) { return l, nil })
 		}
 		if err == nil || err.Error() != kerr.Error() {
 			t.Fatalf("%s %q: parameters: %v; kube-apiserver: %v", method, target, err, kerr)
@@ -239,11 +239,11 @@ func checkListParams(t *testing.T, method, target string, ri *RequestInfo, query
 		t.Fatalf("%s %q: parameters %+v; kube-apiserver %+v", method, target, *q, opts)
 	}
 	if ri.Verb == "watch" || ri.Verb == "list" {
-		if !ri.route.Watch && (ri.FieldSelector != q.FieldSelector || ri.LabelSelector != q.LabelSelector) {
+		if !ri.Route.Watch && (ri.FieldSelector != q.FieldSelector || ri.LabelSelector != q.LabelSelector) {
 			t.Fatalf("%s %q: selectors served %q %q, authorized %q %q", method, target,
 				q.FieldSelector, q.LabelSelector, ri.FieldSelector, ri.LabelSelector)
 		}
-		if ri.Name != "" && ri.route.Name == "" {
+		if ri.Name != "" && ri.Route.Name == "" {
 			// A name authorized from a selector: the selector served
 			// requires it (other terms only narrow).
 			if v, ok := opts.FieldSelector.RequiresExactMatch("metadata.name"); !ok || v != ri.Name {

@@ -1,4 +1,4 @@
-package proxy
+package request
 
 import (
 	"testing"
@@ -14,15 +14,15 @@ var resolveCases = []struct{ name, path, query string }{
 }
 
 // BenchmarkResolveRequest is the cost of resolving a request once
-// (resolveRequest: kube-apiserver's RequestInfo, the route, the
+// (resolveRequest: kube-apiserver's Info, the route, the
 // parameters).
 func BenchmarkResolveRequest(b *testing.B) {
 	for _, c := range resolveCases {
 		b.Run(c.name, func(b *testing.B) {
-			var ri RequestInfo
+			var ri Info
 			b.ReportAllocs()
 			for b.Loop() {
-				resolveRequest(&ri, "GET", c.path, c.query)
+				Resolve(&ri, "GET", c.path, c.query)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package proxy
+package request
 
 import (
 	"errors"
@@ -14,18 +14,18 @@ import (
 	"github.com/lazyapi/lazyapi/resource"
 )
 
-// RequestInfo is a request resolved once, after authentication and before
-// authorization (resolveRequest): kube-apiserver's request.RequestInfo as
+// Info is a request resolved once, after authentication and before
+// authorization (Resolve): kube-apiserver's request.Info as
 // its RequestInfoFactory.NewRequestInfo gives it (APIPrefixes api and
 // apis, GrouplessAPIPrefixes api), from which authorization's attributes
 // are filled, plus what serving reads: the route kube-apiserver's router
 // takes and the query parameters (first value of each, as kube-apiserver
 // converts them). Nothing reads the path or the query again after it, so
 // what is authorized is what is served.
-type RequestInfo struct {
+type Info struct {
 	// IsResourceRequest, Path, Verb, APIPrefix, APIGroup, APIVersion,
 	// Namespace, Resource, Subresource, Name, Parts, FieldSelector and
-	// LabelSelector are kube-apiserver's RequestInfo fields. Verb is the
+	// LabelSelector are kube-apiserver's Info fields. Verb is the
 	// request's: "get", "list" or "watch" for what is served (a watch
 	// parameter on a named object is a get, as kube-apiserver's).
 	IsResourceRequest bool
@@ -50,16 +50,16 @@ type RequestInfo struct {
 	// routed (for Config.Admit).
 	Entry *resource.Resource
 
-	// route is what kube-apiserver's router serves the path with;
+	// Route is what kube-apiserver's router serves the path with;
 	// routeOK is false when it routes no resource handler there
 	// (discovery, or 404).
-	route   apiPath
-	routeOK bool
-	// err is NewRequestInfo's error: kube-apiserver answers it 500.
-	err error
-	// rawQuery is the request's query (Go's URL.RawQuery), for the
+	Route   Route
+	RouteOK bool
+	// Err is NewRequestInfo's error: kube-apiserver answers it 500.
+	Err error
+	// RawQuery is the request's query (Go's URL.RawQuery), for the
 	// handlers of other paths (openapi's hash).
-	rawQuery string
+	RawQuery string
 	// partsBuf holds the path's segments of a usual path (Parts is a
 	// part of it) without an allocation.
 	partsBuf [10]string
@@ -69,12 +69,12 @@ type RequestInfo struct {
 // nothing after it.
 var errNoKind = errors.New("unable to determine kind and namespace from url")
 
-// resolveRequest resolves a request from its method, its decoded path (Go's
-// URL.Path, decodePath) and its raw query string (Go's URL.RawQuery) into
+// Resolve resolves a request from its method, its decoded path (Go's
+// URL.Path, DecodePath) and its raw query string (Go's URL.RawQuery) into
 // ri, as kube-apiserver's RequestInfoFactory.NewRequestInfo and its
 // router do.
-func resolveRequest(ri *RequestInfo, method, path, rawQuery string) {
-	*ri = RequestInfo{Path: path, Verb: lowerMethod(method), rawQuery: rawQuery}
+func Resolve(ri *Info, method, path, rawQuery string) {
+	*ri = Info{Path: path, Verb: lowerMethod(method), RawQuery: rawQuery}
 	parts := splitPath(ri.partsBuf[:0], path)
 	if len(parts) < 3 || (parts[0] != "api" && parts[0] != "apis") {
 		return
@@ -94,7 +94,7 @@ func resolveRequest(ri *RequestInfo, method, path, rawQuery string) {
 	viaPath := false
 	if cur[0] == "watch" || cur[0] == "proxy" {
 		if len(cur) < 2 {
-			ri.err = errNoKind
+			ri.Err = errNoKind
 			return
 		}
 		ri.Verb = cur[0]
@@ -133,9 +133,9 @@ func resolveRequest(ri *RequestInfo, method, path, rawQuery string) {
 	default:
 		ri.Resource = cur[0]
 	}
-	ri.route, ri.routeOK = routeOf(path, parts, ri.Verb == "watch" && viaPath)
+	ri.Route, ri.RouteOK = routeOf(path, parts, ri.Verb == "watch" && viaPath)
 	q := parseQuery(rawQuery)
-	named := ri.route.Name != "" || ri.route.Subresource != ""
+	named := ri.Route.Name != "" || ri.Route.Subresource != ""
 	if ri.Name == "" && ri.Verb == "get" {
 		ri.Verb = "list"
 		if q.watch() {
@@ -159,8 +159,8 @@ func resolveRequest(ri *RequestInfo, method, path, rawQuery string) {
 		ri.FieldSelector, _ = q.first(qFieldSelector)
 		ri.LabelSelector, _ = q.first(qLabelSelector)
 	}
-	if ri.routeOK {
-		ri.Params, ri.ParamsErr = q.params(!named || ri.route.Watch)
+	if ri.RouteOK {
+		ri.Params, ri.ParamsErr = q.params(!named || ri.Route.Watch)
 	}
 }
 
@@ -186,9 +186,9 @@ func lowerMethod(method string) string {
 	return strings.ToLower(method)
 }
 
-// attributes fills a's request fields from ri (the user's are the
+// Attributes fills a's request fields from ri (the user's are the
 // caller's).
-func (ri *RequestInfo) attributes(a *authz.Attributes) {
+func (ri *Info) Attributes(a *authz.Attributes) {
 	a.Path, a.Verb, a.ResourceRequest = ri.Path, ri.Verb, ri.IsResourceRequest
 	a.APIGroup, a.APIVersion, a.Namespace = ri.APIGroup, ri.APIVersion, ri.Namespace
 	a.Resource, a.Subresource, a.Name = ri.Resource, ri.Subresource, ri.Name
@@ -208,10 +208,10 @@ func (ri *RequestInfo) attributes(a *authz.Attributes) {
 // plus {resource}/{name}/proxy/{rest...}; /api/v1/namespaces/{name}[/status|
 // /finalize] names the namespace itself. viaWatch: the path has /watch/
 // after the version. Segments are not cleaned: a "." or ".." is a name like
-// any other (refused later by validName) and an empty namespace segment is
+// any other (refused later by ValidName) and an empty namespace segment is
 // namespace "" (every namespace, as kube-apiserver). ok=false means no
 // resource route (discovery, or 404).
-func routeOf(path string, parts []string, viaWatch bool) (p apiPath, ok bool) {
+func routeOf(path string, parts []string, viaWatch bool) (p Route, ok bool) {
 	var rest []string
 	switch {
 	case strings.HasPrefix(path, "/api/") && len(parts) >= 3:
@@ -346,9 +346,9 @@ func queryPairs(raw string, fn func(key, rawValue string) bool) {
 	}
 }
 
-// queryFirst is the first value of key in a raw query, as Go's
+// QueryFirst is the first value of key in a raw query, as Go's
 // URL.Query().Get.
-func queryFirst(raw, key string) string {
+func QueryFirst(raw, key string) string {
 	var first string
 	queryPairs(raw, func(k, v string) bool {
 		if k != key {
@@ -413,10 +413,10 @@ func (q *query) params(list bool) (Params, error) {
 	case "", "None", "Object", "Metadata":
 		p.IncludeObject = v
 	default:
-		return p, badf("includeObject: Unsupported value: %q: supported values: \"None\", \"Object\", \"Metadata\"", v)
+		return p, Errorf("includeObject: Unsupported value: %q: supported values: \"None\", \"Object\", \"Metadata\"", v)
 	}
 	if !list {
-		_, err := parseRV(p.ResourceVersion)
+		_, err := ParseRV(p.ResourceVersion)
 		return p, err
 	}
 	for _, i := range [...]int{qTimeoutSeconds, qLimit} {
@@ -425,7 +425,7 @@ func (q *query) params(list bool) (Params, error) {
 		}
 		n, err := strconv.ParseInt(q.vals[i], 10, 64)
 		if err != nil {
-			return p, badf("%v", err)
+			return p, Errorf("%v", err)
 		}
 		if i == qLimit {
 			p.Limit = max(n, 0) // kube-apiserver treats a negative limit as no limit
@@ -443,5 +443,12 @@ func (q *query) params(list bool) (Params, error) {
 		b := kubeBool(q.vals[qSendInitialEvents])
 		p.SendInitialEvents = &b
 	}
-	return p, p.validate()
+	return p, p.Validate()
+}
+
+// ListParams are the parameters of a LIST or WATCH with the raw query,
+// validated (as Resolve sets Info.Params for a list).
+func ListParams(rawQuery string) (Params, error) {
+	q := parseQuery(rawQuery)
+	return q.params(true)
 }

@@ -1,4 +1,4 @@
-package proxy
+package request
 
 import (
 	"encoding/base64"
@@ -17,13 +17,13 @@ type continueToken struct {
 	StartKey        string `json:"start"`
 }
 
-// encodeContinue returns the token that resumes a list of keyPrefix
+// EncodeContinue returns the token that resumes a list of keyPrefix
 // (ending in "/") right after lastKey at rev.
-func encodeContinue(lastKey []byte, keyPrefix string, rev int64) (string, error) {
+func EncodeContinue(lastKey []byte, keyPrefix string, rev int64) (string, error) {
 	next := string(lastKey) + "\x00"
 	rel, ok := strings.CutPrefix(next, keyPrefix)
 	if !ok {
-		return "", badf("BUG: key %q is not under the list prefix %q", lastKey, keyPrefix)
+		return "", Errorf("BUG: key %q is not under the list prefix %q", lastKey, keyPrefix)
 	}
 	out, err := json.Marshal(&continueToken{APIVersion: "meta.k8s.io/v1", ResourceVersion: rev, StartKey: rel})
 	if err != nil {
@@ -32,13 +32,13 @@ func encodeContinue(lastKey []byte, keyPrefix string, rev int64) (string, error)
 	return base64.RawURLEncoding.EncodeToString(out), nil
 }
 
-// continueAt returns the token that resumes a list of keyPrefix at key
+// ContinueAt returns the token that resumes a list of keyPrefix at key
 // (already past the last key returned) at rev: kube-apiserver's
 // storage.EncodeContinue.
-func continueAt(key, keyPrefix string, rev int64) (string, error) {
+func ContinueAt(key, keyPrefix string, rev int64) (string, error) {
 	rel, ok := strings.CutPrefix(key, keyPrefix)
 	if !ok || rel == "" {
-		return "", badf("BUG: key %q is not under the list prefix %q", key, keyPrefix)
+		return "", Errorf("BUG: key %q is not under the list prefix %q", key, keyPrefix)
 	}
 	out, err := json.Marshal(&continueToken{APIVersion: "meta.k8s.io/v1", ResourceVersion: rev, StartKey: rel})
 	if err != nil {
@@ -47,28 +47,28 @@ func continueAt(key, keyPrefix string, rev int64) (string, error) {
 	return base64.RawURLEncoding.EncodeToString(out), nil
 }
 
-// decodeContinue validates a continue token as kube-apiserver does and
+// DecodeContinue validates a continue token as kube-apiserver does and
 // returns the full key to start at and the revision to read at. A
 // negative revision (-1, the "inconsistent continuation" token of a 410,
-// continueAt) means the latest, as for kube-apiserver's
+// ContinueAt) means the latest, as for kube-apiserver's
 // ValidateListOptions. Every failure is a badRequest with kube-apiserver's
 // message.
-func decodeContinue(token, keyPrefix string) (fromKey string, rev int64, err error) {
+func DecodeContinue(token, keyPrefix string) (fromKey string, rev int64, err error) {
 	data, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
-		return "", 0, badf("invalid continue token: continue key is not valid: %v", err)
+		return "", 0, Errorf("invalid continue token: continue key is not valid: %v", err)
 	}
 	var c continueToken
 	if err := json.Unmarshal(data, &c); err != nil {
-		return "", 0, badf("invalid continue token: continue key is not valid: %v", err)
+		return "", 0, Errorf("invalid continue token: continue key is not valid: %v", err)
 	}
 	switch c.APIVersion {
 	case "meta.k8s.io/v1":
 		if c.ResourceVersion == 0 {
-			return "", 0, badf("invalid continue token: continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+			return "", 0, Errorf("invalid continue token: continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
 		}
 		if len(c.StartKey) == 0 {
-			return "", 0, badf("invalid continue token: continue key is not valid: encoded start key empty (version meta.k8s.io/v1)")
+			return "", 0, Errorf("invalid continue token: continue key is not valid: encoded start key empty (version meta.k8s.io/v1)")
 		}
 		// As kube-apiserver: path.Clean keeps the key inside keyPrefix.
 		key := c.StartKey
@@ -76,10 +76,10 @@ func decodeContinue(token, keyPrefix string) (fromKey string, rev int64, err err
 			key = "/" + key
 		}
 		if cleaned := path.Clean(key); cleaned != key {
-			return "", 0, badf("invalid continue token: continue key is not valid: %v", c.StartKey)
+			return "", 0, Errorf("invalid continue token: continue key is not valid: %v", c.StartKey)
 		}
 		return keyPrefix + key[1:], c.ResourceVersion, nil
 	default:
-		return "", 0, badf("invalid continue token: continue key is not valid: server does not recognize this encoded version %v", c.APIVersion)
+		return "", 0, Errorf("invalid continue token: continue key is not valid: server does not recognize this encoded version %v", c.APIVersion)
 	}
 }
