@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +10,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
@@ -33,33 +29,19 @@ const deployDir = "../../deploy"
 var manifestFiles = []string{"static-pod.yaml", "static-pod-forward.yaml", "deployment.yaml", "rbac.yaml"}
 
 // decodeManifests decodes every YAML document of file strictly (unknown
-// or duplicate fields are errors) with client-go's scheme.
+// or duplicate fields are errors) with client-go's scheme (decodeAll), and
+// requires every kind to be one of the scheme's.
 func decodeManifests(t *testing.T, file string) []runtime.Object {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(deployDir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var objs []runtime.Object
-	for i := 0; ; i++ {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
+	objs := decodeAll(t, file, data)
+	for i, obj := range objs {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			t.Fatalf("%s: document %d is a %s, not a kind of client-go's scheme", file, i, u.GroupVersionKind())
 		}
-		if err != nil {
-			t.Fatalf("%s: document %d: %v", file, i, err)
-		}
-		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
-			continue
-		}
-		obj, gvk, err := dec.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: document %d does not decode strictly: %v", file, i, err)
-		}
-		t.Logf("%s: %s %s", file, gvk.Kind, obj.(interface{ GetName() string }).GetName())
-		objs = append(objs, obj)
 	}
 	if len(objs) == 0 {
 		t.Fatalf("%s: no objects", file)
