@@ -186,6 +186,9 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
 		// degraded, on a check that passes, says what works on a
 		// fallback (shown with ?verbose).
 		degraded string
+		// own: a failure fails only the check's own path, not the
+		// whole (shown with ?verbose).
+		own bool
 	}
 	checks := []check{{name: "ping"}}
 	if kind != "livez" {
@@ -213,6 +216,11 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
 		if s.baseCtx.Err() != nil {
 			checks = append(checks, check{name: "shutdown", err: errShuttingDown})
 		}
+		if f := s.cfg.Forward; f != nil {
+			// Reads are served while kube-apiserver is down: its check
+			// fails /readyz/kube-apiserver only.
+			checks = append(checks, check{name: "kube-apiserver", err: f.Check(rc), own: true})
+		}
 	}
 	if only != "" {
 		for _, c := range checks {
@@ -229,7 +237,7 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
 	}
 	failed := false
 	for _, c := range checks {
-		if c.err != nil {
+		if c.err != nil && (!c.own || only != "") {
 			failed = true
 		}
 	}
@@ -242,7 +250,9 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
 	}
 	var b strings.Builder
 	for _, c := range checks {
-		if c.err != nil {
+		if c.err != nil && c.own && only == "" {
+			b.WriteString("[-]" + c.name + " failed (not counted): reason withheld\n")
+		} else if c.err != nil {
 			b.WriteString("[-]" + c.name + " failed: reason withheld\n")
 		} else if c.degraded != "" {
 			b.WriteString("[+]" + c.name + " degraded: " + c.degraded + "\n")

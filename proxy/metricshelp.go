@@ -28,6 +28,15 @@ var metricHelp = map[string]string{
 	"lazyapi_memory_limit_bytes":                 "The --memory-limit in bytes; 0 when none is set.",
 	"lazyapi_gc_percent":                         "The collector's GOGC in force (-1: off).",
 
+	// Forwarding to kube-apiserver (package forward).
+	"lazyapi_forwarded_requests_total":      "Requests forwarded to kube-apiserver, by verb and kube-apiserver's response code (503: it did not answer).",
+	"lazyapi_forward_duration_seconds":      "Latency of forwarded requests to kube-apiserver's response header, in seconds, by verb.",
+	"lazyapi_forwarded_bytes_total":         "Bytes forwarded, by direction: upstream (request bodies, upgraded streams from the client) and downstream (response bodies, upgraded streams to the client).",
+	"lazyapi_forward_upstream_errors_total": "Forwarded requests kube-apiserver did not answer (connection refused, connect or TLS timeout, reset before the response).",
+	"lazyapi_forward_seats_in_use":          "Forwarded requests held, by class (short, stream).",
+	"lazyapi_forward_rejected_total":        "Forwarded requests answered 429, by class and reason (full: every seat of the class held; client-share: the client holds its share).",
+	"lazyapi_forward_reserved_bytes":        "Bytes the forwarded requests in flight reserve (96 KiB each), out of the in-flight memory budget.",
+
 	// Authentication and authorization.
 	"lazyapi_audit_events_total":                              "Audit events written to --audit-log-path.",
 	"lazyapi_audit_events_dropped_total":                      "Audit events dropped because the writer's queue (10,000 events or 16 MiB) was full.",

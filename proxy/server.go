@@ -31,6 +31,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/forward"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
 	"github.com/lazyapi/lazyapi/openapi"
 	"github.com/lazyapi/lazyapi/proxy/request"
@@ -134,6 +135,12 @@ type Config struct {
 	// Audit, when set, receives an audit.k8s.io/v1 Event for every request
 	// its policy logs (audit.go, --audit-log-path).
 	Audit *audit.Log
+	// Forward, when set, forwards to kube-apiserver, as the caller, every
+	// authenticated request lazyapi does not serve itself (forward.go,
+	// --upstream-kubeconfig): writes, connect subresources, groups it
+	// does not store. /readyz/kube-apiserver reports it (not counted in
+	// /readyz: reads are served without it).
+	Forward *forward.Forwarder
 	// EtcdFailover, when set, says where the etcd client reads
 	// (store.Failover): /readyz?verbose says when etcd members are left
 	// out (etcd-members degraded).
@@ -300,6 +307,10 @@ func New(cfg Config) (*Server, error) {
 	s.initAuthn()
 	// Before the OpenAPI documents are first built: they follow the
 	// table's mode.
+	if cfg.Forward != nil {
+		cfg.ServesWrites = true // what is not served here is forwarded
+		s.cfg.ServesWrites = true
+	}
 	cfg.Resources.SetServesWrites(cfg.ServesWrites)
 	s.openapi = cfg.OpenAPI
 	if s.openapi == nil {
@@ -499,6 +510,11 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 			// authentication there; after it here, so that nothing is
 			// resolved for an unauthenticated client).
 			internalErrorText(rc, fmt.Errorf("failed to create RequestInfo: %w, %s", ri.Err, rc.RequestURI()))
+			return
+		}
+		if s.forwards(rc, &ri, path) {
+			// kube-apiserver authorizes what it is sent as the caller.
+			s.forward(rc, &ri)
 			return
 		}
 		if !publicInfoPath(path) && !s.authorize(rc, &ri) {

@@ -12,6 +12,7 @@ import (
 	"github.com/lazyapi/lazyapi/audit"
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/cache"
+	"github.com/lazyapi/lazyapi/forward"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
@@ -83,6 +84,17 @@ func serveAPI(ctx context.Context, o *Options, p *parts, ln, secureLn net.Listen
 		}
 		defer closeAudit(al, lg)
 		p.audit = al
+	}
+
+	// 5e. Forwarding to kube-apiserver (idle upstream connections closed
+	// after the server has drained).
+	if cfg, ok := o.forwardConfig(lg.Named("forward"), p.metrics); ok {
+		fwd, err := forward.New(cfg)
+		if err != nil {
+			return fmt.Errorf("--upstream-kubeconfig: %w", err)
+		}
+		defer fwd.Close()
+		p.forward = fwd
 	}
 
 	// 6. HTTP server.
@@ -222,6 +234,11 @@ func announce(o *Options, p *parts, ln, secureLn net.Listener, lg *zap.Logger, s
 		fields = append(fields, zap.Strings("authentication", m))
 	} else if !s.bindAddress.IsLoopback() {
 		lg.Warn("serving without authentication beyond loopback: anyone who reaches --bind-address can read everything, Secrets included (see --client-ca-file, --token-auth-file)")
+	}
+	if p.forward != nil {
+		fields = append(fields, zap.String("mode", "forwarding"), zap.String("upstream", p.forward.Upstream()))
+	} else {
+		fields = append(fields, zap.String("mode", "read-only"))
 	}
 	lg.Info("serving", fields...)
 	if url != "" {

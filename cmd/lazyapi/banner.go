@@ -32,6 +32,11 @@ func banner(o *Options, url, secureURL string, etcd []string) string {
 		authz = strings.Join(o.Serving.modes, ",")
 	}
 	fmt.Fprintf(&b, "  auth      authentication: %s; authorization: %s\n", authn, authz)
+	mode := "read-only: GET, LIST, WATCH from etcd; writes 405 (--upstream-kubeconfig forwards them)"
+	if o.Forward.on() {
+		mode = "one endpoint: reads from etcd, everything else forwarded to kube-apiserver at " + o.Forward.upstream.String() + " as the caller"
+	}
+	fmt.Fprintf(&b, "  mode      %s\n", mode)
 	limit := "none (--memory-limit)"
 	if ml := int64(o.Admission.memoryLimit); ml > 0 {
 		limit = fmt.Sprintf("%s (GOMEMLIMIT %s)", quantity(ml), quantity(ratelimit.GoMemoryLimit(ml)))

@@ -23,6 +23,7 @@ import (
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/forward"
 	"github.com/lazyapi/lazyapi/internal/certfile"
 	"github.com/lazyapi/lazyapi/openapi"
 	"github.com/lazyapi/lazyapi/ratelimit"
@@ -120,7 +121,8 @@ type parts struct {
 	cache      *cache.Cache // nil with --watch-cache=false
 	authorizer *authz.Chain // nil: no authorization
 	authn      *authn.Authenticator
-	audit      *audit.Log // nil without --audit-log-path
+	audit      *audit.Log         // nil without --audit-log-path
+	forward    *forward.Forwarder // nil without --upstream-kubeconfig
 }
 
 // version is set at build time: -ldflags "-X main.version=v0.1.0".

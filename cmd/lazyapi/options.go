@@ -51,6 +51,7 @@ type Options struct {
 	Admission  admissionOptions  // admission and memory
 	WatchCache watchCacheOptions // watch cache
 	Audit      auditOptions      // auditing
+	Forward    forwardOptions    // forwarding to kube-apiserver (forward.go)
 	Logging    loggingOptions    // logging
 	Misc       miscOptions       // profiling, demo, version, help
 
@@ -67,7 +68,7 @@ type section interface {
 // sections lists Options' sections in --help order: the one list a new
 // section is added to.
 func (o *Options) sections() []section {
-	return []section{&o.Etcd, &o.Serving, &o.Encryption, &o.Admission, &o.WatchCache, &o.Audit, &o.Logging, &o.Misc}
+	return []section{&o.Etcd, &o.Serving, &o.Encryption, &o.Admission, &o.WatchCache, &o.Audit, &o.Forward, &o.Logging, &o.Misc}
 }
 
 // complete normalizes the parsed values and applies the defaults that
@@ -397,6 +398,15 @@ func (o *Options) inflightBytes() (int64, error) {
 		return 0, flagError("max-inflight-bytes", "0 derives it from --memory-limit, but half of it (%s) minus --watch-cache-memory (%s) leaves less than 1Mi: raise --memory-limit, lower --watch-cache-memory or set --max-inflight-bytes",
 			quantity(max(int64(o.Admission.memoryLimit), ratelimit.DefaultMemoryLimit)/2), quantity(cacheBytes))
 	}
+	if r := o.Forward.fitSeats(v, o.changed); r > 0 {
+		// Forwarded requests count in --memory-limit: their reserve
+		// comes out of the derived in-flight budget.
+		if r > v/2 {
+			return 0, flagError("max-inflight-bytes", "0 derives it from --memory-limit (%s), but the forwarded requests' reserve (%s: --max-forwarded-requests-inflight + --max-forwarded-streams-inflight, 96Ki each) is more than half of it: raise --memory-limit, lower them or set --max-inflight-bytes",
+				quantity(v), quantity(r))
+		}
+		v -= r
+	}
 	return v, nil
 }
 
@@ -641,6 +651,8 @@ func (o *Options) proxyConfig(p *parts, lg *zap.Logger) proxy.Config {
 		CacheDecrypted:     o.Encryption.cacheDecrypted,
 		EtcdFailover:       etcdFailoverStatus(p.failover),
 		Audit:              p.audit,
+		Forward:            p.forward,
+		ServesWrites:       p.forward != nil,
 	}
 }
 

@@ -56,7 +56,8 @@ func hasPrefix(list []string, prefix string) (string, bool) {
 //     own imports are checked);
 //   - encryption does not reach etcd at all (it decrypts bytes; callers read
 //     them);
-//   - fasthttp is the proxy's (and the commands' that run it);
+//   - fasthttp is the proxy's and forward's (and the commands' that run
+//     it); forward imports nothing of lazyapi's;
 //   - the embedded etcd (internal/embedetcd, etcd's embed package) is only
 //     for the commands, the benchmark harness and the test helper
 //     internal/testing/etcdtest;
@@ -82,6 +83,13 @@ func TestBoundaries(t *testing.T) {
 			t.Errorf("%s imports net/http", name)
 		}
 	}
+	// forward is a leaf: the upstream client and its headers, nothing of
+	// lazyapi's below it (the caller's identity comes in plain fields).
+	if p, ok := pkgs["forward"]; !ok {
+		t.Error("package forward not found by go list")
+	} else if dep, found := hasPrefix(p.deps, module); found {
+		t.Errorf("forward depends on %s: it imports nothing of lazyapi's", dep)
+	}
 	if dep, found := hasPrefix(pkgs["encryption"].deps, "go.etcd.io/etcd/"); found {
 		t.Errorf("encryption depends on %s: it must not reach etcd", dep)
 	}
@@ -89,8 +97,8 @@ func TestBoundaries(t *testing.T) {
 		return name == "cmd" || strings.HasPrefix(name, "cmd/") || slices.Contains(extra, name)
 	}
 	for name, p := range pkgs {
-		if _, found := hasPrefix(p.deps, "github.com/valyala/fasthttp/"); found && !allowed(name, "proxy") && !strings.HasPrefix(name, "proxy/") {
-			t.Errorf("%s depends on fasthttp: only proxy, its sub-packages (and the commands) may", name)
+		if _, found := hasPrefix(p.deps, "github.com/valyala/fasthttp/"); found && !allowed(name, "proxy", "forward") && !strings.HasPrefix(name, "proxy/") {
+			t.Errorf("%s depends on fasthttp: only proxy, its sub-packages, forward (and the commands) may", name)
 		}
 		if dep, found := hasPrefix(p.deps, module+"internal/testing/"); found && !strings.HasPrefix(name, "internal/testing/") {
 			t.Errorf("%s depends on %s: internal/testing is for tests only", name, dep)

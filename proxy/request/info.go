@@ -101,20 +101,7 @@ func Resolve(ri *Info, method, path, rawQuery string) {
 		cur = cur[1:]
 		viaPath = true
 	} else {
-		switch method {
-		case "POST":
-			ri.Verb = "create"
-		case "GET", "HEAD":
-			ri.Verb = "get"
-		case "PUT":
-			ri.Verb = "update"
-		case "PATCH":
-			ri.Verb = "patch"
-		case "DELETE":
-			ri.Verb = "delete"
-		default:
-			ri.Verb = ""
-		}
+		ri.Verb = methodVerb(method)
 	}
 	if cur[0] == "namespaces" && len(cur) > 1 {
 		ri.Namespace = cur[1]
@@ -162,6 +149,24 @@ func Resolve(ri *Info, method, path, rawQuery string) {
 	if ri.RouteOK {
 		ri.Params, ri.ParamsErr = q.params(!named || ri.Route.Watch)
 	}
+}
+
+// methodVerb is RequestInfoFactory's verb of a resource request's method
+// (not under /watch or /proxy): "" for a method it does not name.
+func methodVerb(method string) string {
+	switch method {
+	case "POST":
+		return "create"
+	case "GET", "HEAD":
+		return "get"
+	case "PUT":
+		return "update"
+	case "PATCH":
+		return "patch"
+	case "DELETE":
+		return "delete"
+	}
+	return ""
 }
 
 // lowerMethod is strings.ToLower(method), without an allocation for the

@@ -1,0 +1,268 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/lazyapi/lazyapi/forward"
+	"github.com/lazyapi/lazyapi/internal/testing/testpki"
+	"github.com/lazyapi/lazyapi/proxy"
+)
+
+// The upstream of these tests is a real Go HTTPS server on loopback that
+// accepts only lazyapi's front-proxy client certificate and records what
+// it was sent; lazyapi serves with its header gate, authentication and a
+// real etcd (startTLSEnv).
+
+type seen struct {
+	method, uri string
+	header      http.Header
+	body        string
+}
+
+type recordingUpstream struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got []seen // protected by mu
+}
+
+func (u *recordingUpstream) requests() []seen {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.got)
+}
+
+// startUpstream starts the upstream; handle answers after the request
+// (its body read) is recorded.
+func startUpstream(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, body []byte)) (*recordingUpstream, *forward.Forwarder) {
+	t.Helper()
+	serverCA, fpCA := testpki.NewCA(t, "upstream-ca"), testpki.NewCA(t, "front-proxy-ca")
+	u := &recordingUpstream{}
+	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TLS.PeerCertificates) == 0 || r.TLS.PeerCertificates[0].Subject.CommonName != "front-proxy-client" {
+			http.Error(w, "not the front proxy", 401)
+			return
+		}
+		var body []byte
+		if r.Header.Get("Upgrade") == "" {
+			body, _ = io.ReadAll(r.Body)
+		}
+		u.mu.Lock()
+		u.got = append(u.got, seen{r.Method, r.URL.RequestURI(), r.Header.Clone(), string(body)})
+		u.mu.Unlock()
+		handle(w, r, body)
+	}))
+	pool := x509.NewCertPool()
+	pool.AddCert(fpCA.Cert)
+	sc := serverCA.Server(t)
+	u.srv.TLS = &tls.Config{Certificates: []tls.Certificate{sc.TLS()}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	u.srv.StartTLS()
+	t.Cleanup(u.srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(serverCA.Cert)
+	upURL, _ := url.Parse(u.srv.URL)
+	f, err := forward.New(forward.Config{Upstream: upURL, DialTimeout: time.Second,
+		TLS: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{fpCA.Client(t, "front-proxy-client").TLS()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return u, f
+}
+
+func TestForwardThroughProxy(t *testing.T) {
+	up, f := startUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		switch {
+		case r.Header.Get("Upgrade") != "":
+			c, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + r.Header.Get("Upgrade") + "\r\n\r\n")
+			brw.Flush()
+			buf := make([]byte, 64)
+			for {
+				n, err := brw.Read(buf)
+				if err != nil {
+					return
+				}
+				c.Write([]byte(strings.ToUpper(string(buf[:n]))))
+			}
+		case r.Method == "POST":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(201)
+			var cm corev1.ConfigMap
+			json.Unmarshal(body, &cm)
+			cm.ResourceVersion = "42"
+			json.NewEncoder(w).Encode(&cm)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"kind":"PodMetricsList","apiVersion":"metrics.k8s.io/v1beta1","items":[]}`)
+		}
+	})
+	te, _ := startTLSEnv(t, false, nil, func(c *proxy.Config) { c.Forward = f })
+	alice := kubernetes.NewForConfigOrDie(te.config(func(c *rest.Config) {
+		c.BearerToken = "token-alice"
+		c.ContentType = "application/json"
+	}))
+	ctx := context.Background()
+
+	// A write is forwarded as alice, with the caller's body and query.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns"}, Data: map[string]string{"k": strings.Repeat("v", 100<<10)}}
+	got, err := alice.CoreV1().ConfigMaps("ns").Create(ctx, cm, metav1.CreateOptions{FieldManager: "test", DryRun: []string{"All"}})
+	if err != nil {
+		t.Fatalf("create through lazyapi: %v", err)
+	}
+	if got.ResourceVersion != "42" || got.Data["k"] != cm.Data["k"] {
+		t.Fatalf("create answered rv %q, %d bytes of data: not the upstream's answer", got.ResourceVersion, len(got.Data["k"]))
+	}
+	reqs := up.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("upstream got %d requests, want 1", len(reqs))
+	}
+	r := reqs[0]
+	if r.method != "POST" || r.uri != "/api/v1/namespaces/ns/configmaps?dryRun=All&fieldManager=test" {
+		t.Errorf("upstream got %s %s", r.method, r.uri)
+	}
+	if r.header.Get("X-Remote-User") != "alice" || !slices.Equal(r.header.Values("X-Remote-Group"), []string{"dev", "ops", "system:authenticated"}) ||
+		r.header.Get("X-Remote-Uid") != "uid-a" || r.header.Get("Authorization") != "" {
+		t.Errorf("upstream identity headers %v, want alice's and no Authorization", r.header)
+	}
+
+	// Reads of stored resources are served here, not forwarded.
+	if _, err := alice.CoreV1().ConfigMaps("ns").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if n := len(up.requests()); n != 1 {
+		t.Errorf("a LIST of configmaps was forwarded (%d upstream requests)", n)
+	}
+
+	// An aggregated group is forwarded; a client's own X-Remote-User and
+	// Impersonate-User (no authorizer to allow it: kube-apiserver's
+	// answer is the caller's, as alice) never reach it.
+	req, _ := http.NewRequest("GET", te.httpsURL+"/apis/metrics.k8s.io/v1beta1/pods", nil)
+	req.Header.Set("Authorization", "Bearer token-alice")
+	req.Header.Set("X-Remote-User", "system:admin")
+	req.Header.Set("X-Remote-Group", "system:masters")
+	resp, err := tlsClient(te).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "PodMetricsList") {
+		t.Fatalf("aggregated read: %d %s", resp.StatusCode, b)
+	}
+	r = up.requests()[1]
+	if !slices.Equal(r.header.Values("X-Remote-User"), []string{"alice"}) || slices.Contains(r.header.Values("X-Remote-Group"), "system:masters") {
+		t.Errorf("forged identity headers reached the upstream: %v", r.header)
+	}
+
+	// An unauthenticated request is refused here, never forwarded.
+	req, _ = http.NewRequest("POST", te.httpsURL+"/api/v1/namespaces/ns/configmaps", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer wrong")
+	resp, err = tlsClient(te).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || len(up.requests()) != 2 {
+		t.Errorf("bad token: %d, %d upstream requests; want 401 and nothing forwarded", resp.StatusCode, len(up.requests()))
+	}
+
+	// A chunked body goes through the gate as it comes.
+	c := dialTLS(t, te)
+	body := `{"metadata":{"name":"chunked"}}`
+	fmt.Fprintf(c, "POST /api/v1/namespaces/ns/configmaps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-alice\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	resp, err = http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	c.Close()
+	if last := up.requests()[2]; resp.StatusCode != 201 || last.body != body {
+		t.Errorf("chunked create: %d, upstream body %q", resp.StatusCode, last.body)
+	}
+
+	// An upgrade is spliced, the bytes sent right after the request's
+	// header (held by the gate) included.
+	c = dialTLS(t, te)
+	fmt.Fprintf(c, "POST /api/v1/namespaces/ns/pods/p/exec?command=ls HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-alice\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\nearly")
+	br := bufio.NewReader(c)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "EARLY" {
+		t.Fatalf("early bytes came back as %q, %v", buf, err)
+	}
+	c.Write([]byte("later"))
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "LATER" {
+		t.Fatalf("spliced bytes came back as %q, %v", buf, err)
+	}
+	c.Close()
+	if got := up.requests()[3]; got.header.Get("X-Remote-User") != "alice" || got.header.Get("Authorization") != "" {
+		t.Errorf("upgrade forwarded with %v", got.header)
+	}
+
+	// kube-apiserver down: forwarded requests get 503 naming it, reads
+	// are served, /readyz stays ready and /readyz/kube-apiserver is not.
+	up.srv.Close()
+	_, err = alice.CoreV1().ConfigMaps("ns").Create(ctx, cm, metav1.CreateOptions{})
+	if se, ok := err.(interface{ Status() metav1.Status }); !ok || se.Status().Code != 503 || se.Status().Reason != metav1.StatusReasonServiceUnavailable ||
+		!strings.Contains(se.Status().Message, "kube-apiserver at "+up.srv.URL) {
+		t.Errorf("create with kube-apiserver down: %v, want a 503 Status naming it", err)
+	}
+	if _, err := alice.CoreV1().ConfigMaps("ns").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("list with kube-apiserver down: %v", err)
+	}
+	for path, want := range map[string]int{"/readyz": 200, "/readyz/kube-apiserver": 500} {
+		resp, err := tlsClient(te).Get(te.httpsURL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s with kube-apiserver down: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}
+
+func tlsClient(te *tlsEnv) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AddCert(te.ca.Cert)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
+func dialTLS(t *testing.T, te *tlsEnv) net.Conn {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(te.ca.Cert)
+	c, err := tls.Dial("tcp", strings.TrimPrefix(te.httpsURL, "https://"), &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
