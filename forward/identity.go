@@ -45,7 +45,7 @@ var hopHeaders = []string{
 // name others in --requestheader-*-headers), impersonation lazyapi
 // resolved already (Impersonate-*), the caller's credentials
 // (Authorization), and the gate's inert names of the framing headers
-// (X-Withheld-*, X-Expt: proxy/headergate.go).
+// (X-Withheld-*, X-Expt: proxy/conn/headergate.go).
 var droppedPrefixes = []string{"X-Remote-", "Impersonate-", "X-Withheld-"}
 
 var droppedNames = []string{"Authorization", "X-Expt", "Content-Length", "Host", "X-Forwarded-For"}
