@@ -8,6 +8,7 @@
 #   bench/kube-apiserver.sh start --etcd-servers URL [--etcd-prefix /registry]
 #       [--port 6443] [--watch-cache true|false] [--dir DIR] [--token TOKEN]
 #       [--encryption-provider-config FILE] [--front-proxy]
+#       [--authorization-mode MODES] [--extra-tokens FILE]
 #       runs kube-apiserver in the foreground (exec) with a token file,
 #       AlwaysAllow, a generated service-account key, a self-signed serving
 #       cert in DIR, --endpoint-reconciler-type=none. Clients use
@@ -17,6 +18,9 @@
 #       certificate for CN front-proxy-client made in DIR/front-proxy
 #       (ca.crt, client.crt, client.key: lazyapi's --upstream-kubeconfig),
 #       and writes an audit log (Metadata) to DIR/audit.log.
+#       --authorization-mode replaces AlwaysAllow (kubeadm: Node,RBAC; the
+#       admin token's user is in system:masters); --extra-tokens appends a
+#       token file's lines (more users) to the admin's.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
@@ -63,7 +67,7 @@ GO
 }
 
 start() {
-	local etcd="" prefix=/registry port=6443 watchcache=true dir="" token=lazybench-token enc="" fp=""
+	local etcd="" prefix=/registry port=6443 watchcache=true dir="" token=lazybench-token enc="" fp="" authz=AlwaysAllow extratokens=""
 	while [[ $# -gt 0 ]]; do
 		case $1 in
 		--etcd-servers) etcd=$2; shift 2 ;;
@@ -74,6 +78,8 @@ start() {
 		--token) token=$2; shift 2 ;;
 		--encryption-provider-config) enc=$2; shift 2 ;;
 		--front-proxy) fp=1; shift ;;
+		--authorization-mode) authz=$2; shift 2 ;;
+		--extra-tokens) extratokens=$2; shift 2 ;;
 		*) echo "unknown flag $1" >&2; exit 2 ;;
 		esac
 	done
@@ -86,6 +92,7 @@ start() {
 	local bin
 	bin=$(build)
 	echo "$token,lazybench,lazybench-uid,system:masters" >"$dir/tokens.csv"
+	[[ -z $extratokens ]] || cat "$extratokens" >>"$dir/tokens.csv"
 	if [[ ! -f $dir/sa.key ]]; then
 		openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
 		openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
@@ -118,7 +125,7 @@ start() {
 		--etcd-prefix="$prefix" \
 		--watch-cache="$watchcache" \
 		--token-auth-file="$dir/tokens.csv" \
-		--authorization-mode=AlwaysAllow \
+		--authorization-mode="$authz" \
 		--service-account-issuer=https://kubernetes.default.svc \
 		--service-account-key-file="$dir/sa.pub" \
 		--service-account-signing-key-file="$dir/sa.key" \
@@ -134,5 +141,5 @@ case ${1:-} in
 build) build ;;
 start) shift; start "$@" ;;
 path) echo "$BIN"; [[ -x $BIN ]] ;;
-*) echo "usage: $0 build | path | start --etcd-servers URL [--etcd-prefix P] [--port N] [--watch-cache true|false] [--dir D] [--token T] [--encryption-provider-config F] [--front-proxy]" >&2; exit 2 ;;
+*) echo "usage: $0 build | path | start --etcd-servers URL [--etcd-prefix P] [--port N] [--watch-cache true|false] [--dir D] [--token T] [--encryption-provider-config F] [--front-proxy] [--authorization-mode M] [--extra-tokens F]" >&2; exit 2 ;;
 esac
