@@ -235,39 +235,8 @@ const DefaultRequestTimeout = time.Minute
 
 // New validates cfg and returns a Server. It does not listen.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil && cfg.Client == nil {
-		return nil, errors.New("cannot create proxy: Config.Store and Config.Client are nil")
-	}
-	exposeMetadata() // /metrics carries # HELP and # TYPE (process-wide)
-	if cfg.Store == nil {
-		cfg.Store = store.New(cfg.Client, store.Config{Metrics: cfg.Metrics})
-	}
-	if cfg.Client == nil {
-		cfg.Client = cfg.Store.Client()
-	}
-	if cfg.Resources == nil {
-		return nil, errors.New("cannot create proxy: Config.Resources is nil")
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = DefaultWriteTimeout
-	}
-	if cfg.HeaderBufferBytes <= 0 {
-		cfg.HeaderBufferBytes = DefaultHeaderBufferBytes
-	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = 30 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop()
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.NewSet()
-	}
-	if cfg.Schema == nil {
-		cfg.Schema = codec.DefaultSchema()
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
 	}
 	s := &Server{
 		cfg:    cfg,
@@ -316,7 +285,54 @@ func New(cfg Config) (*Server, error) {
 	if s.openapi == nil {
 		s.openapi = NewOpenAPI(cfg.Resources)
 	}
-	s.srv = &fasthttp.Server{
+	s.srv = s.newHTTPServer()
+	return s, nil
+}
+
+// setDefaults checks c and fills what it leaves unset: the store or its
+// client (one from the other), the timeouts, the header buffer, the
+// logger, the metrics set and the schema.
+func (c *Config) setDefaults() error {
+	if c.Store == nil && c.Client == nil {
+		return errors.New("cannot create proxy: Config.Store and Config.Client are nil")
+	}
+	exposeMetadata() // /metrics carries # HELP and # TYPE (process-wide)
+	if c.Store == nil {
+		c.Store = store.New(c.Client, store.Config{Metrics: c.Metrics})
+	}
+	if c.Client == nil {
+		c.Client = c.Store.Client()
+	}
+	if c.Resources == nil {
+		return errors.New("cannot create proxy: Config.Resources is nil")
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.HeaderBufferBytes <= 0 {
+		c.HeaderBufferBytes = DefaultHeaderBufferBytes
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewSet()
+	}
+	if c.Schema == nil {
+		c.Schema = codec.DefaultSchema()
+	}
+	return nil
+}
+
+// newHTTPServer is the fasthttp server that serves s's connections.
+func (s *Server) newHTTPServer() *fasthttp.Server {
+	return &fasthttp.Server{
 		Handler:                       s.handle,
 		Name:                          "lazyapi",
 		NoDefaultServerHeader:         true,
@@ -336,13 +352,12 @@ func New(cfg Config) (*Server, error) {
 		ReadBufferSize:    maxHeaderBytes,
 		ReduceMemoryUsage: true,
 		ErrorHandler:      goErrorHandler,
-		ReadTimeout:       cfg.ReadTimeout,  // reading a request; --request-timeout bounds serving it
-		WriteTimeout:      cfg.WriteTimeout, // per response fasthttp writes; streams re-arm it per flush
+		ReadTimeout:       s.cfg.ReadTimeout,  // reading a request; --request-timeout bounds serving it
+		WriteTimeout:      s.cfg.WriteTimeout, // per response fasthttp writes; streams re-arm it per flush
 		IdleTimeout:       90 * time.Second,
-		Logger:            fasthttpLogger{cfg.Logger},
+		Logger:            fasthttpLogger{s.cfg.Logger},
 		CloseOnShutdown:   true,
 	}
-	return s, nil
 }
 
 // Serve accepts connections on ln until Shutdown. It returns nil after
