@@ -99,21 +99,15 @@ func (s *Server) servesDiscovery(path string) bool {
 }
 
 // forward forwards an authenticated request to kube-apiserver as its user
-// (after impersonation) and answers what Forward could not forward (429,
-// 503) with a Status in the request's error format.
+// and answers what Forward could not forward (429, 503) with a Status in
+// the request's error format. Impersonation is kube-apiserver's to check,
+// as authorization is: the caller's Impersonate-* headers go with the
+// authenticated identity (package forward), so that every impersonation
+// mode kube-apiserver has applies (1.37's constrained impersonation, which
+// lazyapi's legacy check would refuse) and its audit log names the user
+// who acted as well as the one impersonated.
 func (s *Server) forward(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	ef := errorFormat(string(rc.Request.Header.Peek("Accept")))
-	if hasImpersonation(rc) && s.cfg.Authorizer != nil {
-		u, _ := rc.UserValue(userKey).(*authn.User)
-		if u == nil {
-			u = authn.Anonymous
-		}
-		iu, ok := s.impersonate(rc, s.cfg.Authorizer, u, ri.Path)
-		if !ok {
-			return
-		}
-		rc.SetUserValue(userKey, iu)
-	}
 	u, _ := rc.UserValue(userKey).(*authn.User)
 	if u == nil {
 		u = authn.Anonymous
