@@ -45,7 +45,7 @@ var hopHeaders = []string{
 // X-Remote- header, not only the configured ones, since an operator may
 // name others in --requestheader-*-headers), the caller's credentials
 // (Authorization), and the gate's inert names of the framing headers
-// (X-Withheld-*, X-Expt: proxy/headergate.go).
+// (X-Withheld-*, X-Expt: proxy/conn/headergate.go).
 //
 // The caller's Impersonate-* headers are passed on: kube-apiserver's
 // impersonation filter checks them against the identity lazyapi states
