@@ -244,6 +244,8 @@ var foreignFlags = map[string]string{
 	"--proxy-client-key-file":            "kube-apiserver (aggregation layer)",
 	"--requestheader-client-ca-file":     "kube-apiserver",
 	"--requestheader-allowed-names":      "kube-apiserver",
+	"--requestheader-":                   "kube-apiserver (--requestheader-*)",
+	"--server-side":                      "kubectl",
 	"--as":                               "kubectl",
 	"--as-group":                         "kubectl",
 	"--certificate-authority":            "kubectl",
