@@ -245,6 +245,8 @@ var foreignFlags = map[string]string{
 	"--requestheader-client-ca-file":     "kube-apiserver",
 	"--requestheader-allowed-names":      "kube-apiserver",
 	"--strict":                           "helm lint",
+	"--requestheader-":                   "kube-apiserver (--requestheader-*)",
+	"--server-side":                      "kubectl",
 	"--as":                               "kubectl",
 	"--as-group":                         "kubectl",
 	"--certificate-authority":            "kubectl",
