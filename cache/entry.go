@@ -177,6 +177,25 @@ type Attrs struct {
 // peek the value itself.
 func (a Attrs) Valid() bool { return a.e != nil && a.e.valid }
 
+// Key and Value return the object's etcd key and its value as the cache
+// holds it (as stored, or decrypted with Config.HoldDecrypted), for a
+// caller that must evaluate a selector itself (Valid false). They borrow
+// the cache's immutable bytes; nil for the zero Attrs.
+func (a Attrs) Key() []byte {
+	if a.e == nil {
+		return nil
+	}
+	return a.e.data()[:a.e.keyLen:a.e.keyLen]
+}
+
+// Value: see Key.
+func (a Attrs) Value() []byte {
+	if a.e == nil {
+		return nil
+	}
+	return a.e.value()
+}
+
 // PlainSizes returns the codec.ItemSizes of the plaintext of a value the
 // cache holds encrypted (recorded when the value was decrypted to derive
 // its attributes); ok is false for other values.
