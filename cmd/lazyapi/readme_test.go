@@ -246,6 +246,7 @@ var foreignFlags = map[string]string{
 	"--requestheader-allowed-names":      "kube-apiserver",
 	"--requestheader-":                   "kube-apiserver (--requestheader-*)",
 	"--server-side":                      "kubectl",
+	"--list":                             "kubectl (auth can-i)",
 	"--as":                               "kubectl",
 	"--as-group":                         "kubectl",
 	"--certificate-authority":            "kubectl",
