@@ -244,6 +244,7 @@ var foreignFlags = map[string]string{
 	"--proxy-client-key-file":            "kube-apiserver (aggregation layer)",
 	"--requestheader-client-ca-file":     "kube-apiserver",
 	"--requestheader-allowed-names":      "kube-apiserver",
+	"--strict":                           "helm lint",
 	"--requestheader-":                   "kube-apiserver (--requestheader-*)",
 	"--server-side":                      "kubectl",
 	"--list":                             "kubectl (auth can-i)",
