@@ -7,12 +7,20 @@
 #       throwaway module under $CACHE and prints the binary's path.
 #   bench/kube-apiserver.sh start --etcd-servers URL [--etcd-prefix /registry]
 #       [--port 6443] [--watch-cache true|false] [--dir DIR] [--token TOKEN]
-#       [--encryption-provider-config FILE]
+#       [--encryption-provider-config FILE] [--front-proxy]
+#       [--authorization-mode MODES] [--extra-tokens FILE]
 #       runs kube-apiserver in the foreground (exec) with a token file,
 #       AlwaysAllow, a generated service-account key, a self-signed serving
 #       cert in DIR, --endpoint-reconciler-type=none. Clients use
 #       https://127.0.0.1:PORT with "Authorization: Bearer TOKEN" and skip TLS
-#       verification (loopback only).
+#       verification (loopback only). --front-proxy sets the
+#       --requestheader-* flags as kubeadm does, with a CA and a client
+#       certificate for CN front-proxy-client made in DIR/front-proxy
+#       (ca.crt, client.crt, client.key: lazyapi's --upstream-kubeconfig),
+#       and writes an audit log (Metadata) to DIR/audit.log.
+#       --authorization-mode replaces AlwaysAllow (kubeadm: Node,RBAC; the
+#       admin token's user is in system:masters); --extra-tokens appends a
+#       token file's lines (more users) to the admin's.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
@@ -59,7 +67,7 @@ GO
 }
 
 start() {
-	local etcd="" prefix=/registry port=6443 watchcache=true dir="" token=lazybench-token enc=""
+	local etcd="" prefix=/registry port=6443 watchcache=true dir="" token=lazybench-token enc="" fp="" authz=AlwaysAllow extratokens=""
 	while [[ $# -gt 0 ]]; do
 		case $1 in
 		--etcd-servers) etcd=$2; shift 2 ;;
@@ -69,6 +77,9 @@ start() {
 		--dir) dir=$2; shift 2 ;;
 		--token) token=$2; shift 2 ;;
 		--encryption-provider-config) enc=$2; shift 2 ;;
+		--front-proxy) fp=1; shift ;;
+		--authorization-mode) authz=$2; shift 2 ;;
+		--extra-tokens) extratokens=$2; shift 2 ;;
 		*) echo "unknown flag $1" >&2; exit 2 ;;
 		esac
 	done
@@ -81,11 +92,31 @@ start() {
 	local bin
 	bin=$(build)
 	echo "$token,lazybench,lazybench-uid,system:masters" >"$dir/tokens.csv"
+	[[ -z $extratokens ]] || cat "$extratokens" >>"$dir/tokens.csv"
 	if [[ ! -f $dir/sa.key ]]; then
 		openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
 		openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
 	fi
-	exec "$bin" \
+	local fpflags=()
+	if [[ -n $fp ]]; then
+		local d=$dir/front-proxy
+		mkdir -p "$d"
+		if [[ ! -f $d/client.crt ]]; then
+			openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=front-proxy-ca \
+				-keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+			openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=front-proxy-client \
+				-keyout "$d/client.key" -out "$d/client.csr" 2>/dev/null
+			printf 'extendedKeyUsage=clientAuth\n' >"$d/ext"
+			openssl x509 -req -in "$d/client.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+				-extfile "$d/ext" -out "$d/client.crt" 2>/dev/null
+		fi
+		printf 'apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n' >"$dir/audit-policy.yaml"
+		fpflags=(--requestheader-client-ca-file="$d/ca.crt" --requestheader-allowed-names=front-proxy-client
+			--requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group
+			--requestheader-uid-headers=X-Remote-Uid --requestheader-extra-headers-prefix=X-Remote-Extra-
+			--audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$dir/audit.log")
+	fi
+	exec "$bin" "${fpflags[@]}" \
 		--bind-address=127.0.0.1 \
 		--advertise-address=127.0.0.1 \
 		--secure-port="$port" \
@@ -94,7 +125,7 @@ start() {
 		--etcd-prefix="$prefix" \
 		--watch-cache="$watchcache" \
 		--token-auth-file="$dir/tokens.csv" \
-		--authorization-mode=AlwaysAllow \
+		--authorization-mode="$authz" \
 		--service-account-issuer=https://kubernetes.default.svc \
 		--service-account-key-file="$dir/sa.pub" \
 		--service-account-signing-key-file="$dir/sa.key" \
@@ -110,5 +141,5 @@ case ${1:-} in
 build) build ;;
 start) shift; start "$@" ;;
 path) echo "$BIN"; [[ -x $BIN ]] ;;
-*) echo "usage: $0 build | path | start --etcd-servers URL [--etcd-prefix P] [--port N] [--watch-cache true|false] [--dir D] [--token T] [--encryption-provider-config F]" >&2; exit 2 ;;
+*) echo "usage: $0 build | path | start --etcd-servers URL [--etcd-prefix P] [--port N] [--watch-cache true|false] [--dir D] [--token T] [--encryption-provider-config F] [--front-proxy] [--authorization-mode M] [--extra-tokens F]" >&2; exit 2 ;;
 esac

@@ -40,6 +40,9 @@ type kubeAPIServer struct {
 	url string
 	hc  *http.Client
 	pid int // of the kube-apiserver process (for its memory)
+	// dir is the script's --dir: with --front-proxy, front-proxy/ holds
+	// the front-proxy client certificate and audit.log the audit log.
+	dir string
 }
 
 // startKubeAPIServer starts kube-apiserver through script on the etcd at
@@ -47,7 +50,8 @@ type kubeAPIServer struct {
 // script), waits until it is ready and stops it when t ends.
 func startKubeAPIServer(t *testing.T, script, endpoint string, extra ...string) *kubeAPIServer {
 	t.Helper()
-	p, err := bench.StartKubeAPIServerWith(script, endpoint, "/registry", t.TempDir(), true, extra...)
+	logDir := t.TempDir()
+	p, err := bench.StartKubeAPIServerWith(script, endpoint, "/registry", logDir, true, extra...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +59,7 @@ func startKubeAPIServer(t *testing.T, script, endpoint string, extra ...string) 
 	if err := p.WaitReady(context.Background(), "/readyz", 4*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	return &kubeAPIServer{t: t, url: p.Target.URL, pid: p.Target.PID,
+	return &kubeAPIServer{t: t, url: p.Target.URL, pid: p.Target.PID, dir: filepath.Join(logDir, "kube-apiserver"),
 		hc: &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}} // loopback test server
 }
 

@@ -6,8 +6,10 @@
 // lazyapi's, and X-Remote-User, X-Remote-Group, X-Remote-Uid and
 // X-Remote-Extra-* (kube-apiserver's --requestheader-* headers) say who
 // the caller is. The caller's own identity headers (X-Remote-*,
-// Impersonate-*, Authorization) are never passed on: lazyapi authenticated
-// the caller (and checked its impersonation) and states the result.
+// Authorization) are never passed on: lazyapi authenticated the caller and
+// states the result. Its Impersonate-* headers are: kube-apiserver checks
+// them against that identity, as it would a request sent to it directly
+// (every impersonation mode it has; its audit log names both users).
 //
 // Bodies are streamed both ways without being held whole (a watch or a
 // `logs -f` is copied as it arrives); an HTTP upgrade (SPDY or WebSocket:

@@ -118,7 +118,8 @@ func (f *Forwarder) Close() { f.tr.CloseIdleConnections() }
 // Request is what the server knows of a request it forwards, beyond the
 // request itself (method, request URI, headers: the RequestCtx).
 type Request struct {
-	// Identity is the caller, authenticated (and impersonated) by lazyapi.
+	// Identity is the caller, authenticated by lazyapi (its
+	// Impersonate-* headers go with it, for kube-apiserver to check).
 	Identity Identity
 	// Client is the caller's fairness key (its user or its address).
 	Client string

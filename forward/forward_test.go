@@ -217,9 +217,13 @@ func TestForwardIdentity(t *testing.T) {
 				t.Errorf("upstream got caller's header %s: %q", k, r.Header[k])
 			}
 		}
-		if strings.HasPrefix(k, "Impersonate-") || k == "Authorization" || k == "X-Secret" {
+		if k == "Authorization" || k == "X-Secret" {
 			t.Errorf("upstream got %s: %q", k, r.Header[k])
 		}
+	}
+	// Impersonation is kube-apiserver's to check, against X-Remote-User.
+	if r.Header.Get("Impersonate-User") != "root" || r.Header.Get("Impersonate-Group") != "system:masters" {
+		t.Errorf("upstream got Impersonate-User %q, Impersonate-Group %q; want the caller's", r.Header.Get("Impersonate-User"), r.Header.Get("Impersonate-Group"))
 	}
 }
 

@@ -7,7 +7,8 @@ import (
 )
 
 // Identity is who a forwarded request is made as: the user lazyapi
-// authenticated (after impersonation, when the caller impersonated).
+// authenticated (before impersonation: kube-apiserver checks the caller's
+// Impersonate-* headers against it).
 type Identity struct {
 	// Name is the user name; it must not be empty (kube-apiserver's
 	// request-header authenticator ignores an empty one and would fall
@@ -42,11 +43,19 @@ var hopHeaders = []string{
 // (case-insensitive prefixes of canonical names): identity headers that
 // kube-apiserver would trust from lazyapi's connection (X-Remote-*; every
 // X-Remote- header, not only the configured ones, since an operator may
-// name others in --requestheader-*-headers), impersonation lazyapi
-// resolved already (Impersonate-*), the caller's credentials
+// name others in --requestheader-*-headers), the caller's credentials
 // (Authorization), and the gate's inert names of the framing headers
-// (X-Withheld-*, X-Expt: proxy/headergate.go).
-var droppedPrefixes = []string{"X-Remote-", "Impersonate-", "X-Withheld-"}
+// (X-Withheld-*, X-Expt: proxy/conn/headergate.go).
+//
+// The caller's Impersonate-* headers are passed on: kube-apiserver's
+// impersonation filter checks them against the identity lazyapi states
+// (the X-Remote-* headers), with every mode it has (1.37's constrained
+// impersonation, impersonate-on:<mode>:<verb>, as well as the impersonate
+// verb), and its audit log names both the user and the impersonated
+// user, as for a request sent to it directly. Resolving them here would
+// refuse what kube-apiserver allows and audit the impersonated user as
+// the one who acted.
+var droppedPrefixes = []string{"X-Remote-", "X-Withheld-"}
 
 var droppedNames = []string{"Authorization", "X-Expt", "Content-Length", "Host", "X-Forwarded-For"}
 

@@ -46,7 +46,7 @@ func checkHeader(t *testing.T, pairs [][2]string, h http.Header, id *Identity) {
 			if k != HeaderUser && k != HeaderGroup && !(k == HeaderUID && id.UID != "") {
 				t.Fatalf("%v: caller's %s = %q passed", pairs, k, vs)
 			}
-		case strings.HasPrefix(lk, "impersonate-"), lk == "authorization", strings.HasPrefix(lk, "x-withheld-"),
+		case lk == "authorization", strings.HasPrefix(lk, "x-withheld-"),
 			lk == "transfer-encoding", lk == "content-length", lk == "proxy-authorization", lk == "x-expt":
 			t.Fatalf("%v: %s = %q passed", pairs, k, vs)
 		}

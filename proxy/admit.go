@@ -311,7 +311,7 @@ func etcdListItems(cfg store.Config, avg int64) int {
 // resource was listed once; streamBufferBytes is a streamed response's write
 // buffer plus fasthttp's stream pipe (4 slots) — the pipe is not used when
 // fasthttp writes the body with WriteTo (every LIST and watch stream), where
-// the TLS coalescing buffer (coalesceBytes = 2 × flushSize) fits in its place.
+// the TLS coalescing buffer (conn.CoalesceBytes = 2 × flushSize) fits in its place.
 const (
 	defaultAvgValueBytes = 4 << 10
 	streamBufferBytes    = 6 * flushSize

@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -28,6 +29,10 @@ const (
 	flushSize  = 64 << 10
 	bufPoolCap = 4 * flushSize // larger buffers are not pooled
 )
+
+// A TLS connection's coalescing buffer holds a chunk of a stream: flushSize
+// plus the item that passed it, and the records' framing.
+const _ = uint(conn.CoalesceBytes-2*flushSize) + uint(2*flushSize-conn.CoalesceBytes) // equal, or this does not compile
 
 var bufPool sync.Pool
 

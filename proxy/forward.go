@@ -13,6 +13,7 @@ import (
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/forward"
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/lazyapi/lazyapi/resource"
 )
 
@@ -98,21 +99,15 @@ func (s *Server) servesDiscovery(path string) bool {
 }
 
 // forward forwards an authenticated request to kube-apiserver as its user
-// (after impersonation) and answers what Forward could not forward (429,
-// 503) with a Status in the request's error format.
+// and answers what Forward could not forward (429, 503) with a Status in
+// the request's error format. Impersonation is kube-apiserver's to check,
+// as authorization is: the caller's Impersonate-* headers go with the
+// authenticated identity (package forward), so that every impersonation
+// mode kube-apiserver has applies (1.37's constrained impersonation, which
+// lazyapi's legacy check would refuse) and its audit log names the user
+// who acted as well as the one impersonated.
 func (s *Server) forward(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	ef := errorFormat(string(rc.Request.Header.Peek("Accept")))
-	if hasImpersonation(rc) && s.cfg.Authorizer != nil {
-		u, _ := rc.UserValue(userKey).(*authn.User)
-		if u == nil {
-			u = authn.Anonymous
-		}
-		iu, ok := s.impersonate(rc, s.cfg.Authorizer, u, ri.Path)
-		if !ok {
-			return
-		}
-		rc.SetUserValue(userKey, iu)
-	}
 	u, _ := rc.UserValue(userKey).(*authn.User)
 	if u == nil {
 		u = authn.Anonymous
@@ -155,20 +150,21 @@ func longRunning(ri *RequestInfo) bool {
 }
 
 // withheldBody returns a reader of the request's body, which the header
-// gate withheld (headergate.go), and its length (-1: chunked), or nil.
+// gate withheld (conn.Gate), and its length (-1: chunked), or nil.
 func withheldBody(rc *fasthttp.RequestCtx) (io.Reader, int64) {
-	g := gateOf(rc.Conn())
+	g := conn.GateOf(rc.Conn())
 	if g == nil {
 		if b := rc.Request.Body(); len(b) > 0 {
 			return bytes.NewReader(b), int64(len(b))
 		}
 		return nil, 0
 	}
+	length, chunked := g.Withheld()
 	switch {
-	case g.chunked:
-		return httputil.NewChunkedReader(bufio.NewReaderSize(gateBody{g}, 4<<10)), -1
-	case g.body > 0:
-		return gateBody{g}, g.body
+	case chunked:
+		return httputil.NewChunkedReader(bufio.NewReaderSize(g.Body(), 4<<10)), -1
+	case length > 0:
+		return g.Body(), length
 	}
 	return nil, 0
 }
@@ -177,15 +173,11 @@ func withheldBody(rc *fasthttp.RequestCtx) (io.Reader, int64) {
 // request: its reads return the bytes that arrived after the request's
 // header first (the gate holds them), then the socket's.
 func upgradeConn(c net.Conn) net.Conn {
-	g := gateOf(c)
+	g := conn.GateOf(c)
 	if g == nil {
 		return c
 	}
-	var pending []byte
-	if g.buf != nil && g.off < len(*g.buf) {
-		pending = append(pending, (*g.buf)[g.off:]...)
-	}
-	return &pendingConn{Conn: g.Conn, pending: pending}
+	return &pendingConn{Conn: g.Conn, pending: g.Pending()}
 }
 
 // pendingConn is a net.Conn whose reads return pending first.

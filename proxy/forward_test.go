@@ -157,13 +157,14 @@ func TestForwardThroughProxy(t *testing.T) {
 		t.Errorf("a LIST of configmaps was forwarded (%d upstream requests)", n)
 	}
 
-	// An aggregated group is forwarded; a client's own X-Remote-User and
-	// Impersonate-User (no authorizer to allow it: kube-apiserver's
-	// answer is the caller's, as alice) never reach it.
+	// An aggregated group is forwarded; a client's own X-Remote-User
+	// never reaches it; its Impersonate-User does, beside X-Remote-User
+	// alice, for kube-apiserver to check (as it would sent directly).
 	req, _ := http.NewRequest("GET", te.httpsURL+"/apis/metrics.k8s.io/v1beta1/pods", nil)
 	req.Header.Set("Authorization", "Bearer token-alice")
 	req.Header.Set("X-Remote-User", "system:admin")
 	req.Header.Set("X-Remote-Group", "system:masters")
+	req.Header.Set("Impersonate-User", "bob")
 	resp, err := tlsClient(te).Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +177,9 @@ func TestForwardThroughProxy(t *testing.T) {
 	r = up.requests()[1]
 	if !slices.Equal(r.header.Values("X-Remote-User"), []string{"alice"}) || slices.Contains(r.header.Values("X-Remote-Group"), "system:masters") {
 		t.Errorf("forged identity headers reached the upstream: %v", r.header)
+	}
+	if got := r.header.Values("Impersonate-User"); !slices.Equal(got, []string{"bob"}) {
+		t.Errorf("upstream got Impersonate-User %q, want the caller's [bob]", got)
 	}
 
 	// An unauthenticated request is refused here, never forwarded.

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/valyala/fasthttp"
 )
 
@@ -254,7 +255,7 @@ func (s *Server) serveGzipStream(rc *fasthttp.RequestCtx, st *reqState, write fu
 		return
 	}
 	setGzipHeaders(rc)
-	rc.SetBodyStream(&gzipBody{g: g, done: done, pc: progressOf(rc.Conn())}, -1)
+	rc.SetBodyStream(&gzipBody{g: g, done: done, pc: conn.ProgressOf(rc.Conn())}, -1)
 }
 
 // gzipBody is the compressed body of a gzipStream, written by fasthttp on
@@ -262,7 +263,7 @@ func (s *Server) serveGzipStream(rc *fasthttp.RequestCtx, st *reqState, write fu
 type gzipBody struct {
 	g    *gzipStream
 	done func(n int)
-	pc   *progressConn // the connection's, coalescing each chunk's records; may be nil
+	pc   *conn.Progress // the connection's, coalescing each chunk's records; may be nil
 	once sync.Once
 	ran  bool
 }

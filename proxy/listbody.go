@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/valyala/fasthttp"
 )
 
@@ -21,7 +22,7 @@ import (
 type listBody struct {
 	write func(w *bufio.Writer) (int, error) // writes the whole body, returns its size
 	done  func(n int)                        // called once: the body is written or dropped
-	pc    *progressConn                      // the connection's, coalescing each chunk's records; may be nil
+	pc    *conn.Progress                     // the connection's, coalescing each chunk's records; may be nil
 	once  sync.Once
 	ran   bool
 	r     io.Reader
@@ -94,7 +95,7 @@ var errStreamAborted = errors.New("list stream aborted")
 // socket in one write.
 type errWriter struct {
 	w   io.Writer
-	pc  *progressConn // nil: no coalescing
+	pc  *conn.Progress // nil: no coalescing
 	err error
 }
 
@@ -102,9 +103,9 @@ func (w *errWriter) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
-	w.pc.hold()
+	w.pc.Hold()
 	n, err := w.w.Write(p)
-	if rerr := w.pc.release(); err == nil && rerr != nil {
+	if rerr := w.pc.Release(); err == nil && rerr != nil {
 		err = rerr
 	}
 	if err != nil {

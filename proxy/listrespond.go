@@ -11,6 +11,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/proxy/conn"
 )
 
 // A prepared LIST's answer (list.go): whole, with a Content-Length (the
@@ -191,15 +192,15 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 		}()
 		// Uncompressed, the list's chunks are held together: under TLS
 		// their records reach the socket in writes of up to
-		// coalesceBytes (about two chunks), not one write per chunk. The
+		// conn.CoalesceBytes (about two chunks), not one write per chunk. The
 		// last bytes go out before the guard ends.
-		var held *progressConn
+		var held *conn.Progress
 		if !st.gzip {
 			held = guard.pc
-			held.hold()
+			held.Hold()
 			defer func() {
 				if held != nil { // a panic
-					_ = held.release()
+					_ = held.Release()
 				}
 			}()
 		}
@@ -208,7 +209,7 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 		defer func() { n = sw.n }()
 		err = ls.write(ctx, &sw)
 		if held != nil {
-			if rerr := held.release(); err == nil && rerr != nil {
+			if rerr := held.Release(); err == nil && rerr != nil {
 				err = fmt.Errorf("cannot write response: %w", rerr)
 			}
 			held = nil

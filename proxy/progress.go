@@ -2,17 +2,15 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 )
@@ -27,7 +25,7 @@ import (
 //     one large frame) must make progress: it is aborted when the client
 //     took none of its bytes for Config.WriteTimeout (--write-timeout, 10
 //     s). Progress is counted under TLS, on the connection's socket
-//     (progressConn: every byte the kernel takes, also within a write
+//     (conn.Progress: every byte the kernel takes, also within a write
 //     blocked on the client), and checked every quarter of the timeout,
 //     so a stream is ended between 3/4 and 1 × --write-timeout after the
 //     socket last took a byte from it. On a
@@ -83,7 +81,7 @@ var pastDeadline = time.Unix(1, 0)
 type writeGuard struct {
 	s       *Server
 	conn    net.Conn // nil: no deadlines (tests without a connection)
-	pc      *progressConn
+	pc      *conn.Progress
 	client  string
 	what    string
 	timeout time.Duration
@@ -97,188 +95,12 @@ type writeGuard struct {
 	deadline time.Time // the write deadline set last
 }
 
-// progressConn counts the bytes written to a connection (under TLS: to
-// its socket) as the kernel takes them, so that the count moves while a
-// large write is blocked on a slow reader: on a socket (syscall.Conn) it
-// writes with the raw connection and counts every partial write; on other
-// connections in writes of at most progressChunk bytes.
-//
-// Under TLS (CountWrites) it also coalesces: crypto/tls writes each record
-// of at most 16 KiB with its own Write, one write syscall per record; the
-// syscalls were 47% of a cached JSON LIST's CPU over TLS (bench/RESULTS.md
-// ## cpu: TLS records coalesced into socket writes). Between hold and
-// release (one HTTP chunk of a streamed watch or gzip LIST: errWriter; a
-// whole uncompressed LIST: lister.respondStream) the sealed records go into
-// a buffer of at most coalesceBytes, taken from a pool at the first record
-// and given back at the last release, and reach the socket in one write
-// when the next record does not fit and at the release. No buffer is held
-// by an idle connection; a stream holds one while it writes (a write
-// blocked on a client that stopped reading too, until the write guard ends
-// it), counted in its admission (streamBufferBytes) and in
-// lazyapi_write_coalesce_buffer_bytes. Writes outside a hold (handshakes,
-// alerts, fasthttp's own responses) go out at once.
-type progressConn struct {
-	net.Conn
-	written atomic.Int64
-
-	rawOnce sync.Once
-	raw     syscall.RawConn // nil: chunked Conn.Write
-
-	coalesce bool // CountWrites: hold and release coalesce
-
-	mu   sync.Mutex // serialises writes, the buffer and the raw write's state
-	held int
-	buf  *[]byte
-	err  error  // a failed write of buffered bytes: every later write fails
-	out  []byte // the raw write's rest
-	werr error  // the raw write's syscall error
-	fn   func(fd uintptr) bool
-}
-
-// progressChunk is the most a progressConn writes at once to a connection
-// that is not a socket: about one TLS record.
-const progressChunk = 16 << 10
-
-// coalesceBytes bounds a coalescing buffer: one 64 KiB chunk of a stream
-// (flushSize plus the item that passed it, and the records' framing) fits.
-const coalesceBytes = 2 * flushSize
-
-var (
-	coalesceBufs  = sync.Pool{New: func() any { b := make([]byte, 0, coalesceBytes); return &b }}
-	coalesceInUse atomic.Int64 // bytes of coalescing buffers taken (lazyapi_write_coalesce_buffer_bytes)
-)
-
-func (c *progressConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return 0, c.err
-	}
-	if c.held == 0 {
-		return c.writeOut(p)
-	}
-	if c.buf != nil && len(*c.buf)+len(p) > coalesceBytes {
-		if err := c.flushLocked(); err != nil {
-			return 0, err
-		}
-	}
-	if len(p) > coalesceBytes {
-		return c.writeOut(p)
-	}
-	if c.buf == nil {
-		c.buf = coalesceBufs.Get().(*[]byte)
-		coalesceInUse.Add(coalesceBytes)
-	}
-	*c.buf = append(*c.buf, p...)
-	return len(p), nil
-}
-
-// hold starts coalescing the writes until the matching release. It does
-// nothing on a connection that does not coalesce (c nil, or not under
-// TLS).
-func (c *progressConn) hold() {
-	if c == nil || !c.coalesce {
-		return
-	}
-	c.mu.Lock()
-	c.held++
-	c.mu.Unlock()
-}
-
-// release ends a hold: the last one writes the buffered records out and
-// gives the buffer back. Its error is the write's (the client is gone, or
-// the write deadline passed): the connection is then unusable.
-func (c *progressConn) release() error {
-	if c == nil || !c.coalesce {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.held--
-	if c.held > 0 || c.buf == nil {
-		return nil
-	}
-	err := c.flushLocked()
-	*c.buf = (*c.buf)[:0]
-	coalesceBufs.Put(c.buf)
-	c.buf = nil
-	coalesceInUse.Add(-coalesceBytes)
-	return err
-}
-
-// flushLocked writes the buffered records out. A failure is kept: crypto/tls
-// believes the records sent, so nothing may follow them.
-func (c *progressConn) flushLocked() error {
-	if c.buf == nil || len(*c.buf) == 0 {
-		return nil
-	}
-	_, err := c.writeOut(*c.buf)
-	*c.buf = (*c.buf)[:0]
-	if err != nil {
-		c.err = err
-	}
-	return err
-}
-
-// writeOut writes p to the connection, counting the bytes as they go.
-func (c *progressConn) writeOut(p []byte) (int, error) {
-	c.rawOnce.Do(func() {
-		if sc, ok := c.Conn.(syscall.Conn); ok {
-			if raw, err := sc.SyscallConn(); err == nil && rawWriteSupported {
-				c.raw = raw
-				c.fn = c.rawWrite
-			}
-		}
-	})
-	if c.raw == nil {
-		n := 0
-		for len(p) > 0 {
-			m, err := c.Conn.Write(p[:min(len(p), progressChunk)])
-			n += m
-			c.written.Add(int64(m))
-			if err != nil {
-				return n, err
-			}
-			p = p[m:]
-		}
-		return n, nil
-	}
-	c.out, c.werr = p, nil
-	err := c.raw.Write(c.fn) // waits for the socket under its write deadline
-	n := len(p) - len(c.out)
-	c.out = nil
-	if err == nil && c.werr != nil {
-		err = &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", c.werr)}
-	}
-	return n, err
-}
-
 // CountWrites wraps ln so that the write guards of streamed responses
 // measure their clients' progress (see "No progress, no seat"). Put it
 // under a TLS listener: Serve counts plain connections itself. It also
 // coalesces the TLS records of a stream's chunk into one write
-// (progressConn).
-func CountWrites(ln net.Listener) net.Listener { return countingListener{ln} }
-
-type countingListener struct{ net.Listener }
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &progressConn{Conn: c, coalesce: true}, nil
-}
-
-// progressOf returns the progressConn under a served connection, or nil.
-func progressOf(c net.Conn) *progressConn {
-	c = unwrapConn(c)
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
-	}
-	pc, _ := c.(*progressConn)
-	return pc
-}
+// (conn.Progress).
+func CountWrites(ln net.Listener) net.Listener { return conn.CountWrites(ln) }
 
 // guardWrites returns the writeGuard of a response streamed on rc's
 // connection; ctx is the request's (its end aborts a blocked write). what
@@ -286,7 +108,7 @@ func progressOf(c net.Conn) *progressConn {
 func (s *Server) guardWrites(ctx context.Context, rc *fasthttp.RequestCtx, what string) *writeGuard {
 	g := &writeGuard{s: s, conn: rc.Conn(), client: clientKey(rc), what: what, timeout: s.cfg.WriteTimeout}
 	if g.conn != nil {
-		g.pc = progressOf(g.conn)
+		g.pc = conn.ProgressOf(g.conn)
 		g.stop = context.AfterFunc(ctx, func() {
 			g.mu.Lock()
 			g.expired = true
@@ -308,7 +130,7 @@ func (g *writeGuard) arm() {
 		g.deadline = time.Now().Add(g.timeout)
 		_ = g.conn.SetWriteDeadline(g.deadline)
 		if g.pc != nil {
-			g.mark = g.pc.written.Load()
+			g.mark = g.pc.Written()
 			if g.timer == nil {
 				g.timer = time.AfterFunc(g.timeout/4, g.check)
 			} else {
@@ -330,7 +152,7 @@ func (g *writeGuard) check() {
 		return
 	}
 	now := time.Now()
-	if w := g.pc.written.Load(); w != g.mark {
+	if w := g.pc.Written(); w != g.mark {
 		g.mark = w
 		g.deadline = now.Add(g.timeout)
 		_ = g.conn.SetWriteDeadline(g.deadline)

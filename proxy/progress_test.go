@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/lazyapi/lazyapi/proxy/conn"
 )
 
 // TestWriteGuardMeasuresProgress: a write to a client that reads slowly
@@ -15,12 +17,16 @@ import (
 // KiB per 300 ms take 2.4 s), and a write to a client that stops reading
 // fails with the deadline about --write-timeout after its last read.
 // net.Pipe has no buffers: every byte written is a byte read.
+// progressChunk is the most a conn.Progress writes at once to a
+// connection that is not a socket: about one TLS record.
+const progressChunk = 16 << 10
+
 func TestWriteGuardMeasuresProgress(t *testing.T) {
 	const timeout = time.Second
-	guarded := func() (*writeGuard, *progressConn, net.Conn) {
+	guarded := func() (*writeGuard, *conn.Progress, net.Conn) {
 		server, client := net.Pipe()
 		t.Cleanup(func() { server.Close(); client.Close() })
-		pc := &progressConn{Conn: server}
+		pc := conn.NewProgress(server, false)
 		return &writeGuard{conn: pc, pc: pc, timeout: timeout}, pc, client
 	}
 
@@ -99,7 +105,7 @@ func tcpPair(t *testing.T) (server, client *net.TCPConn) {
 // TestCoalescedWriteGuard: the write guard measures progress through a
 // coalescing connection (CountWrites, under TLS) on a real socket: a held
 // chunk of 1.5 MiB, written as TLS records of 16 KiB and sent in writes of
-// coalesceBytes, goes on past --write-timeout while its client reads
+// conn.CoalesceBytes, goes on past --write-timeout while its client reads
 // slowly but steadily (64 KiB every 250 ms), and fails with the deadline about --write-timeout
 // after a client stops reading; the connection then fails every write
 // (crypto/tls took the buffered records as sent) and the buffer is given
@@ -108,23 +114,23 @@ func TestCoalescedWriteGuard(t *testing.T) {
 	const timeout = time.Second
 	const records, readSize = 96, 64 << 10
 	record := make([]byte, progressChunk)
-	chunk := func(pc *progressConn) error {
-		pc.hold()
+	chunk := func(pc *conn.Progress) error {
+		pc.Hold()
 		var err error
 		for range records {
 			if _, err = pc.Write(record); err != nil {
 				break
 			}
 		}
-		if rerr := pc.release(); err == nil {
+		if rerr := pc.Release(); err == nil {
 			err = rerr
 		}
 		return err
 	}
-	inUse := coalesceInUse.Load()
+	inUse := conn.CoalesceInUse()
 
 	server, client := tcpPair(t)
-	pc := &progressConn{Conn: server, coalesce: true}
+	pc := conn.NewProgress(server, true)
 	g := &writeGuard{conn: pc, pc: pc, timeout: timeout}
 	read := make(chan int64, 1)
 	go func() {
@@ -149,19 +155,19 @@ func TestCoalescedWriteGuard(t *testing.T) {
 		t.Fatalf("the slow reader took %s, want > 2 × the timeout (the test would show nothing)", d)
 	}
 	g.done(nil)
-	if w := pc.written.Load(); w != records*progressChunk {
+	if w := pc.Written(); w != records*progressChunk {
 		t.Errorf("counted %d bytes written, want %d", w, records*progressChunk)
 	}
 	server.CloseWrite()
 	if n := <-read; n != records*progressChunk {
 		t.Errorf("the client read %d bytes, want %d", n, records*progressChunk)
 	}
-	if n := coalesceInUse.Load(); n != inUse {
+	if n := conn.CoalesceInUse(); n != inUse {
 		t.Errorf("coalescing buffers in use %d after the write, want %d", n, inUse)
 	}
 
 	server, client = tcpPair(t)
-	pc = &progressConn{Conn: server, coalesce: true}
+	pc = conn.NewProgress(server, true)
 	g = &writeGuard{conn: pc, pc: pc, timeout: timeout}
 	go func() {
 		buf := make([]byte, readSize)
@@ -185,7 +191,7 @@ func TestCoalescedWriteGuard(t *testing.T) {
 	if _, err := pc.Write(record); err == nil {
 		t.Error("a write after the failed flush succeeded, want the flush's error")
 	}
-	if n := coalesceInUse.Load(); n != inUse {
+	if n := conn.CoalesceInUse(); n != inUse {
 		t.Errorf("coalescing buffers in use %d after the failed write, want %d", n, inUse)
 	}
 }
@@ -196,7 +202,7 @@ func TestCoalescedWriteGuard(t *testing.T) {
 func TestProgressConnRawWrite(t *testing.T) {
 	for _, coalesce := range []bool{false, true} {
 		server, client := tcpPair(t)
-		pc := &progressConn{Conn: server, coalesce: coalesce}
+		pc := conn.NewProgress(server, coalesce)
 		want := make([]byte, 1<<20+123)
 		for i := range want {
 			want[i] = byte(i * 7)
@@ -209,13 +215,13 @@ func TestProgressConnRawWrite(t *testing.T) {
 		for off := 0; off < len(want); {
 			n := min(len(want)-off, 5000+off%70000)
 			if off%3 == 0 {
-				pc.hold()
+				pc.Hold()
 			}
 			if _, err := pc.Write(want[off : off+n]); err != nil {
 				t.Fatal(err)
 			}
 			if off%3 == 0 {
-				if err := pc.release(); err != nil {
+				if err := pc.Release(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -225,7 +231,7 @@ func TestProgressConnRawWrite(t *testing.T) {
 		if b := <-got; !bytes.Equal(b, want) {
 			t.Fatalf("coalesce=%v: the client read %d bytes, not the %d written", coalesce, len(b), len(want))
 		}
-		if w := pc.written.Load(); w != int64(len(want)) {
+		if w := pc.Written(); w != int64(len(want)) {
 			t.Errorf("coalesce=%v: counted %d bytes, want %d", coalesce, w, len(want))
 		}
 	}

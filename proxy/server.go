@@ -34,6 +34,7 @@ import (
 	"github.com/lazyapi/lazyapi/forward"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
 	"github.com/lazyapi/lazyapi/openapi"
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
@@ -54,14 +55,14 @@ type Config struct {
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// ReadTimeout bounds reading a request's header, from its first byte
-	// (headergate.go); 0 means 30s. A body is read by the handler that
+	// (conn.Gate); 0 means 30s. A body is read by the handler that
 	// needs it, after authentication and authorization, within
 	// RequestTimeout.
 	ReadTimeout time.Duration
 	// HeaderBufferBytes bounds the bytes of request headers that all
 	// connections hold at once beyond each connection's first 4 KiB,
 	// before the header is complete (before authentication); a header
-	// that cannot grow within it is answered 429 (headerbudget.go). 0
+	// that cannot grow within it is answered 429 (conn.Budget). 0
 	// means DefaultHeaderBufferBytes.
 	HeaderBufferBytes int64
 	// WriteTimeout bounds each write of a response (--write-timeout): a
@@ -198,8 +199,8 @@ type Server struct {
 	// (sharedlist.go); nil: every LIST reads its own.
 	lists *listGroups
 	// headers bounds the header buffers of connections not yet
-	// authenticated (headerbudget.go).
-	headers *headerBudget
+	// authenticated (conn.Budget).
+	headers *conn.Budget
 	// initialRun bounds the watches encoding initial events at once
 	// (watchWriter.run): a reconnect storm's encoders leave the other
 	// cores' run queues to short requests.
@@ -229,45 +230,18 @@ type Server struct {
 	watchCancel context.CancelFunc
 }
 
+// DefaultHeaderBufferBytes is Config.HeaderBufferBytes's default: 64
+// headers of kube-apiserver's largest (1 MiB) arriving at once.
+const DefaultHeaderBufferBytes = conn.DefaultHeaderBufferBytes
+
 // DefaultRequestTimeout is Config.RequestTimeout's default, kube-apiserver's
 // --request-timeout.
 const DefaultRequestTimeout = time.Minute
 
 // New validates cfg and returns a Server. It does not listen.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil && cfg.Client == nil {
-		return nil, errors.New("cannot create proxy: Config.Store and Config.Client are nil")
-	}
-	exposeMetadata() // /metrics carries # HELP and # TYPE (process-wide)
-	if cfg.Store == nil {
-		cfg.Store = store.New(cfg.Client, store.Config{Metrics: cfg.Metrics})
-	}
-	if cfg.Client == nil {
-		cfg.Client = cfg.Store.Client()
-	}
-	if cfg.Resources == nil {
-		return nil, errors.New("cannot create proxy: Config.Resources is nil")
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = DefaultWriteTimeout
-	}
-	if cfg.HeaderBufferBytes <= 0 {
-		cfg.HeaderBufferBytes = DefaultHeaderBufferBytes
-	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = 30 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop()
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.NewSet()
-	}
-	if cfg.Schema == nil {
-		cfg.Schema = codec.DefaultSchema()
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
 	}
 	s := &Server{
 		cfg:    cfg,
@@ -301,9 +275,9 @@ func New(cfg Config) (*Server, error) {
 	s.fillWaits = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="served"}`)
 	s.fillTimeouts = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="timeout"}`)
 	s.aborted = newAbortMetrics(s.ms)
-	s.ms.GetOrCreateGauge("lazyapi_write_coalesce_buffer_bytes", func() float64 { return float64(coalesceInUse.Load()) })
+	s.ms.GetOrCreateGauge("lazyapi_write_coalesce_buffer_bytes", func() float64 { return float64(conn.CoalesceInUse()) })
 	s.rateLog.log = cfg.Logger
-	s.headers = newHeaderBudget(s.ms, cfg.HeaderBufferBytes)
+	s.headers = conn.NewBudget(s.ms, cfg.HeaderBufferBytes)
 	s.initAuthn()
 	// Before the OpenAPI documents are first built: they follow the
 	// table's mode.
@@ -316,13 +290,60 @@ func New(cfg Config) (*Server, error) {
 	if s.openapi == nil {
 		s.openapi = NewOpenAPI(cfg.Resources)
 	}
-	s.srv = &fasthttp.Server{
+	s.srv = s.newHTTPServer()
+	return s, nil
+}
+
+// setDefaults checks c and fills what it leaves unset: the store or its
+// client (one from the other), the timeouts, the header buffer, the
+// logger, the metrics set and the schema.
+func (c *Config) setDefaults() error {
+	if c.Store == nil && c.Client == nil {
+		return errors.New("cannot create proxy: Config.Store and Config.Client are nil")
+	}
+	exposeMetadata() // /metrics carries # HELP and # TYPE (process-wide)
+	if c.Store == nil {
+		c.Store = store.New(c.Client, store.Config{Metrics: c.Metrics})
+	}
+	if c.Client == nil {
+		c.Client = c.Store.Client()
+	}
+	if c.Resources == nil {
+		return errors.New("cannot create proxy: Config.Resources is nil")
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.HeaderBufferBytes <= 0 {
+		c.HeaderBufferBytes = DefaultHeaderBufferBytes
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewSet()
+	}
+	if c.Schema == nil {
+		c.Schema = codec.DefaultSchema()
+	}
+	return nil
+}
+
+// newHTTPServer is the fasthttp server that serves s's connections.
+func (s *Server) newHTTPServer() *fasthttp.Server {
+	return &fasthttp.Server{
 		Handler:                       s.handle,
 		Name:                          "lazyapi",
 		NoDefaultServerHeader:         true,
 		NoDefaultContentType:          true,
 		DisableHeaderNamesNormalizing: false,
-		// Bodies never reach fasthttp: the headerGate withholds them
+		// Bodies never reach fasthttp: the conn.Gate withholds them
 		// for the handlers that read them (requestBody).
 		MaxRequestBodySize: maxRequestBody,
 		// Request headers up to what Go's server accepts for
@@ -333,16 +354,15 @@ func New(cfg Config) (*Server, error) {
 		// (not while a connection is idle or its response is written),
 		// so idle connections cost no more than before (bench/RESULTS.md
 		// ## request headers).
-		ReadBufferSize:    maxHeaderBytes,
+		ReadBufferSize:    conn.MaxHeaderBytes,
 		ReduceMemoryUsage: true,
 		ErrorHandler:      goErrorHandler,
-		ReadTimeout:       cfg.ReadTimeout,  // reading a request; --request-timeout bounds serving it
-		WriteTimeout:      cfg.WriteTimeout, // per response fasthttp writes; streams re-arm it per flush
+		ReadTimeout:       s.cfg.ReadTimeout,  // reading a request; --request-timeout bounds serving it
+		WriteTimeout:      s.cfg.WriteTimeout, // per response fasthttp writes; streams re-arm it per flush
 		IdleTimeout:       90 * time.Second,
-		Logger:            fasthttpLogger{cfg.Logger},
+		Logger:            fasthttpLogger{s.cfg.Logger},
 		CloseOnShutdown:   true,
 	}
-	return s, nil
 }
 
 // Serve accepts connections on ln until Shutdown. It returns nil after
@@ -361,8 +381,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	// here, or Serve would accept forever.
 	stop := context.AfterFunc(s.baseCtx, func() { ln.Close() })
 	defer stop()
-	inner, clear := unwrapClearText(ln)
-	err := s.srv.Serve(gateListener{Listener: inner, clear: clear, headerTimeout: s.cfg.ReadTimeout, budget: s.headers})
+	inner, clear := conn.UnwrapClearText(ln)
+	err := s.srv.Serve(conn.Listener{Listener: inner, Clear: clear, HeaderTimeout: s.cfg.ReadTimeout, Budget: s.headers})
 	if s.baseCtx.Err() != nil {
 		return nil
 	}
@@ -397,14 +417,10 @@ const maxRequestBody = 1 << 20
 
 // finishBody ends the connection with the response when the request's
 // body was not read and cannot be skipped before the next request (a
-// chunked body, more than maxUnreadBody left, or a client waiting for
-// 100 Continue), as Go's server does.
+// chunked body, more than 256 KiB left, or a client waiting for 100
+// Continue: conn.Gate.BodyEndsConn), as Go's server does.
 func finishBody(rc *fasthttp.RequestCtx) {
-	g := gateOf(rc.Conn())
-	if g == nil {
-		return
-	}
-	if g.chunked || g.body > maxUnreadBody || (g.body > 0 && g.expect) {
+	if g := conn.GateOf(rc.Conn()); g != nil && g.BodyEndsConn() {
 		rc.SetConnectionClose()
 	}
 }
@@ -413,17 +429,18 @@ func finishBody(rc *fasthttp.RequestCtx) {
 // arrives, up to maxRequestBody: a larger one is refused 413 as
 // kube-apiserver does (RequestEntityTooLarge), without reading it.
 func requestBody(rc *fasthttp.RequestCtx) ([]byte, *StatusError) {
-	g := gateOf(rc.Conn())
+	g := conn.GateOf(rc.Conn())
 	if g == nil {
 		return rc.Request.Body(), nil // not served through Serve (tests)
 	}
+	length, chunked := g.Withheld()
 	tooLarge := statusErr(fasthttp.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
 		fmt.Sprintf("Request entity too large: limit is %d", maxRequestBody))
-	if g.body > maxRequestBody {
+	if length > maxRequestBody {
 		return nil, tooLarge
 	}
-	var r io.Reader = gateBody{g}
-	if g.chunked {
+	r := g.Body()
+	if chunked {
 		r = httputil.NewChunkedReader(bufio.NewReaderSize(r, 4<<10))
 	}
 	var out []byte
@@ -442,16 +459,6 @@ func requestBody(rc *fasthttp.RequestCtx) ([]byte, *StatusError) {
 		}
 	}
 }
-
-// gateBody reads a request's withheld body from its gate.
-type gateBody struct{ g *headerGate }
-
-func (b gateBody) Read(p []byte) (int, error) { return b.g.readBody(p) }
-
-// maxHeaderBytes is Go's limit on a request's line and headers for
-// kube-apiserver: http.Server.MaxHeaderBytes 1 << 20 (k8s.io/apiserver
-// SecureServingInfo) plus the 4096 bytes net/http allows on top.
-const maxHeaderBytes = 1<<20 + 4096
 
 // goErrorHandler answers requests fasthttp cannot parse as Go's server
 // (kube-apiserver's) does: a plain-text status line as body.
@@ -539,7 +546,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 	case path == "/metrics":
 		s.serveMetrics(rc)
 		return
-	case s.cfg.Profiling && (path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/")) && connClearMode(rc) == trusted:
+	case s.cfg.Profiling && (path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/")) && connClearMode(rc) == conn.Trusted:
 		if path == "/debug/pprof" {
 			rc.Redirect("/debug/pprof/", fasthttp.StatusMovedPermanently)
 			return

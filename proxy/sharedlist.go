@@ -224,9 +224,9 @@ func memberBody(m *listMember, ctx context.Context, cancel context.CancelFunc, r
 	}, pc: guard.pc}
 	body.write = func(w *bufio.Writer) (n int, err error) {
 		held := guard.pc
-		held.hold()
+		held.Hold()
 		n, err = writeChunks(m, ctx, w, guard)
-		if rerr := held.release(); err == nil && rerr != nil {
+		if rerr := held.Release(); err == nil && rerr != nil {
 			err = fmt.Errorf("cannot write response: %w", rerr)
 		}
 		m.leave() // before the guard ends: the group does not wait for it

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
@@ -448,20 +449,20 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 // itself: the response has Connection: close and the client sends nothing
 // more, so a read returns only when the connection closes (or fasthttp's
 // request read deadline passes: then it reads on without one).
-func watchHangup(conn net.Conn, cancel context.CancelFunc) {
-	if conn == nil {
+func watchHangup(c net.Conn, cancel context.CancelFunc) {
+	if c == nil {
 		return
 	}
-	conn = unwrapConn(conn)
+	c = conn.Unwrap(c)
 	var b [64]byte
 	for {
-		_, err := conn.Read(b[:])
+		_, err := c.Read(b[:])
 		if err == nil {
 			continue // unexpected bytes: ignored
 		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			if conn.SetReadDeadline(time.Time{}) == nil {
+			if c.SetReadDeadline(time.Time{}) == nil {
 				continue
 			}
 		}

@@ -1,4 +1,4 @@
-package proxy
+package conn
 
 import (
 	"io"
@@ -9,7 +9,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 )
 
-// headerBudget bounds the header bytes that all connections hold at once
+// Budget bounds the header bytes that all connections hold at once
 // before their header is complete, that is before anyone knows who sent
 // them (issue 23: nothing is held for a client before it is
 // authenticated, beyond a small bound). A connection's first gateBufSize
@@ -21,25 +21,25 @@ import (
 // selectors). A connection whose header cannot grow is answered 429 with
 // Retry-After and closed; its client retries as after any 429.
 //
-// A nil *headerBudget takes everything. It is safe for concurrent use.
-type headerBudget struct {
+// A nil *Budget takes everything. It is safe for concurrent use.
+type Budget struct {
 	limit   int64
 	used    atomic.Int64
 	refused *metrics.Counter
 }
 
-// DefaultHeaderBufferBytes is Config.HeaderBufferBytes's default: 64
+// DefaultHeaderBufferBytes is the default Budget limit: 64
 // headers of kube-apiserver's largest (1 MiB) arriving at once.
 const DefaultHeaderBufferBytes = 64 << 20
 
-func newHeaderBudget(ms *metrics.Set, limit int64) *headerBudget {
-	b := &headerBudget{limit: limit, refused: ms.GetOrCreateCounter("lazyapi_header_buffer_refused_total")}
+func NewBudget(ms *metrics.Set, limit int64) *Budget {
+	b := &Budget{limit: limit, refused: ms.GetOrCreateCounter("lazyapi_header_buffer_refused_total")}
 	ms.GetOrCreateGauge("lazyapi_header_buffer_bytes", func() float64 { return float64(b.used.Load()) })
 	return b
 }
 
 // take reserves n bytes; false means the budget has no room for them.
-func (b *headerBudget) take(n int64) bool {
+func (b *Budget) take(n int64) bool {
 	if b == nil || n <= 0 {
 		return true
 	}
@@ -52,7 +52,7 @@ func (b *headerBudget) take(n int64) bool {
 }
 
 // give returns n bytes taken before.
-func (b *headerBudget) give(n int64) {
+func (b *Budget) give(n int64) {
 	if b != nil && n > 0 {
 		b.used.Add(-n)
 	}
@@ -67,7 +67,7 @@ var headerBudgetResponse = "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text
 
 // refuseHeader answers a header the budget refused and ends the
 // connection's reads.
-func (g *headerGate) refuseHeader() error {
+func (g *Gate) refuseHeader() error {
 	_ = g.Conn.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = io.WriteString(g.Conn, headerBudgetResponse)
 	g.releaseHeader()
@@ -81,6 +81,6 @@ func (g *headerGate) refuseHeader() error {
 
 // releaseHeader gives back what the connection's grown header buffer took
 // from the budget. It may run concurrently with Close.
-func (g *headerGate) releaseHeader() {
+func (g *Gate) releaseHeader() {
 	g.budget.give(g.held.Swap(0))
 }

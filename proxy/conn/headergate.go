@@ -1,4 +1,4 @@
-package proxy
+package conn
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 // byte of a request arrives, it would cost 1 MiB of heap for every
 // connection that sends part of a request and stops (measured: 1,000 such
 // connections, +1,010 MiB of heap in use; bench/RESULTS.md ## request
-// headers). A headerGate in front of fasthttp reads each request's header
+// headers). A Gate in front of fasthttp reads each request's header
 // itself, into a buffer that grows with the bytes that arrived (as Go's
 // server does), and hands fasthttp nothing until the header is complete:
 // fasthttp's large buffer is then held only while it parses a complete
@@ -36,15 +36,22 @@ import (
 // renames a request's framing headers (Content-Length, Transfer-Encoding,
 // and Expect: 100-continue with them) to inert names of the same length,
 // fasthttp sees a request without a body, and the handler that needs the
-// body reads it from the gate (requestBody, after authorization) in
+// body reads it from the gate (Body; proxy reads it after authorization) in
 // bounded chunks. A body no handler read is skipped before the next
 // request when at most maxUnreadBody bytes of it remain, as Go's server
 // does; otherwise (and for a chunked body) the response closes the
-// connection (finishBody). Before authentication a connection holds at
-// most its header (up to maxHeaderBytes, in a buffer that grows as bytes
+// connection (BodyEndsConn). Before authentication a connection holds at
+// most its header (up to MaxHeaderBytes, in a buffer that grows as bytes
 // arrive) and the bytes that came with it.
 
-// gateBufSize is a gate's first buffer; it doubles up to maxHeaderBytes.
+// MaxHeaderBytes is Go's limit on a request's line and headers for
+// kube-apiserver: http.Server.MaxHeaderBytes 1 << 20 (k8s.io/apiserver
+// SecureServingInfo) plus the 4096 bytes net/http allows on top. A longer
+// header is handed to fasthttp as it is (its read buffer is this size: it
+// answers 431).
+const MaxHeaderBytes = 1<<20 + 4096
+
+// gateBufSize is a gate's first buffer; it doubles up to MaxHeaderBytes.
 const gateBufSize = 4 << 10
 
 // maxUnreadBody is the most of a body nobody read that the gate skips to
@@ -53,48 +60,48 @@ const maxUnreadBody = 256 << 10
 
 var gateBufs = sync.Pool{New: func() any { b := make([]byte, 0, gateBufSize); return &b }}
 
-// gateListener wraps every accepted connection in a headerGate; clear
-// marks them (ClearText).
-type gateListener struct {
+// Listener wraps every accepted connection in a Gate (counted as a
+// Progress unless it is one or TLS); Clear marks them (ClearText).
+type Listener struct {
 	net.Listener
-	clear clearMode
-	// headerTimeout bounds a header's read from its first byte.
-	headerTimeout time.Duration
-	// budget bounds the grown header buffers of all connections.
-	budget *headerBudget
+	Clear ClearMode
+	// HeaderTimeout bounds a header's read from its first byte.
+	HeaderTimeout time.Duration
+	// Budget bounds the grown header buffers of all connections.
+	Budget *Budget
 }
 
-func (l gateListener) Accept() (net.Conn, error) {
+func (l Listener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
 	tc, isTLS := c.(*tls.Conn)
-	if _, counted := c.(*progressConn); !counted && !isTLS {
+	if _, counted := c.(*Progress); !counted && !isTLS {
 		// Write guards measure progress on the socket (progress.go).
-		c = &progressConn{Conn: c}
+		c = &Progress{Conn: c}
 	}
 	if isTLS {
 		// fasthttp and authn find client certificates through the
 		// connection's ConnectionState.
-		tg := &tlsHeaderGate{tc: tc}
-		l.init(&tg.headerGate, c)
+		tg := &tlsGate{tc: tc}
+		l.init(&tg.Gate, c)
 		return tg, nil
 	}
-	g := new(headerGate)
+	g := new(Gate)
 	l.init(g, c)
 	return g, nil
 }
 
-func (l gateListener) init(g *headerGate, c net.Conn) {
-	g.Conn, g.clear, g.headerTimeout, g.budget = c, l.clear, l.headerTimeout, l.budget
+func (l Listener) init(g *Gate, c net.Conn) {
+	g.Conn, g.clear, g.headerTimeout, g.budget = c, l.Clear, l.HeaderTimeout, l.Budget
 }
 
-// headerGate is a net.Conn whose reads deliver a request's header only once
-// all of it arrived, and never its body (requestBody reads that). It is
+// Gate is a net.Conn whose reads deliver a request's header only once
+// all of it arrived, and never its body (Body reads that). It is
 // used by one goroutine at a time (fasthttp's connection goroutine, then
 // the handler it calls), as net.Conn reads are.
-type headerGate struct {
+type Gate struct {
 	net.Conn
 	// buf holds bytes read from Conn and not yet delivered; out is how many
 	// of them may be delivered now (a complete header); buf[:off] are
@@ -114,7 +121,7 @@ type headerGate struct {
 	first [16]byte
 	// budget bounds header buffers grown past gateBufSize; held is what
 	// this connection's took from it (headerbudget.go).
-	budget *headerBudget
+	budget *Budget
 	held   atomic.Int64
 	// headerTimeout bounds a header's read from its first byte (0: no
 	// bound of the gate's own); headerDeadline is the current header's
@@ -126,23 +133,23 @@ type headerGate struct {
 	// headerDeadline, then restores it.
 	deadline time.Time
 	// clear: the connection is clear text (ClearText).
-	clear clearMode
+	clear ClearMode
 }
 
 // SetDeadline implements net.Conn.
-func (g *headerGate) SetDeadline(t time.Time) error {
+func (g *Gate) SetDeadline(t time.Time) error {
 	g.deadline = t
 	return g.Conn.SetDeadline(t)
 }
 
 // SetReadDeadline implements net.Conn.
-func (g *headerGate) SetReadDeadline(t time.Time) error {
+func (g *Gate) SetReadDeadline(t time.Time) error {
 	g.deadline = t
 	return g.Conn.SetReadDeadline(t)
 }
 
 // errUnreadBody: fasthttp asked for the next request on a connection
-// whose previous body was neither read nor skippable (finishBody closes
+// whose previous body was neither read nor skippable (BodyEndsConn closes
 // such a connection, so this is a guard).
 // errHeaderBudget: a header could not grow within the header budget; the
 // connection was answered 429 and ends.
@@ -151,7 +158,7 @@ var errHeaderBudget = errors.New("cannot read the request header: the header buf
 var errUnreadBody = errors.New("cannot read the next request: the previous request's body was not read")
 
 // Read implements net.Conn.
-func (g *headerGate) Read(p []byte) (int, error) {
+func (g *Gate) Read(p []byte) (int, error) {
 	for {
 		if g.off < g.out {
 			n := copy(p, (*g.buf)[g.off:g.out])
@@ -174,7 +181,7 @@ func (g *headerGate) Read(p []byte) (int, error) {
 }
 
 // skipBody reads and drops what is left of a Content-Length body.
-func (g *headerGate) skipBody() error {
+func (g *Gate) skipBody() error {
 	var scratch [4 << 10]byte
 	g.expect = false // the client gets its final answer without a 100
 	for g.body > 0 {
@@ -196,7 +203,7 @@ func (g *headerGate) skipBody() error {
 // that arrived with the header first, then the connection's. For a
 // Content-Length body it returns io.EOF at its end; a chunked body's bytes
 // are returned raw (httputil.NewChunkedReader decodes them).
-func (g *headerGate) readBody(p []byte) (int, error) {
+func (g *Gate) readBody(p []byte) (int, error) {
 	if !g.chunked && g.body <= 0 {
 		return 0, io.EOF
 	}
@@ -230,7 +237,7 @@ func (g *headerGate) readBody(p []byte) (int, error) {
 
 // compact drops delivered bytes; an empty buffer goes back to the pool
 // (a grown one is dropped) so that an idle connection holds none.
-func (g *headerGate) compact() {
+func (g *Gate) compact() {
 	if g.buf == nil || g.off < len(*g.buf) {
 		return
 	}
@@ -245,16 +252,16 @@ func (g *headerGate) compact() {
 
 // Close implements net.Conn; it gives back what the header buffer took
 // from the budget.
-func (g *headerGate) Close() error {
+func (g *Gate) Close() error {
 	g.releaseHeader()
 	return g.Conn.Close()
 }
 
 // readHeader reads until buf holds a complete request header (or more than
-// maxHeaderBytes, which fasthttp then refuses with 431), takes its body
+// MaxHeaderBytes, which fasthttp then refuses with 431), takes its body
 // (takeBody) and marks the header deliverable. Once its first byte
 // arrived, the header must be complete within headerTimeout.
-func (g *headerGate) readHeader() error {
+func (g *Gate) readHeader() error {
 	armed := false
 	defer func() {
 		if armed {
@@ -297,7 +304,7 @@ func (g *headerGate) readHeader() error {
 			*g.buf = b
 			return nil
 		}
-		if len(b)-g.off > maxHeaderBytes {
+		if len(b)-g.off > MaxHeaderBytes {
 			g.out = len(b) // too large: fasthttp answers 431
 			g.headerDeadline = time.Time{}
 			*g.buf = b
@@ -305,7 +312,7 @@ func (g *headerGate) readHeader() error {
 		}
 		scanned = max(g.off, len(b)-3)
 		if len(b) == cap(b) {
-			c := min(2*cap(b), maxHeaderBytes+gateBufSize)
+			c := min(2*cap(b), MaxHeaderBytes+gateBufSize)
 			if c <= len(b) {
 				g.out = len(b) // cannot grow: fasthttp answers 431
 				g.headerDeadline = time.Time{}
@@ -482,33 +489,66 @@ func asciiEqualFold(a, b []byte) bool {
 	return true
 }
 
-// gateOf returns the headerGate of a served connection, or nil.
-func gateOf(c net.Conn) *headerGate {
+// Withheld is the current request's withheld body: its Content-Length
+// still unread, or chunked (its end is not tracked).
+func (g *Gate) Withheld() (length int64, chunked bool) { return g.body, g.chunked }
+
+// BodyEndsConn reports whether the current request's body, not read, cannot
+// be skipped before the next request (a chunked body, more than
+// maxUnreadBody left, or a client waiting for 100 Continue): the response
+// must close the connection, as Go's server does.
+func (g *Gate) BodyEndsConn() bool {
+	return g.chunked || g.body > maxUnreadBody || (g.body > 0 && g.expect)
+}
+
+// Body reads the current request's withheld body: for a Content-Length
+// body up to io.EOF at its end, a chunked body's bytes raw
+// (httputil.NewChunkedReader decodes them).
+func (g *Gate) Body() io.Reader { return gateBody{g} }
+
+// gateBody reads a request's withheld body from its gate.
+type gateBody struct{ g *Gate }
+
+func (b gateBody) Read(p []byte) (int, error) { return b.g.readBody(p) }
+
+// Pending returns a copy of the bytes that arrived after the current
+// request's header and were not delivered (an upgraded connection's
+// first bytes), or nil.
+func (g *Gate) Pending() []byte {
+	var pending []byte
+	if g.buf != nil && g.off < len(*g.buf) {
+		pending = append(pending, (*g.buf)[g.off:]...)
+	}
+	return pending
+}
+
+// GateOf returns the Gate of a served connection, or nil.
+func GateOf(c net.Conn) *Gate {
 	switch g := c.(type) {
-	case *headerGate:
+	case *Gate:
 		return g
-	case *tlsHeaderGate:
-		return &g.headerGate
+	case *tlsGate:
+		return &g.Gate
 	}
 	return nil
 }
 
-// tlsHeaderGate is a headerGate over a TLS connection.
-type tlsHeaderGate struct {
-	headerGate
+// tlsGate is a Gate over a TLS connection.
+type tlsGate struct {
+	Gate
 	tc *tls.Conn
 }
 
-func (g *tlsHeaderGate) Handshake() error                     { return g.tc.Handshake() }
-func (g *tlsHeaderGate) ConnectionState() tls.ConnectionState { return g.tc.ConnectionState() }
+func (g *tlsGate) Handshake() error                     { return g.tc.Handshake() }
+func (g *tlsGate) ConnectionState() tls.ConnectionState { return g.tc.ConnectionState() }
 
-// unwrapConn returns the connection under a headerGate (for readers that
-// only wait for the client to hang up, see watchHangup), else c.
-func unwrapConn(c net.Conn) net.Conn {
+// Unwrap returns the connection under a Gate (for readers that only wait
+// for the client to hang up, as proxy's watchHangup), else c.
+func Unwrap(c net.Conn) net.Conn {
 	switch g := c.(type) {
-	case *headerGate:
+	case *Gate:
 		return g.Conn
-	case *tlsHeaderGate:
+	case *tlsGate:
 		return g.Conn
 	}
 	return c

@@ -1,15 +1,15 @@
 //go:build unix
 
-package proxy
+package conn
 
 import "syscall"
 
 const rawWriteSupported = true
 
-// rawWrite is progressConn's raw write: it writes c.out to the socket until
+// rawWrite is Progress's raw write: it writes c.out to the socket until
 // it is all taken, the socket is full (false: the poller waits, under the
 // write deadline) or a write fails (c.werr).
-func (c *progressConn) rawWrite(fd uintptr) bool {
+func (c *Progress) rawWrite(fd uintptr) bool {
 	for len(c.out) > 0 {
 		n, err := syscall.Write(int(fd), c.out)
 		if n > 0 {
