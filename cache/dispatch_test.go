@@ -105,6 +105,17 @@ func randomSelector(rng *rand.Rand) selector {
 	return s
 }
 
+// cachedThrough waits until r applied the write at rev.
+func cachedThrough(t *testing.T, r *Resource, rev int64) {
+	t.Helper()
+	poll(t, "cache at the last write", func() error {
+		if got := r.Revision(); got < rev {
+			return fmt.Errorf("cache at %d, want %d", got, rev)
+		}
+		return nil
+	})
+}
+
 type seen struct {
 	typ EventType
 	key string
@@ -169,12 +180,7 @@ func TestIndexedDispatchMatchesScan(t *testing.T) {
 	for range 30 {
 		last = write()
 	}
-	poll(t, "cache at the last write", func() error {
-		if rev := r.Revision(); rev < last {
-			return fmt.Errorf("cache at %d, want %d", rev, last)
-		}
-		return nil
-	})
+	cachedThrough(t, r, last)
 
 	type pair struct {
 		sel           selector
@@ -203,12 +209,7 @@ func TestIndexedDispatchMatchesScan(t *testing.T) {
 	for range 400 {
 		last = write()
 	}
-	poll(t, "cache at the last write", func() error {
-		if rev := r.Revision(); rev < last {
-			return fmt.Errorf("cache at %d, want %d", rev, last)
-		}
-		return nil
-	})
+	cachedThrough(t, r, last)
 	var total, deleted int
 	for _, p := range pairs {
 		got, want := drain(t, p.indexed), drain(t, p.scan)
@@ -265,12 +266,7 @@ func TestIndexedWatcherLagIdleAndBookmarks(t *testing.T) {
 		k, v := configMap(t, "ns", "x", nil, 10, uint64(i))
 		last = put(t, cli, k, v)
 	}
-	poll(t, "cache at the last write", func() error {
-		if rev := r.Revision(); rev < last {
-			return fmt.Errorf("cache at %d, want %d", rev, last)
-		}
-		return nil
-	})
+	cachedThrough(t, r, last)
 	select {
 	case <-slow.Done():
 		if _, err := slow.Next(ctx); !errors.Is(err, ErrLagging) {
