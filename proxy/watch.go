@@ -357,6 +357,7 @@ func (w *watchReq) fromCache(cr *cache.Resource) (run func(sw *watchWriter) erro
 	if !w.f.Empty() {
 		f := &w.f
 		o.Filter = func(a cache.Attrs) bool { return f.MatchesAttrs(a) }
+		o.Index = f.IndexTerms()
 	}
 	switch {
 	case ws.initial && q.ResourceVersion == "":
