@@ -148,11 +148,11 @@ func (d *deriver) derive(value []byte) bool {
 	}
 	for _, f := range d.fields {
 		v, ok, err := d.schema.PeekField(obj, f)
-		if err != nil {
-			d.scr = d.scr[:0]
-			return false
-		}
-		if !ok {
+		// A field the peek cannot read as a scalar (status.podIPs, a
+		// list) reads as absent: it used to invalidate every attribute
+		// of every Pod, and a cached watch of Pods by spec.nodeName or
+		// by labels then matched nothing.
+		if err != nil || !ok {
 			d.scr = append(d.scr, 0)
 			continue
 		}

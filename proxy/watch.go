@@ -370,6 +370,7 @@ func (w *watchReq) fromCache(cr *cache.Resource) (run func(sw *watchWriter) erro
 			_, ok := ew.match(&mvccpb.KeyValue{Key: a.Key(), Value: a.Value()})
 			return ok
 		}
+		o.Index = f.IndexTerms()
 	}
 	switch {
 	case ws.initial && q.ResourceVersion == "":
