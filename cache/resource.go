@@ -514,7 +514,7 @@ type watchStream struct {
 // starved by any one unsynced watch (etcd-io/etcd#20242).
 func (r *Resource) openWatch(ctx context.Context, from int64) *watchStream {
 	ctx, cancel := context.WithCancel(ctx)
-	w := clientv3.NewWatcher(r.c.cfg.Client)
+	w := newWatcher(r.c.cfg.Client)
 	// No WithPrevKV: the tree holds every key's previous state.
 	ch := w.Watch(ctx, r.spec.Prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
 	r.c.watchOpens.Inc()

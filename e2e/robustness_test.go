@@ -16,8 +16,9 @@ import (
 // TestRobustness is the short run of the robustness suite
 // (internal/robustness; the long one is `lazybench robustness`): a
 // 3-member etcd cluster, lazyapi as the real binary, seeded traffic and
-// faults (compactions, defragmentation, lazyapi SIGKILL, member kills,
-// leader changes, partitions, bursts past the watch cache's budget), and
+// faults (compactions, defragmentation, lazyapi SIGKILL, partitions,
+// bursts past the watch cache's budget; member kills only when
+// LAZYAPI_ROBUSTNESS_FAULTS asks: see robustness.DefaultFaults), and
 // every answer checked against etcd's history. A few seeds of
 // LAZYAPI_ROBUSTNESS_SECONDS (default 20) each; LAZYAPI_ROBUSTNESS_SEED
 // runs one seed (a failure prints it); LAZYAPI_ROBUSTNESS_OUT=dir keeps
@@ -60,7 +61,7 @@ func runRobustness(t *testing.T, seed uint64, d time.Duration) {
 	if raceEnabled {
 		limit = 0 // the race detector's shadow memory counts in the RSS
 	}
-	var faults []string // nil: every fault
+	var faults []string // nil: robustness.DefaultFaults
 	if f, ok := os.LookupEnv("LAZYAPI_ROBUSTNESS_FAULTS"); ok {
 		faults = strings.FieldsFunc(f, func(r rune) bool { return r == ',' })
 		if faults == nil {

@@ -29,6 +29,8 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"bogus"}, `unknown command "bogus"`},
 		{[]string{"record"}, "--report is required"},
 		{[]string{"storm", "--hold", "-1s"}, "invalid --hold -1s"},
+		{[]string{"robustness"}, "--duration is required"},
+		{[]string{"robustness", "--duration", "1m", "--memory-limit", "lots"}, `invalid --memory-limit "lots"`},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/lazyapi/lazyapi/bench"
 	"github.com/lazyapi/lazyapi/internal/embedetcd"
 	"github.com/lazyapi/lazyapi/internal/robustness"
@@ -26,7 +28,8 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	seeds := fs.Int("seeds", 1, "runs, with seeds --seed, --seed+1, ...")
 	dur := fs.Duration("duration", 0, "traffic per seed (e.g. 1h)")
 	every := fs.Duration("fault-every", 0, "mean time between two faults (default 5s)")
-	faults := fs.StringSlice("faults", robustness.AllFaults, "fault kinds to inject ("+strings.Join(robustness.AllFaults, ", ")+")")
+	faults := fs.StringSlice("faults", robustness.DefaultFaults, "fault kinds to inject, of "+strings.Join(robustness.AllFaults, ", ")+
+		" (kill-member and kill-leader can crash the harness: its etcd members run in its process)")
 	members := fs.Int("members", 3, "etcd members (member kills and partitions need 3)")
 	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
 	memLimit := fs.String("memory-limit", "512Mi", "lazyapi's --memory-limit, which its RSS must stay under (0: none, unchecked)")
@@ -37,12 +40,13 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *dur <= 0 {
 		return fmt.Errorf("--duration is required (e.g. --duration 1h)")
 	}
-	limit := 0
+	var limit int64
 	if *memLimit != "0" {
-		var err error
-		if limit, err = bench.ParseBytes(*memLimit); err != nil {
-			return fmt.Errorf("invalid --memory-limit: %w", err)
+		q, err := resource.ParseQuantity(*memLimit)
+		if err != nil {
+			return fmt.Errorf("invalid --memory-limit %q: %w", *memLimit, err)
 		}
+		limit = q.Value()
 		*lazyFlags = append([]string{"--memory-limit=" + *memLimit}, *lazyFlags...)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
@@ -67,7 +71,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return err
 		}
 		rep, err := robustness.Run(ctx, robustness.Config{Seed: s, Duration: *dur, Cluster: cl, Out: dir, Log: stderr,
-			Faults: *faults, FaultEvery: *every, MemoryLimit: int64(limit), BigValues: *big,
+			Faults: *faults, FaultEvery: *every, MemoryLimit: limit, BigValues: *big,
 			Start: func(ctx context.Context, eps []string) (robustness.Server, error) {
 				return robustness.StartProcess(ctx, *bin, dir, eps, *lazyFlags...)
 			}})

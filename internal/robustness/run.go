@@ -50,7 +50,7 @@ type Config struct {
 	Out string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
-	// Faults are the fault kinds to inject (AllFaults by default; those
+	// Faults are the fault kinds to inject (DefaultFaults by default; those
 	// the cluster cannot take, e.g. member faults on one member, are left
 	// out); FaultEvery is the mean time between two (default 5 s).
 	Faults     []string
@@ -207,7 +207,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Prefix = "/registry"
 	}
 	if cfg.Faults == nil {
-		cfg.Faults = AllFaults
+		cfg.Faults = DefaultFaults
 	}
 	if cfg.FaultEvery == 0 {
 		cfg.FaultEvery = 5 * time.Second
