@@ -18,7 +18,10 @@ import "strings"
 // each indexed path, with the values of its new and previous state (a
 // change that takes an object out of a selector reaches the watchers of
 // its previous value, which send DELETED) in its namespace's scope and in
-// "": the watchers found get the change's sequence number in their queue
+// "" (a change whose attributes the cache could not derive, a value it
+// cannot peek, is queued for every watcher of a path not read from the
+// key, since their filters read such a value themselves): the watchers
+// found get the change's sequence number in their queue
 // (Watcher.pending) and a wake-up. A change costs the lookups plus the
 // watchers it can match, whatever the number of watchers that select
 // other values (BenchmarkDispatch; bench/RESULTS.md ## fanout).
@@ -184,6 +187,17 @@ func (r *Resource) dispatchLocked(ev *event, seq uint64) {
 		return v
 	}
 	for path, m := range r.index {
+		if !keyPath(path) && (ev.cur != nil && !ev.cur.valid || ev.prev != nil && !ev.prev.valid) {
+			// Attributes not derived (a value the cache cannot peek): the
+			// filter reads the value itself (the proxy peeks it), so every
+			// watcher of the path in the change's scope may match.
+			for k, ws := range m {
+				if k.scope == "" || k.scope == scope {
+					r.queueLocked(ws, seq)
+				}
+			}
+			continue
+		}
 		var cur string
 		if ev.cur != nil {
 			cur = value(ev.cur, path)
@@ -195,6 +209,12 @@ func (r *Resource) dispatchLocked(ev *event, seq uint64) {
 			}
 		}
 	}
+}
+
+// keyPath reports whether path's value comes from the key (namespace,
+// name; "" for watchers of a namespace), known for every entry.
+func keyPath(path string) bool {
+	return path == "" || path == "metadata.name" || path == "metadata.namespace"
 }
 
 // wakeBucketLocked queues seq for the watchers of k in m and, unless path

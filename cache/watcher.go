@@ -97,8 +97,10 @@ type WatchOptions struct {
 	// is idle and the revision advanced, at most every
 	// Config.BookmarkInterval.
 	Bookmarks bool
-	// Index lists exact-match terms of Filter: every object Filter passes
-	// has Attrs.Field(Path) == Value (an absent field reads as ""). The
+	// Index lists exact-match terms of Filter: every object with valid
+	// Attrs that Filter passes has Attrs.Field(Path) == Value (an absent
+	// field reads as ""; Filter may read the value of an object without
+	// valid Attrs itself). The
 	// cache then wakes the watcher only for the changes whose new or
 	// previous state has the value of one of them (dispatch.go); Filter
 	// still decides what is sent. Terms on paths the cache does not derive
