@@ -226,7 +226,17 @@ func (s *Server) keptObject(enc encoder, key, stored, value []byte, rev int64) [
 // WatchList watchers (an informer storm) then copy one rendering instead of
 // each transcoding every object. key is the object's etcd key, stored its
 // value as stored.
+//
+// A DELETED event's object is the object's previous state sent at the
+// change's revision (a deletion, or a change that takes it out of the
+// watch's selector): not the object version (key, rv), so it is neither
+// taken from nor kept in the rendering cache. Kept, a GET or LIST of the
+// object at rv was served its previous state (found by the robustness
+// suite; TestRenderCacheNotPoisonedByDeleted).
 func (s *Server) watchEvent(enc encoder, dst, key, stored []byte, t codec.EventType, obj codec.Object, rv int64) ([]byte, error) {
+	if t == codec.EventDeleted {
+		return enc.watchEvent(dst, t, obj, rv)
+	}
 	rc, sc := s.jsonCache(enc, stored, obj)
 	if rc == nil {
 		return enc.watchEvent(dst, t, obj, rv)
