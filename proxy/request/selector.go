@@ -147,6 +147,20 @@ func (f *Filter) MatchesAttrs(a cache.Attrs) bool {
 	return true
 }
 
+// IndexTerms returns the exact-match field terms of f (metadata.name=X,
+// spec.nodeName=N, ...), which every object MatchesAttrs passes
+// satisfies: the watch cache indexes the watch by one of them and wakes
+// it only for the changes of that value (cache.WatchOptions.Index).
+func (f *Filter) IndexTerms() []cache.FieldTerm {
+	var ts []cache.FieldTerm
+	for _, r := range f.Fields {
+		if !r.Not {
+			ts = append(ts, cache.FieldTerm{Path: r.Field, Value: r.Value})
+		}
+	}
+	return ts
+}
+
 // AttrsCover reports whether cached Attrs hold every field f selects on,
 // so that f can be evaluated without peeking the value.
 func (f *Filter) AttrsCover(r *resource.Resource) bool {
