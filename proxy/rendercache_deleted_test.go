@@ -41,8 +41,8 @@ func TestRenderCacheNotPoisonedByDeleted(t *testing.T) {
 		for range 2 {
 			code, _, body := e.raw(t, "GET", p, "application/json")
 			var o struct {
-				Metadata metav1.ObjectMeta `json:"metadata"`
-				Data     map[string]string `json:"data"`
+				Metadata metav1.ObjectMeta  `json:"metadata"`
+				Data     map[string]string  `json:"data"`
 				Items    []corev1.ConfigMap `json:"items"`
 			}
 			if code != 200 || json.Unmarshal(body, &o) != nil {
