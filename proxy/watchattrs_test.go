@@ -106,3 +106,40 @@ func TestCachedWatchSelectsUnderivedObjects(t *testing.T) {
 		})
 	}
 }
+
+// TestPodIPsFieldSelectorReadsAbsent: kube-apiserver accepts the field
+// label status.podIPs for Pods (its conversion function lists it) but its
+// selectable fields (pod.ToSelectableFields) do not hold it, so it reads as
+// empty: status.podIPs=X selects nothing and status.podIPs!=X every Pod,
+// with 200. Before, a LIST served from etcd failed with an error for it
+// (the peek refused a list), while one from the watch cache read it as
+// empty.
+func TestPodIPsFieldSelectorReadsAbsent(t *testing.T) {
+	tw := startCacheTwins(t, 0)
+	e := tw.cached
+	for i, ip := range []string{"10.0.0.1", "10.0.0.2"} {
+		e.put(t, "pods", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: "ns"},
+			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+			Status: corev1.PodStatus{PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}})
+	}
+	for _, c := range []struct {
+		name string
+		cs   kubernetes.Interface
+	}{{"cached", e.cs}, {"etcd", kubernetes.NewForConfigOrDie(&rest.Config{Host: tw.etcd.url, QPS: -1})}} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, tc := range []struct {
+				sel  string
+				want int
+			}{{"status.podIPs=10.0.0.1", 0}, {"status.podIPs!=10.0.0.1", 2}, {"status.podIPs=", 2}, {"status.podIP=10.0.0.1", 1}} {
+				l, err := c.cs.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{FieldSelector: tc.sel})
+				if err != nil {
+					t.Errorf("%s: %v", tc.sel, err)
+					continue
+				}
+				if len(l.Items) != tc.want {
+					t.Errorf("%s: %d pods, want %d", tc.sel, len(l.Items), tc.want)
+				}
+			}
+		})
+	}
+}

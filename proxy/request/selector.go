@@ -1,6 +1,7 @@
 package request
 
 import (
+	"errors"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -118,10 +119,14 @@ func (f *Filter) Matches(sc *codec.Schema, obj codec.Object, m *codec.Meta) (boo
 			v = m.Namespace
 		default:
 			val, ok, err := sc.PeekField(obj, r.Field)
-			if err != nil {
+			switch {
+			case errors.Is(err, codec.ErrNotScalar):
+				// a label kube-apiserver accepts but does not select on
+				// (status.podIPs: not in pod.ToSelectableFields) reads
+				// as empty there; the watch cache's attributes agree
+			case err != nil:
 				return false, err
-			}
-			if ok {
+			case ok:
 				v = val
 			}
 		}
