@@ -63,80 +63,11 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 	}
 	var releases []func()
 	if l := s.cfg.Limiter; l != nil {
-		avg := int64(s.stats.hint(s.prefix + "/" + st.r.KeyPrefix + "/"))
-		cr := s.cacheResource(st.r)
-		cached := cr != nil && cr.Ready()
-		kind := ratelimit.Short
-		if st.p.Name == "" {
-			var resp int64
-			resp, avg = s.listResponseBytes(ctx, st, avg, cr)
-			if l.IsBulk(resp) {
-				kind = ratelimit.Bulk
-			}
-		} else {
-			avg = s.getValueBytes(ctx, st, avg, cr)
-		}
-		if avg <= 0 {
-			avg = defaultAvgValueBytes
-		}
-		// The compressor (gzip.go) of a LIST, or of a GET of a resource
-		// whose objects are large enough to be compressed.
-		buffers := int64(streamBufferBytes)
-		if st.gzip && (st.p.Name == "" || avg > gzipThreshold/2) {
-			buffers += gzipBytes
-		}
-		if st.r.Conversion != nil {
-			// The objects are converted one at a time (codec.Convert):
-			// the decoded, converted and encoded copies of one.
-			buffers += codec.ConvertCost(avg)
-		}
-		items := 1
-		switch {
-		case cached:
-			// A cache read holds no copy of the values, only a page of
-			// KeyValue headers and the write buffers (a fallback to
-			// etcd is rare), and the encoding of the item being written
-			// (a large object's JSON is one buffer of its size).
-			buffers += 2 * avg
-			avg = 0
-			if st.p.Name == "" {
-				items = cachePageItems
-			}
-		case st.p.Name == "":
-			items = etcdListItems(s.store.Config(), avg)
-		}
-		t, err := l.Admit(ctx, ratelimit.Request{
-			Client: clientKey(rc),
-			Class:  st.verb + "/" + st.r.GroupResource(),
-			Kind:   kind,
-			Bytes:  estimateList(avg, items, buffers),
-			Exempt: exempt(rc),
-		})
+		release, err := s.admitLimiter(ctx, rc, st, l)
 		if err != nil {
 			return err
 		}
-		releases = append(releases, func() { t.Release(0) })
-		st.drain = t.Drain
-		st.reserve = func(held int64) error {
-			// A body larger than the reservation reserves the excess
-			// before fasthttp holds it, or is refused at once: it must
-			// not wait in a queue while holding the body (a wave of
-			// underestimated GETs would hold all their bodies while
-			// waiting for each other's bytes).
-			need := held - t.Reserved()
-			if need <= 0 {
-				return nil
-			}
-			x, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Kind: ratelimit.Short, Bytes: need, NoWait: true, Exempt: exempt(rc)})
-			if err != nil {
-				return err
-			}
-			t.Merge(&x)
-			return nil
-		}
-		if st.p.Name == "" {
-			st.yield = s.bulkYield(ctx, l, &t, st, kind == ratelimit.Bulk)
-		}
+		releases = append(releases, release)
 	}
 	if s.cfg.Admit != nil {
 		release, err := s.cfg.Admit(rc, st.ri)
@@ -159,6 +90,96 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 		}
 	}
 	return nil
+}
+
+// admitLimiter admits a GET or LIST with the limiter at its estimate
+// (estimate): it sets st.drain, st.reserve (a body larger than the
+// reservation reserves the excess) and, for a LIST, st.yield, and returns
+// the ticket's release.
+func (s *Server) admitLimiter(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState, l *ratelimit.Limiter) (func(), error) {
+	kind, bytes := s.estimate(ctx, st, l)
+	t, err := l.Admit(ctx, ratelimit.Request{
+		Client: clientKey(rc),
+		Class:  st.verb + "/" + st.r.GroupResource(),
+		Kind:   kind,
+		Bytes:  bytes,
+		Exempt: exempt(rc),
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.drain = t.Drain
+	st.reserve = func(held int64) error {
+		// A body larger than the reservation reserves the excess
+		// before fasthttp holds it, or is refused at once: it must
+		// not wait in a queue while holding the body (a wave of
+		// underestimated GETs would hold all their bodies while
+		// waiting for each other's bytes).
+		need := held - t.Reserved()
+		if need <= 0 {
+			return nil
+		}
+		x, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Kind: ratelimit.Short, Bytes: need, NoWait: true, Exempt: exempt(rc)})
+		if err != nil {
+			return err
+		}
+		t.Merge(&x)
+		return nil
+	}
+	if st.p.Name == "" {
+		st.yield = s.bulkYield(ctx, l, &t, st, kind == ratelimit.Bulk)
+	}
+	return func() { t.Release(0) }, nil
+}
+
+// estimate is a GET's or LIST's admission: its kind (a LIST whose
+// response l counts as bulk is Bulk) and the bytes it holds while served
+// (estimateList of the values it reads, the items it holds at once and
+// its buffers).
+func (s *Server) estimate(ctx context.Context, st *reqState, l *ratelimit.Limiter) (ratelimit.Kind, int64) {
+	avg := int64(s.stats.hint(s.prefix + "/" + st.r.KeyPrefix + "/"))
+	cr := s.cacheResource(st.r)
+	cached := cr != nil && cr.Ready()
+	kind := ratelimit.Short
+	if st.p.Name == "" {
+		var resp int64
+		resp, avg = s.listResponseBytes(ctx, st, avg, cr)
+		if l.IsBulk(resp) {
+			kind = ratelimit.Bulk
+		}
+	} else {
+		avg = s.getValueBytes(ctx, st, avg, cr)
+	}
+	if avg <= 0 {
+		avg = defaultAvgValueBytes
+	}
+	// The compressor (gzip.go) of a LIST, or of a GET of a resource
+	// whose objects are large enough to be compressed.
+	buffers := int64(streamBufferBytes)
+	if st.gzip && (st.p.Name == "" || avg > gzipThreshold/2) {
+		buffers += gzipBytes
+	}
+	if st.r.Conversion != nil {
+		// The objects are converted one at a time (codec.Convert):
+		// the decoded, converted and encoded copies of one.
+		buffers += codec.ConvertCost(avg)
+	}
+	items := 1
+	switch {
+	case cached:
+		// A cache read holds no copy of the values, only a page of
+		// KeyValue headers and the write buffers (a fallback to
+		// etcd is rare), and the encoding of the item being written
+		// (a large object's JSON is one buffer of its size).
+		buffers += 2 * avg
+		avg = 0
+		if st.p.Name == "" {
+			items = cachePageItems
+		}
+	case st.p.Name == "":
+		items = etcdListItems(s.store.Config(), avg)
+	}
+	return kind, estimateList(avg, items, buffers)
 }
 
 // exempt reports whether a request is admitted at once, never queued or

@@ -110,50 +110,10 @@ func hasImpersonation(rc *fasthttp.RequestCtx) bool {
 // groups, extras or a UID without a user and 403 for a refusal, and
 // returns false then.
 func (s *Server) impersonate(rc *fasthttp.RequestCtx, c *authz.Chain, requestor *authn.User, path string) (*authn.User, bool) {
-	type request struct {
-		ref  corev1.ObjectReference
-		attr authz.Attributes
-	}
-	var reqs []request
 	h := &rc.Request.Header
-	var groupsSpecified bool
-	wanted := string(h.Peek(impersonateUser))
-	if wanted != "" {
-		ns, name, isSA := splitServiceAccount(wanted)
-		r := request{attr: authz.Attributes{Verb: "impersonate", ResourceRequest: true, APIVersion: "v1"}}
-		if isSA {
-			r.ref = corev1.ObjectReference{Kind: "ServiceAccount", Namespace: ns, Name: name}
-			r.attr.Resource, r.attr.Namespace, r.attr.Name = "serviceaccounts", ns, name
-		} else {
-			r.ref = corev1.ObjectReference{Kind: "User", Name: wanted}
-			r.attr.Resource, r.attr.Name = "users", wanted
-		}
-		reqs = append(reqs, r)
-	}
+	reqs, wanted, uid, groupsSpecified := impersonationRequests(h)
 	var groups []string
 	var extra map[string][]string
-	h.VisitAll(func(k, v []byte) {
-		key := bytesutil.ToUnsafeString(k)
-		switch {
-		case strings.EqualFold(key, impersonateGroup):
-			groupsSpecified = true
-			reqs = append(reqs, request{ref: corev1.ObjectReference{Kind: "Group", Name: string(v)},
-				attr: authz.Attributes{Verb: "impersonate", ResourceRequest: true, APIVersion: "v1", Resource: "groups", Name: string(v)}})
-		case len(key) > len(impersonateExtraPrefix) && strings.EqualFold(key[:len(impersonateExtraPrefix)], impersonateExtraPrefix):
-			extraKey := strings.ToLower(key[len(impersonateExtraPrefix):])
-			if u, err := url.PathUnescape(extraKey); err == nil {
-				extraKey = u
-			}
-			reqs = append(reqs, request{ref: corev1.ObjectReference{Kind: "UserExtra", APIVersion: "authentication.k8s.io/v1", Name: string(v), FieldPath: extraKey},
-				attr: authz.Attributes{Verb: "impersonate", ResourceRequest: true, APIGroup: "authentication.k8s.io", APIVersion: "v1",
-					Resource: "userextras", Subresource: extraKey, Name: string(v)}})
-		}
-	})
-	uid := string(h.Peek(impersonateUID))
-	if uid != "" {
-		reqs = append(reqs, request{ref: corev1.ObjectReference{Kind: "UID", Name: uid, APIVersion: "authentication.k8s.io/v1"},
-			attr: authz.Attributes{Verb: "impersonate", ResourceRequest: true, APIGroup: "authentication.k8s.io", APIVersion: "v1", Resource: "uids", Name: uid}})
-	}
 	ef := errorFormat(string(h.Peek("Accept")))
 	if wanted == "" {
 		if len(reqs) == 0 {
@@ -199,6 +159,55 @@ func (s *Server) impersonate(rc *fasthttp.RequestCtx, c *authz.Chain, requestor 
 	}
 	s.log.Debug("impersonating", zap.String("user", requestor.Name), zap.String("as", username))
 	return &authn.User{Name: username, UID: uid, Groups: groups, Extra: extra, Method: requestor.Method}, true
+}
+
+// impersonationRequest is one impersonation a request asks for: what it
+// names and the attributes authorized for it.
+type impersonationRequest struct {
+	ref  corev1.ObjectReference
+	attr authz.Attributes
+}
+
+// impersonationRequests reads a request's Impersonate-* headers: the
+// user (wanted), groups, extras and UID asked for, each with its
+// attributes (the requestor not yet set).
+func impersonationRequests(h *fasthttp.RequestHeader) (reqs []impersonationRequest, wanted, uid string, groupsSpecified bool) {
+	wanted = string(h.Peek(impersonateUser))
+	if wanted != "" {
+		ns, name, isSA := splitServiceAccount(wanted)
+		r := impersonationRequest{attr: authz.Attributes{Verb: "impersonate", ResourceRequest: true, APIVersion: "v1"}}
+		if isSA {
+			r.ref = corev1.ObjectReference{Kind: "ServiceAccount", Namespace: ns, Name: name}
+			r.attr.Resource, r.attr.Namespace, r.attr.Name = "serviceaccounts", ns, name
+		} else {
+			r.ref = corev1.ObjectReference{Kind: "User", Name: wanted}
+			r.attr.Resource, r.attr.Name = "users", wanted
+		}
+		reqs = append(reqs, r)
+	}
+	h.VisitAll(func(k, v []byte) {
+		key := bytesutil.ToUnsafeString(k)
+		switch {
+		case strings.EqualFold(key, impersonateGroup):
+			groupsSpecified = true
+			reqs = append(reqs, impersonationRequest{ref: corev1.ObjectReference{Kind: "Group", Name: string(v)},
+				attr: authz.Attributes{Verb: "impersonate", ResourceRequest: true, APIVersion: "v1", Resource: "groups", Name: string(v)}})
+		case len(key) > len(impersonateExtraPrefix) && strings.EqualFold(key[:len(impersonateExtraPrefix)], impersonateExtraPrefix):
+			extraKey := strings.ToLower(key[len(impersonateExtraPrefix):])
+			if u, err := url.PathUnescape(extraKey); err == nil {
+				extraKey = u
+			}
+			reqs = append(reqs, impersonationRequest{ref: corev1.ObjectReference{Kind: "UserExtra", APIVersion: "authentication.k8s.io/v1", Name: string(v), FieldPath: extraKey},
+				attr: authz.Attributes{Verb: "impersonate", ResourceRequest: true, APIGroup: "authentication.k8s.io", APIVersion: "v1",
+					Resource: "userextras", Subresource: extraKey, Name: string(v)}})
+		}
+	})
+	uid = string(h.Peek(impersonateUID))
+	if uid != "" {
+		reqs = append(reqs, impersonationRequest{ref: corev1.ObjectReference{Kind: "UID", Name: uid, APIVersion: "authentication.k8s.io/v1"},
+			attr: authz.Attributes{Verb: "impersonate", ResourceRequest: true, APIGroup: "authentication.k8s.io", APIVersion: "v1", Resource: "uids", Name: uid}})
+	}
+	return reqs, wanted, uid, groupsSpecified
 }
 
 // splitServiceAccount is serviceaccount.SplitUsername: a user name
