@@ -20,7 +20,9 @@
 #       and writes an audit log (Metadata) to DIR/audit.log.
 #       --authorization-mode replaces AlwaysAllow (kubeadm: Node,RBAC; the
 #       admin token's user is in system:masters); --extra-tokens appends a
-#       token file's lines (more users) to the admin's.
+#       token file's lines (more users) to the admin's. Arguments after --
+#       are passed to kube-apiserver as they are (for example
+#       --enable-aggregator-routing=true).
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
@@ -67,7 +69,7 @@ GO
 }
 
 start() {
-	local etcd="" prefix=/registry port=6443 watchcache=true dir="" token=lazybench-token enc="" fp="" authz=AlwaysAllow extratokens=""
+	local etcd="" prefix=/registry port=6443 watchcache=true dir="" token=lazybench-token enc="" fp="" authz=AlwaysAllow extratokens="" pass=()
 	while [[ $# -gt 0 ]]; do
 		case $1 in
 		--etcd-servers) etcd=$2; shift 2 ;;
@@ -80,6 +82,7 @@ start() {
 		--front-proxy) fp=1; shift ;;
 		--authorization-mode) authz=$2; shift 2 ;;
 		--extra-tokens) extratokens=$2; shift 2 ;;
+		--) shift; pass=("$@"); break ;;
 		*) echo "unknown flag $1" >&2; exit 2 ;;
 		esac
 	done
@@ -134,12 +137,12 @@ start() {
 		--enable-priority-and-fairness=false \
 		--profiling=false \
 		${enc:+--encryption-provider-config="$enc"} \
-		--v=0
+		--v=0 "${pass[@]}"
 }
 
 case ${1:-} in
 build) build ;;
 start) shift; start "$@" ;;
 path) echo "$BIN"; [[ -x $BIN ]] ;;
-*) echo "usage: $0 build | path | start --etcd-servers URL [--etcd-prefix P] [--port N] [--watch-cache true|false] [--dir D] [--token T] [--encryption-provider-config F] [--front-proxy] [--authorization-mode M] [--extra-tokens F]" >&2; exit 2 ;;
+*) echo "usage: $0 build | path | start --etcd-servers URL [--etcd-prefix P] [--port N] [--watch-cache true|false] [--dir D] [--token T] [--encryption-provider-config F] [--front-proxy] [--authorization-mode M] [--extra-tokens F] [-- kube-apiserver flags]" >&2; exit 2 ;;
 esac

@@ -252,6 +252,14 @@ func Seed(ctx context.Context, cli *clientv3.Client, cfg SeedConfig) (SeedResult
 	return res, nil
 }
 
+// CRD returns the key and stored value of the seeded custom resource's
+// definition (kube-apiserver's storage format), for harnesses that write
+// Widgets themselves (internal/robustness).
+func CRD(prefix string, r *rand.Rand, now time.Time) (key string, val []byte, err error) {
+	val, err = storagefmt.JSON(crdObject(r, now))
+	return crdKey(prefix), val, err
+}
+
 func crdKey(prefix string) string {
 	return storagefmt.Key(prefix, "apiextensions.k8s.io/customresourcedefinitions", "", CRDName)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/lazyapi/lazyapi/bench"
 	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
-	"github.com/lazyapi/lazyapi/internal/testing/testpki"
 )
 
 // notListedReadOnly are the resources kube-apiserver v1.37 lists that a
@@ -31,7 +30,7 @@ func TestDiscoveryAgainstKubeAPIServerLive(t *testing.T) {
 	script, _ := needKubeAPIServer(t)
 	needKubectl(t)
 	etcd := etcdtest.Start(t)
-	k := startKubeAPIServer(t, script, etcd.Endpoint)
+	k := startKubeAPIServer(t, script, etcd.Endpoint, "--front-proxy")
 	kargs := []string{"--token=" + bench.KubeAPIServerToken, "--insecure-skip-tls-verify"}
 	kube := func(args ...string) string { return mustKubectl(t, k.url, append(slices.Clone(kargs), args...)...) }
 
@@ -107,13 +106,12 @@ func TestDiscoveryAgainstKubeAPIServerLive(t *testing.T) {
 		if !strings.Contains(string(help), "--upstream-kubeconfig") {
 			t.Skip("this lazyapi has no --upstream-kubeconfig (forwarding not built)")
 		}
-		// Discovery is answered by lazyapi itself: the upstream need only
-		// be one lazyapi accepts (a front-proxy client certificate; this
-		// kube-apiserver has no --requestheader-* and nothing is forwarded).
-		cert := testpki.NewCA(t, "front-proxy-ca").Client(t, "front-proxy-client")
+		// /api, /apis and /openapi/v3 are kube-apiserver's, asked as the
+		// caller with lazyapi's front-proxy client certificate; the
+		// group versions are lazyapi's own.
 		kc := t.TempDir() + "/upstream.kubeconfig"
 		writeFile(t, kc, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: kube, cluster: {server: \""+k.url+"\", insecure-skip-tls-verify: true}}]\n"+
-			"users: [{name: u, user: {client-certificate: "+cert.CertFile+", client-key: "+cert.KeyFile+"}}]\n"+
+			"users: [{name: u, user: {client-certificate: "+k.dir+"/front-proxy/client.crt, client-key: "+k.dir+"/front-proxy/client.key}}]\n"+
 			"contexts: [{name: kube, context: {cluster: kube, user: u}}]\ncurrent-context: kube\n"))
 		p := start(t, "--etcd-servers="+etcd.Endpoint, "--upstream-kubeconfig="+kc)
 		if got := mustKubectl(t, p.URL, "api-versions"); got != kubeVersions {

@@ -71,6 +71,12 @@ func startFront(t *testing.T, extra ...string) *frontEnv {
 // environment; it returns stdout, stderr and the exit code.
 func kubectlRun(t *testing.T, server, token string, env []string, args ...string) (string, string, int) {
 	t.Helper()
+	return kubectlRunIn(t, server, token, "", env, args...)
+}
+
+// kubectlRunIn is kubectlRun with stdin as kubectl's standard input.
+func kubectlRunIn(t *testing.T, server, token, stdin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	path := needKubectl(t)
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -81,6 +87,7 @@ func kubectlRun(t *testing.T, server, token string, env []string, args ...string
 		"--cache-dir", filepath.Join(dir, "cache")}, args...)
 	cmd := exec.CommandContext(ctx, path, full...)
 	cmd.Env = append(append(os.Environ(), "HOME="+dir, "KUBECONFIG="+kubeconfig), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	code := 0

@@ -98,6 +98,29 @@ func (s *Server) servesDiscovery(path string) bool {
 	return false
 }
 
+// forwardsFirst reports whether the request is one of the documents
+// that describe the whole server, which with Config.Forward are
+// kube-apiserver's (they list the aggregated groups, whose resources only
+// it knows, and every group version's OpenAPI): GET of /api and /apis
+// (legacy and aggregated discovery), /openapi/v2 and /openapi/v3 and
+// its group versions. lazyapi's own documents answer them when
+// kube-apiserver does not (serveUpstreamFirst).
+func (s *Server) forwardsFirst(rc *fasthttp.RequestCtx, path string) bool {
+	if s.cfg.Forward == nil || !rc.IsGet() && !rc.IsHead() {
+		return false
+	}
+	path = strings.TrimSuffix(path, "/")
+	return path == "/api" || path == "/apis" || path == "/openapi/v2" || path == "/openapi/v3" ||
+		strings.HasPrefix(path, "/openapi/v3/")
+}
+
+// serveUpstreamFirst forwards a request of forwardsFirst and reports
+// whether kube-apiserver answered it; false: it did not (or every seat
+// was held), nothing was written, and lazyapi answers.
+func (s *Server) serveUpstreamFirst(rc *fasthttp.RequestCtx, ri *RequestInfo) bool {
+	return s.tryForward(rc, ri) == nil
+}
+
 // forward forwards an authenticated request to kube-apiserver as its user
 // and answers what Forward could not forward (429, 503) with a Status in
 // the request's error format. Impersonation is kube-apiserver's to check,
@@ -107,7 +130,16 @@ func (s *Server) servesDiscovery(path string) bool {
 // lazyapi's legacy check would refuse) and its audit log names the user
 // who acted as well as the one impersonated.
 func (s *Server) forward(rc *fasthttp.RequestCtx, ri *RequestInfo) {
-	ef := errorFormat(string(rc.Request.Header.Peek("Accept")))
+	if e := s.tryForward(rc, ri); e != nil {
+		ef := errorFormat(string(rc.Request.Header.Peek("Accept")))
+		s.writeStatus(rc, ef, &StatusError{Status: codec.Status{Code: int32(e.Code), Reason: e.Reason, Message: e.Message,
+			Details: retryDetails(e.RetryAfter)}, RetryAfter: e.RetryAfter})
+	}
+}
+
+// tryForward forwards the request as forward does and returns what
+// Forward could not forward (nothing written).
+func (s *Server) tryForward(rc *fasthttp.RequestCtx, ri *RequestInfo) *forward.Error {
 	u, _ := rc.UserValue(userKey).(*authn.User)
 	if u == nil {
 		u = authn.Anonymous
@@ -121,10 +153,7 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 		Conn:        func() net.Conn { return upgradeConn(rc.Conn()) },
 	}
 	fr.Body, fr.ContentLength = withheldBody(rc)
-	if e := s.cfg.Forward.Forward(rc, &fr); e != nil {
-		s.writeStatus(rc, ef, &StatusError{Status: codec.Status{Code: int32(e.Code), Reason: e.Reason, Message: e.Message,
-			Details: retryDetails(e.RetryAfter)}, RetryAfter: e.RetryAfter})
-	}
+	return s.cfg.Forward.Forward(rc, &fr)
 }
 
 func retryDetails(seconds int) *codec.StatusDetails {

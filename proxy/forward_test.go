@@ -115,6 +115,9 @@ func TestForwardThroughProxy(t *testing.T) {
 			json.Unmarshal(body, &cm)
 			cm.ResourceVersion = "42"
 			json.NewEncoder(w).Encode(&cm)
+		case r.URL.Path == "/apis":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"metrics.k8s.io","versions":[{"groupVersion":"metrics.k8s.io/v1beta1","version":"v1beta1"}],"preferredVersion":{"groupVersion":"metrics.k8s.io/v1beta1","version":"v1beta1"}}]}`)
 		default:
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"kind":"PodMetricsList","apiVersion":"metrics.k8s.io/v1beta1","items":[]}`)
@@ -230,9 +233,33 @@ func TestForwardThroughProxy(t *testing.T) {
 		t.Errorf("upgrade forwarded with %v", got.header)
 	}
 
+	// The documents of the whole server are kube-apiserver's (its
+	// aggregated groups listed), asked as alice.
+	getAPIs := func() string {
+		req, _ := http.NewRequest("GET", te.httpsURL+"/apis", nil)
+		req.Header.Set("Authorization", "Bearer token-alice")
+		resp, err := tlsClient(te).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Errorf("/apis: %d %s", resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	if b := getAPIs(); !strings.Contains(b, `"metrics.k8s.io"`) || len(up.requests()) != 5 || up.requests()[4].header.Get("X-Remote-User") != "alice" {
+		t.Errorf("/apis with forwarding: %s; want kube-apiserver's, asked as alice", b)
+	}
+
 	// kube-apiserver down: forwarded requests get 503 naming it, reads
-	// are served, /readyz stays ready and /readyz/kube-apiserver is not.
+	// are served, /readyz stays ready and /readyz/kube-apiserver is not,
+	// and discovery is lazyapi's own.
 	up.srv.Close()
+	if b := getAPIs(); strings.Contains(b, `"metrics.k8s.io"`) || !strings.Contains(b, `"apps"`) {
+		t.Errorf("/apis with kube-apiserver down: %s; want lazyapi's own groups", b)
+	}
 	_, err = alice.CoreV1().ConfigMaps("ns").Create(ctx, cm, metav1.CreateOptions{})
 	if se, ok := err.(interface{ Status() metav1.Status }); !ok || se.Status().Code != 503 || se.Status().Reason != metav1.StatusReasonServiceUnavailable ||
 		!strings.Contains(se.Status().Message, "kube-apiserver at "+up.srv.URL) {

@@ -520,6 +520,9 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 			internalErrorText(rc, fmt.Errorf("failed to create RequestInfo: %w, %s", ri.Err, rc.RequestURI()))
 			return
 		}
+		if s.forwardsFirst(rc, path) && s.serveUpstreamFirst(rc, &ri) {
+			return
+		}
 		if s.forwards(rc, &ri, path) {
 			// kube-apiserver authorizes what it is sent as the caller.
 			s.forward(rc, &ri)

@@ -184,7 +184,7 @@ func (v buildVersion) long() string {
 	fmt.Fprintf(&b, "lazyapi %s\n", v.module)
 	switch {
 	case v.revision == "":
-		b.WriteString("  revision:   unknown (no VCS stamp: built by go run, go test or outside a git checkout; go build in the checkout stamps it)\n")
+		b.WriteString("  revision:   unknown (no VCS stamp: built by go run, go test or outside a git checkout; go build in the checkout stamps it unless GOFLAGS has -buildvcs=false)\n")
 	default:
 		rev := v.revision
 		if v.time != "" {

@@ -6,6 +6,7 @@
 //	lazybench run list --etcd-servers URL --target lazyapi=http://127.0.0.1:8080 --target kube-apiserver=https://127.0.0.1:6443 --token ...
 //	lazybench suite
 //	lazybench refserver --etcd-servers URL --port 8081
+//	lazybench robustness --duration 1h --seed 1
 package main
 
 import (
@@ -56,6 +57,7 @@ Commands:
   etcd       run an embedded etcd (for trying things without one)
   record     rewrite the ## suite section of bench/RESULTS.md from a suite's results.json
   probe      the listflood GET probe as a process of its own (started by run --probe-process)
+  robustness seeded traffic and faults against lazyapi on a 3-member etcd, every answer checked against etcd's history
 
 Run "lazybench COMMAND --help" for a command's flags.
 `
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runRecord(args, stdout)
 	case "probe":
 		return runProbe(ctx, args, os.Stdin, stdout)
+	case "robustness":
+		return runRobustness(ctx, args, stdout, stderr)
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 }

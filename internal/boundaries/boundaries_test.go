@@ -59,8 +59,8 @@ func hasPrefix(list []string, prefix string) (string, bool) {
 //   - fasthttp is the proxy's and forward's (and the commands' that run
 //     it); forward imports nothing of lazyapi's;
 //   - the embedded etcd (internal/embedetcd, etcd's embed package) is only
-//     for the commands, the benchmark harness and the test helper
-//     internal/testing/etcdtest;
+//     for the commands, the benchmark harness (and the robustness suite,
+//     which uses bench's kinds) and the test helper internal/testing/etcdtest;
 //   - internal/testing/... holds test-only helpers: no production package
 //     (anything but tests and internal/testing itself) imports them.
 func TestBoundaries(t *testing.T) {
@@ -104,8 +104,8 @@ func TestBoundaries(t *testing.T) {
 			t.Errorf("%s depends on %s: internal/testing is for tests only", name, dep)
 		}
 		for _, embed := range []string{module + "internal/embedetcd", "go.etcd.io/etcd/server/v3/embed"} {
-			if slices.Contains(p.deps, embed) && !allowed(name, "internal/embedetcd", "internal/testing/etcdtest", "bench") {
-				t.Errorf("%s depends on %s: only the commands, bench and internal/testing/etcdtest may start an embedded etcd", name, embed)
+			if slices.Contains(p.deps, embed) && !allowed(name, "internal/embedetcd", "internal/testing/etcdtest", "bench", "internal/robustness") {
+				t.Errorf("%s depends on %s: only the commands, bench, internal/robustness and internal/testing/etcdtest may start an embedded etcd", name, embed)
 			}
 		}
 	}
