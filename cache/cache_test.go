@@ -723,7 +723,7 @@ func TestAttrsFieldsOfPods(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"a": "1", "b": "2"}},
 		Spec:       corev1.PodSpec{NodeName: "node-1"},
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}},
 	}
 	v, err := storagefmt.Protobuf(pod)
 	if err != nil {
@@ -731,7 +731,7 @@ func TestAttrsFieldsOfPods(t *testing.T) {
 	}
 	put(t, cli, "/registry/pods/ns/p", v)
 	c := newTestCache(t, cli, nil)
-	r := c.Resource(Spec{Name: "pods", Prefix: "/registry/pods/", Namespaced: true, Fields: []string{"spec.nodeName", "status.phase", "spec.schedulerName"}})
+	r := c.Resource(Spec{Name: "pods", Prefix: "/registry/pods/", Namespaced: true, Fields: []string{"spec.nodeName", "status.phase", "status.podIPs", "spec.schedulerName"}})
 	waitState(t, r, StateReady)
 	s, err := r.Snapshot(context.Background(), ReadOptions{})
 	if err != nil {
@@ -744,6 +744,7 @@ func TestAttrsFieldsOfPods(t *testing.T) {
 	fs := it.Attrs.FieldSet()
 	tests := []struct{ path, want string }{
 		{"spec.nodeName", "node-1"}, {"status.phase", "Running"}, {"spec.schedulerName", ""},
+		{"status.podIPs", ""}, // a list: not a field the cache derives (read as absent)
 		{"metadata.name", "p"}, {"metadata.namespace", "ns"},
 	}
 	for _, tt := range tests {

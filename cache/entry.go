@@ -148,11 +148,11 @@ func (d *deriver) derive(value []byte) bool {
 	}
 	for _, f := range d.fields {
 		v, ok, err := d.schema.PeekField(obj, f)
-		if err != nil {
-			d.scr = d.scr[:0]
-			return false
-		}
-		if !ok {
+		// A field the peek cannot read as a scalar (status.podIPs, a
+		// list) reads as absent: it used to invalidate every attribute
+		// of every Pod, and a cached watch of Pods by spec.nodeName or
+		// by labels then matched nothing.
+		if err != nil || !ok {
 			d.scr = append(d.scr, 0)
 			continue
 		}
@@ -176,6 +176,25 @@ type Attrs struct {
 // values the codec cannot peek, e.g. encrypted ones): the caller must then
 // peek the value itself.
 func (a Attrs) Valid() bool { return a.e != nil && a.e.valid }
+
+// Key and Value return the object's etcd key and its value as the cache
+// holds it (as stored, or decrypted with Config.HoldDecrypted), for a
+// caller that must evaluate a selector itself (Valid false). They borrow
+// the cache's immutable bytes; nil for the zero Attrs.
+func (a Attrs) Key() []byte {
+	if a.e == nil {
+		return nil
+	}
+	return a.e.data()[:a.e.keyLen:a.e.keyLen]
+}
+
+// Value: see Key.
+func (a Attrs) Value() []byte {
+	if a.e == nil {
+		return nil
+	}
+	return a.e.value()
+}
 
 // PlainSizes returns the codec.ItemSizes of the plaintext of a value the
 // cache holds encrypted (recorded when the value was decrypted to derive

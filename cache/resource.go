@@ -41,6 +41,17 @@ type Resource struct {
 	rev      int64                 // guarded by mu: every event <= rev is applied
 	notify   chan struct{}         // guarded by mu: closed and replaced when rev or state changes
 	watchers map[*Watcher]struct{} // guarded by mu
+	// Dispatch (dispatch.go), guarded by mu: scan holds the watchers
+	// that read every change through their cursor, index the others;
+	// busy the indexed watchers that may have changes queued.
+	scan  map[*Watcher]struct{}
+	index watchIndex
+	busy  map[*Watcher]struct{}
+	// bookmarkWaiters are idle indexed watchers whose bookmark is due,
+	// woken by the next change or progress (guarded by bmu, taken after
+	// mu; registered under mu's read lock).
+	bmu             sync.Mutex
+	bookmarkWaiters map[*Watcher]struct{}
 	// recent are snapshots handed out lately, newest first, all at
 	// revisions >= ring.startRev (guarded by mu).
 	recent [recentSnapshots]*Snapshot
@@ -52,6 +63,7 @@ type Resource struct {
 	newest  atomic.Int64
 	curRev  atomic.Int64
 	nwatch  atomic.Int64
+	nindex  atomic.Int64 // indexed watchers (dispatch.go)
 
 	// lastRefusal is what the last fill refused for the budget measured
 	// (zero when the last fill was not refused); sampleMean the mean size
@@ -83,7 +95,9 @@ type refusal struct {
 
 func newResource(c *Cache, s Spec, history int) *Resource {
 	r := &Resource{c: c, spec: s, name: s.Name, history: history,
-		notify: make(chan struct{}), watchers: make(map[*Watcher]struct{}), progressReq: make(chan struct{}, 1)}
+		notify: make(chan struct{}), watchers: make(map[*Watcher]struct{}), progressReq: make(chan struct{}, 1),
+		scan: make(map[*Watcher]struct{}), index: make(watchIndex), busy: make(map[*Watcher]struct{}),
+		bookmarkWaiters: make(map[*Watcher]struct{})}
 	m := c.cfg.Metrics
 	n := r.name
 	m.GetOrCreateGauge(metricName("lazyapi_cache_bytes", n, ""), func() float64 { return float64(r.bytes.Load()) })
@@ -91,6 +105,7 @@ func newResource(c *Cache, s Spec, history int) *Resource {
 	m.GetOrCreateGauge(metricName("lazyapi_cache_history_oldest_revision", n, ""), func() float64 { return float64(r.oldest.Load()) })
 	m.GetOrCreateGauge(metricName("lazyapi_cache_history_newest_revision", n, ""), func() float64 { return float64(r.newest.Load()) })
 	m.GetOrCreateGauge(metricName("lazyapi_cache_watchers", n, ""), func() float64 { return float64(r.nwatch.Load()) })
+	m.GetOrCreateGauge(metricName("lazyapi_cache_watchers_indexed", n, ""), func() float64 { return float64(r.nindex.Load()) })
 	m.GetOrCreateGauge(metricName("lazyapi_cache_state", n, ""), func() float64 { return float64(r.state.Load()) })
 	m.GetOrCreateGauge(metricName("lazyapi_cache_lag_revisions", n, ""), func() float64 {
 		if State(r.state.Load()) != StateReady {
@@ -273,8 +288,8 @@ func (r *Resource) reset(s State, reason string) {
 	r.rev = 0
 	for w := range r.watchers {
 		w.closeWith(fmt.Errorf("%w: %s %s", ErrClosed, r.name, s))
+		r.removeLocked(w)
 	}
-	clear(r.watchers)
 	r.nwatch.Store(0)
 	r.setState(s, reason)
 	r.broadcastLocked()
@@ -952,6 +967,7 @@ func (r *Resource) progress(rev int64) {
 	if r.t != nil && rev > r.rev {
 		r.rev = rev
 		r.broadcastLocked()
+		r.wakeBookmarkWaitersLocked()
 		r.curRev.Store(rev)
 	}
 	r.mu.Unlock()
@@ -1003,9 +1019,14 @@ func (r *Resource) apply(d *deriver, evs []*clientv3.Event) error {
 			}
 			ev = &event{prev: old, rev: ch.rev}
 		}
-		r.dropLocked(r.ring.push(ev))
+		dropped := r.ring.push(ev)
+		if dropped != ev {
+			r.dispatchLocked(ev, r.ring.head()-1)
+		}
+		r.dropLocked(dropped)
 		r.rev = max(r.rev, ch.rev)
 	}
+	r.wakeBookmarkWaitersLocked()
 	r.sweepLocked()
 	r.forgetOldLocked()
 	r.broadcastLocked()
@@ -1030,17 +1051,29 @@ func (r *Resource) dropLocked(ev *event) {
 }
 
 // sweepLocked closes the watchers whose next event left the history or
-// that are more than WatcherLagBytes behind.
+// that are more than WatcherLagBytes behind: those on the scan path, and
+// the indexed ones with changes queued (an indexed watcher with none is
+// at the history's head).
 func (r *Resource) sweepLocked() {
-	limit := r.c.cfg.WatcherLagBytes
-	for w := range r.watchers {
-		seq := w.cursor.Load()
+	head := r.ring.head()
+	check := func(w *Watcher, seq uint64) {
+		limit := r.c.cfg.WatcherLagBytes
 		if seq < r.ring.base || r.ring.lagBytes(seq) > limit {
 			r.lagging.Inc()
 			w.closeWith(fmt.Errorf("%w: %s watcher is %d events and %d bytes behind (limit %d bytes)",
-				ErrLagging, r.name, r.ring.head()-seq, r.ring.lagBytes(seq), limit))
-			delete(r.watchers, w)
+				ErrLagging, r.name, head-seq, r.ring.lagBytes(seq), limit))
+			r.removeLocked(w)
 		}
 	}
-	r.nwatch.Store(int64(len(r.watchers)))
+	for w := range r.scan {
+		check(w, w.cursor.Load())
+	}
+	for w := range r.busy {
+		seq, ok := w.pendingLocked(head)
+		if !ok {
+			delete(r.busy, w)
+			continue
+		}
+		check(w, seq)
+	}
 }

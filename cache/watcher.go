@@ -97,11 +97,22 @@ type WatchOptions struct {
 	// is idle and the revision advanced, at most every
 	// Config.BookmarkInterval.
 	Bookmarks bool
+	// Index lists exact-match terms of Filter: every object with valid
+	// Attrs that Filter passes has Attrs.Field(Path) == Value (an absent
+	// field reads as ""; Filter may read the value of an object without
+	// valid Attrs itself). The
+	// cache then wakes the watcher only for the changes whose new or
+	// previous state has the value of one of them (dispatch.go); Filter
+	// still decides what is sent. Terms on paths the cache does not derive
+	// are ignored.
+	Index []FieldTerm
 }
 
-// Watcher is one watch on a resource. It holds no queue of its own: it
-// reads the resource's history through a cursor, so a slow watcher costs
-// nothing; one whose next event left the history, or that is more than
+// Watcher is one watch on a resource. It reads the resource's history
+// (shared by every watcher), through a cursor, or, when indexed
+// (dispatch.go), through a queue of the sequence numbers of the changes
+// that can concern it; so a slow watcher costs nothing but its queue; one
+// whose next event left the history, or that is more than
 // Config.WatcherLagBytes behind, is closed with ErrLagging. Next and More
 // must be called from one goroutine; Close from any.
 type Watcher struct {
@@ -120,6 +131,19 @@ type Watcher struct {
 	cursor       atomic.Uint64 // next history sequence to read; read by sweepLocked
 	lastRev      int64
 	lastBookmark time.Time
+
+	// Indexed dispatch (dispatch.go). indexed, idxPath, idxKey, live and
+	// wake are set before the watcher is published; slot is guarded by
+	// r.mu; pending and pi by r.mu, written under its read lock only by
+	// the Next goroutine (popLocked).
+	indexed bool
+	idxPath string
+	idxKey  idxKey
+	slot    int      // index in its bucket; -1 once removed
+	live    uint64   // history sequence from which changes are queued; before it the cursor reads
+	pending []uint64 // sequences of the queued changes, from pi
+	pi      int
+	wake    chan struct{} // signalled when a change is queued or a bookmark may be due
 
 	once sync.Once
 	done chan struct{}
@@ -188,8 +212,8 @@ func (r *Resource) watch(ctx context.Context, o WatchOptions) (*Watcher, error) 
 		w.cursor.Store(r.ring.firstAfter(o.RV))
 		w.lastRev = o.RV
 	}
-	r.watchers[w] = struct{}{}
-	r.nwatch.Store(int64(len(r.watchers)))
+	w.live = r.ring.head()
+	r.addLocked(w)
 	return w, nil
 }
 
@@ -200,8 +224,7 @@ func (w *Watcher) Done() <-chan struct{} { return w.done }
 func (w *Watcher) Close() {
 	w.closeWith(fmt.Errorf("%w: closed by the caller", ErrClosed))
 	w.r.mu.Lock()
-	delete(w.r.watchers, w)
-	w.r.nwatch.Store(int64(len(w.r.watchers)))
+	w.r.removeLocked(w)
 	w.r.mu.Unlock()
 }
 
@@ -237,7 +260,8 @@ func (w *Watcher) More() bool {
 	}
 	w.r.mu.RLock()
 	defer w.r.mu.RUnlock()
-	return w.cursor.Load() < w.r.ring.head()
+	_, pending := w.pendingLocked(w.r.ring.head())
+	return pending
 }
 
 // Bookmark returns the revision a BOOKMARK may carry now: the resource's
@@ -250,7 +274,7 @@ func (w *Watcher) Bookmark() (rev int64, ok bool) {
 	}
 	w.r.mu.RLock()
 	defer w.r.mu.RUnlock()
-	if w.closed() || w.cursor.Load() < w.r.ring.head() {
+	if _, pending := w.pendingLocked(w.r.ring.head()); w.closed() || pending {
 		return 0, false
 	}
 	w.lastRev = max(w.lastRev, w.r.rev)
@@ -277,14 +301,36 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 			}
 			continue
 		}
-		seq := w.cursor.Load()
 		r.mu.RLock()
 		if w.closed() {
 			r.mu.RUnlock()
 			continue
 		}
-		ev, ok, lagged := r.ring.at(seq)
-		ch, rev, head := r.notify, r.rev, r.ring.head()
+		var (
+			seq           uint64
+			have          = true
+			ev            *event
+			ok, lagged    bool
+			sinceBookmark = time.Since(w.lastBookmark)
+			interval      = r.c.cfg.BookmarkInterval
+			ch, rev, head = r.notify, r.rev, r.ring.head()
+		)
+		if w.indexed {
+			seq, have = w.popLocked()
+			ch = w.wake
+			if !have && w.o.Bookmarks && rev <= w.lastRev && sinceBookmark >= interval {
+				// Due, with nothing newer to send: the next change or
+				// progress wakes it (dispatch.go).
+				r.bmu.Lock()
+				r.bookmarkWaiters[w] = struct{}{}
+				r.bmu.Unlock()
+			}
+		} else {
+			seq = w.cursor.Load()
+		}
+		if have {
+			ev, ok, lagged = r.ring.at(seq)
+		}
 		r.mu.RUnlock()
 		if lagged {
 			r.lagging.Inc()
@@ -293,7 +339,9 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 			continue
 		}
 		if ok {
-			w.cursor.Store(seq + 1)
+			if !w.indexed {
+				w.cursor.Store(seq + 1)
+			}
 			w.lastRev = ev.rev
 			if out, pass := w.convert(ev); pass {
 				out.Backlog = int(min(head-seq-1, 1<<30))
@@ -302,12 +350,16 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 			continue
 		}
 		var wake <-chan time.Time
-		if w.o.Bookmarks && rev > w.lastRev {
-			if wait := r.c.cfg.BookmarkInterval - time.Since(w.lastBookmark); wait <= 0 {
+		if w.o.Bookmarks {
+			wait := interval - sinceBookmark
+			switch {
+			case rev > w.lastRev && wait <= 0:
 				w.lastRev = rev
 				w.lastBookmark = time.Now()
 				return Event{Type: Bookmark, Rev: rev}, nil
-			} else {
+			case wait > 0 && (rev > w.lastRev || w.indexed):
+				// A watcher on the scan path is woken by every change;
+				// an indexed one looks again when the bookmark is due.
 				if timer == nil {
 					timer = time.NewTimer(wait)
 				} else {

@@ -1,6 +1,15 @@
 package codec
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNotScalar is wrapped by PeekField's error when the path names a list
+// or an object, not a scalar (a Pod's status.podIPs): kube-apiserver
+// accepts such a field selector label but its selectable fields do not
+// hold it, so callers evaluating a selector read it as absent.
+var ErrNotScalar = errors.New("not a scalar")
 
 // CorruptError reports a value that is neither a storage envelope nor JSON,
 // or one that is truncated or malformed.

@@ -408,7 +408,7 @@ func peekFieldProtobuf(m *message, b []byte, path string) ([]byte, bool, error) 
 			b = payload
 		}
 		if f.card != cSingle {
-			return nil, false, fmt.Errorf("cannot read field %q: %s is not a scalar", path, seg)
+			return nil, false, fmt.Errorf("cannot read field %q: %s is %w", path, seg, ErrNotScalar)
 		}
 		o, found, err := lastOcc(b, f.num, f.v.kind)
 		if err != nil {
@@ -453,7 +453,7 @@ func peekFieldProtobuf(m *message, b []byte, path string) ([]byte, bool, error) 
 		case kUint64:
 			return strconv.AppendUint(nil, o.u, 10), true, nil
 		}
-		return nil, false, fmt.Errorf("cannot read field %q: %s is not a scalar", path, seg)
+		return nil, false, fmt.Errorf("cannot read field %q: %s is %w", path, seg, ErrNotScalar)
 	}
 }
 
@@ -581,7 +581,7 @@ func peekFieldJSON(raw []byte, path string) (value []byte, ok bool, present int,
 			}
 			return u, true, present, nil
 		case '{', '[':
-			return nil, false, 0, fmt.Errorf("cannot read field %q: %s is not a scalar", path, seg)
+			return nil, false, 0, fmt.Errorf("cannot read field %q: %s is %w", path, seg, ErrNotScalar)
 		}
 		return val, true, present, nil
 	}

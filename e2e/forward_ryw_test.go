@@ -98,6 +98,40 @@ func runRYW(ctx context.Context, cs kubernetes.Interface, ns string, clients, cy
 	return res
 }
 
+// checkWatchFrom: a watch through lazyapi started from the resourceVersion
+// a forwarded create returned delivers the forwarded update after it,
+// n times.
+func checkWatchFrom(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, n int) {
+	t.Helper()
+	cms := cs.CoreV1().ConfigMaps(ns)
+	for i := range n {
+		name := fmt.Sprintf("watch-from-%d", i)
+		created, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"i": "0"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: created.ResourceVersion, FieldSelector: "metadata.name=" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Data["i"] = "1"
+		updated, err := cms.Update(ctx, created, metav1.UpdateOptions{})
+		if err != nil {
+			w.Stop()
+			t.Fatalf("update %s: %v", name, err)
+		}
+		select {
+		case ev := <-w.ResultChan():
+			if cm, ok := ev.Object.(*corev1.ConfigMap); !ok || ev.Type != "MODIFIED" || cm.ResourceVersion != updated.ResourceVersion {
+				t.Errorf("watch of %s from %s: first event %s %v, want MODIFIED at %s", name, created.ResourceVersion, ev.Type, ev.Object, updated.ResourceVersion)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("watch of %s from %s: no event in 10 s after the update at %s", name, created.ResourceVersion, updated.ResourceVersion)
+		}
+		w.Stop()
+	}
+}
+
 func (r *rywResult) check(t *testing.T, want int) {
 	t.Helper()
 	first, _ := r.firstMiss.Load().(string)
@@ -190,7 +224,8 @@ func storingUpstream(t *testing.T, cli *clientv3.Client) (kubeconfig string) {
 // for kube-apiserver's storage on the same etcd; the same cycles against
 // kube-apiserver v1.37.2 are TestForwardReadYourWritesAgainstKubeAPIServer)
 // are seen by lazyapi's next consistent GET and LIST, and a GET/PUT cycle
-// never conflicts: 16 clients, 400 cycles.
+// never conflicts: 16 clients, 400 cycles; a watch from a write's
+// resourceVersion delivers the next write.
 func TestForwardReadYourWrites(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	kc := storingUpstream(t, etcd.Client)
@@ -208,6 +243,7 @@ func TestForwardReadYourWrites(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	runRYW(ctx, cs, "ryw", 16, 400).check(t, 400)
+	checkWatchFrom(t, ctx, cs, "ryw", 20)
 }
 
 // TestForwardReadYourWritesAgainstKubeAPIServer (LAZYAPI_KUBEAPISERVER=1):
@@ -236,4 +272,5 @@ func TestForwardReadYourWritesAgainstKubeAPIServer(t *testing.T) {
 	res := runRYW(ctx, cs, "ryw", 16, cycles)
 	t.Logf("%d cycles in %s", cycles, time.Since(start).Round(time.Second))
 	res.check(t, cycles)
+	checkWatchFrom(t, ctx, cs, "ryw", 50)
 }

@@ -117,6 +117,7 @@ var metricHelp = map[string]string{
 	"lazyapi_cache_history_oldest_revision":      "The oldest revision a watch can start from in the cache, by resource.",
 	"lazyapi_cache_history_newest_revision":      "The newest revision in the cache, by resource.",
 	"lazyapi_cache_watchers":                     "Open cache watchers, by resource.",
+	"lazyapi_cache_watchers_indexed":             "Open cache watchers woken only by the changes their field selector or namespace can match, by resource.",
 	"lazyapi_cache_watchers_lagging_total":       "Cache watchers closed for falling behind, by resource.",
 	"lazyapi_cache_state":                        "Fill state by resource: 0 disabled, 1 filling, 2 ready, 3 relisting, 4 refused, 5 evicted, 6 closed.",
 	"lazyapi_cache_lag_revisions":                "Revisions the cache is behind etcd, by resource.",

@@ -160,6 +160,9 @@ func (e *StatusError) Error() string { return e.Status.Message }
 // Server serves the Kubernetes read API from etcd. Create it with New; it is
 // safe for concurrent use.
 type Server struct {
+	// impModes is the impersonation mode that last allowed each
+	// requestor (impersonate.go).
+	impModes impModeCache
 	// compactRev is the revision kube-apiserver last compacted etcd to
 	// (compaction.go); bg runs trackCompaction.
 	compactRev atomic.Int64

@@ -10,6 +10,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -356,7 +357,20 @@ func (w *watchReq) fromCache(cr *cache.Resource) (run func(sw *watchWriter) erro
 	}
 	if !w.f.Empty() {
 		f := &w.f
-		o.Filter = func(a cache.Attrs) bool { return f.MatchesAttrs(a) }
+		// Attributes the cache could not derive (a value it cannot peek,
+		// e.g. encrypted, or a field that is not a scalar: every Pod, for
+		// status.podIPs) are read from the value, as an etcd watch does;
+		// MatchesAttrs alone would select none of those objects. Called
+		// from the watcher's Next goroutine only (ew.meta is its scratch).
+		ew := &etcdWatch{s: w.s, enc: enc, f: f}
+		o.Filter = func(a cache.Attrs) bool {
+			if a.Valid() {
+				return f.MatchesAttrs(a)
+			}
+			_, ok := ew.match(&mvccpb.KeyValue{Key: a.Key(), Value: a.Value()})
+			return ok
+		}
+		o.Index = f.IndexTerms()
 	}
 	switch {
 	case ws.initial && q.ResourceVersion == "":

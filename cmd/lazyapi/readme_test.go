@@ -247,6 +247,7 @@ var foreignFlags = map[string]string{
 	"--strict":                           "helm lint",
 	"--requestheader-":                   "kube-apiserver (--requestheader-*)",
 	"--server-side":                      "kubectl",
+	"--list":                             "kubectl (auth can-i)",
 	"--as":                               "kubectl",
 	"--as-group":                         "kubectl",
 	"--certificate-authority":            "kubectl",

@@ -28,8 +28,8 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	every := fs.Duration("fault-every", 0, "mean time between two faults (default 5s)")
 	faults := fs.StringSlice("faults", robustness.AllFaults, "fault kinds to inject ("+strings.Join(robustness.AllFaults, ", ")+")")
 	members := fs.Int("members", 3, "etcd members (member kills and partitions need 3)")
-	lazyFlags := fs.StringArray("lazyapi-flag", []string{"--memory-limit=512Mi"}, "lazyapi flag (repeatable)")
-	memLimit := fs.String("rss-limit", "512Mi", "RSS the server must stay under (0: unchecked)")
+	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
+	memLimit := fs.String("memory-limit", "512Mi", "lazyapi's --memory-limit, which its RSS must stay under (0: none, unchecked)")
 	big := fs.Bool("big-values", true, "values up to 1 MiB (else up to 64 KiB)")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
@@ -41,8 +41,9 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *memLimit != "0" {
 		var err error
 		if limit, err = bench.ParseBytes(*memLimit); err != nil {
-			return fmt.Errorf("invalid --rss-limit: %w", err)
+			return fmt.Errorf("invalid --memory-limit: %w", err)
 		}
+		*lazyFlags = append([]string{"--memory-limit=" + *memLimit}, *lazyFlags...)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err

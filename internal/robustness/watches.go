@@ -70,7 +70,14 @@ func (w *watcher) run(ctx context.Context) {
 			if last == 0 || o.Code != 0 || (o.Mode == "initial" && !initialEnded(o)) {
 				break // nothing to resume from
 			}
-			from, fromGen, fromComp, mode = last, o.Gen, o.Compacted, "resume"
+			if last != from {
+				// A revision seen in this segment: the server generation
+				// and compaction it was seen at are this segment's. (A
+				// segment that saw nothing, e.g. refused while the server
+				// restarted, keeps the ones of the revision it resumed.)
+				fromGen, fromComp = o.Gen, o.Compacted
+			}
+			from, mode = last, "resume"
 		}
 	}
 }

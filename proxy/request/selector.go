@@ -1,6 +1,7 @@
 package request
 
 import (
+	"errors"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -118,10 +119,14 @@ func (f *Filter) Matches(sc *codec.Schema, obj codec.Object, m *codec.Meta) (boo
 			v = m.Namespace
 		default:
 			val, ok, err := sc.PeekField(obj, r.Field)
-			if err != nil {
+			switch {
+			case errors.Is(err, codec.ErrNotScalar):
+				// a label kube-apiserver accepts but does not select on
+				// (status.podIPs: not in pod.ToSelectableFields) reads
+				// as empty there; the watch cache's attributes agree
+			case err != nil:
 				return false, err
-			}
-			if ok {
+			case ok:
 				v = val
 			}
 		}
@@ -145,6 +150,20 @@ func (f *Filter) MatchesAttrs(a cache.Attrs) bool {
 		}
 	}
 	return true
+}
+
+// IndexTerms returns the exact-match field terms of f (metadata.name=X,
+// spec.nodeName=N, ...), which every object MatchesAttrs passes
+// satisfies: the watch cache indexes the watch by one of them and wakes
+// it only for the changes of that value (cache.WatchOptions.Index).
+func (f *Filter) IndexTerms() []cache.FieldTerm {
+	var ts []cache.FieldTerm
+	for _, r := range f.Fields {
+		if !r.Not {
+			ts = append(ts, cache.FieldTerm{Path: r.Field, Value: r.Value})
+		}
+	}
+	return ts
 }
 
 // AttrsCover reports whether cached Attrs hold every field f selects on,
