@@ -11,6 +11,7 @@ import (
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/proxy/estimate"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -18,7 +19,7 @@ import (
 // Admission (Config.Limiter).
 //
 // Every GET and LIST asks the limiter for a reservation of its working set
-// (one page plus write buffers, estimateList). A LIST whose
+// (one page plus write buffers, estimate.List). A LIST whose
 // response is estimated above --bulk-list-threshold is admitted at the
 // limiter's Bulk level (its own seats, no access to the bytes reserved for
 // short requests) and its stream yields to in-flight short requests after
@@ -32,7 +33,7 @@ import (
 //     (concurrent first LISTs of a large collection must not all pass as
 //     short because its first object is small). Both come from one
 //     serializable etcd range of one key (its response counts the range),
-//     remembered for 5 s per collection (collStats.setSize);
+//     remembered for 5 s per collection (estimate.Stats.SetSize);
 //   - at least the largest response of the collection seen in the last
 //     minute: a LIST admitted as short whose response passes the threshold
 //     (the range's first values were small) starts to yield and makes the
@@ -63,80 +64,11 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 	}
 	var releases []func()
 	if l := s.cfg.Limiter; l != nil {
-		avg := int64(s.stats.hint(s.prefix + "/" + st.r.KeyPrefix + "/"))
-		cr := s.cacheResource(st.r)
-		cached := cr != nil && cr.Ready()
-		kind := ratelimit.Short
-		if st.p.Name == "" {
-			var resp int64
-			resp, avg = s.listResponseBytes(ctx, st, avg, cr)
-			if l.IsBulk(resp) {
-				kind = ratelimit.Bulk
-			}
-		} else {
-			avg = s.getValueBytes(ctx, st, avg, cr)
-		}
-		if avg <= 0 {
-			avg = defaultAvgValueBytes
-		}
-		// The compressor (gzip.go) of a LIST, or of a GET of a resource
-		// whose objects are large enough to be compressed.
-		buffers := int64(streamBufferBytes)
-		if st.gzip && (st.p.Name == "" || avg > gzipThreshold/2) {
-			buffers += gzipBytes
-		}
-		if st.r.Conversion != nil {
-			// The objects are converted one at a time (codec.Convert):
-			// the decoded, converted and encoded copies of one.
-			buffers += codec.ConvertCost(avg)
-		}
-		items := 1
-		switch {
-		case cached:
-			// A cache read holds no copy of the values, only a page of
-			// KeyValue headers and the write buffers (a fallback to
-			// etcd is rare), and the encoding of the item being written
-			// (a large object's JSON is one buffer of its size).
-			buffers += 2 * avg
-			avg = 0
-			if st.p.Name == "" {
-				items = cachePageItems
-			}
-		case st.p.Name == "":
-			items = etcdListItems(s.store.Config(), avg)
-		}
-		t, err := l.Admit(ctx, ratelimit.Request{
-			Client: clientKey(rc),
-			Class:  st.verb + "/" + st.r.GroupResource(),
-			Kind:   kind,
-			Bytes:  estimateList(avg, items, buffers),
-			Exempt: exempt(rc),
-		})
+		release, err := s.admitLimiter(ctx, rc, st, l)
 		if err != nil {
 			return err
 		}
-		releases = append(releases, func() { t.Release(0) })
-		st.drain = t.Drain
-		st.reserve = func(held int64) error {
-			// A body larger than the reservation reserves the excess
-			// before fasthttp holds it, or is refused at once: it must
-			// not wait in a queue while holding the body (a wave of
-			// underestimated GETs would hold all their bodies while
-			// waiting for each other's bytes).
-			need := held - t.Reserved()
-			if need <= 0 {
-				return nil
-			}
-			x, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Kind: ratelimit.Short, Bytes: need, NoWait: true, Exempt: exempt(rc)})
-			if err != nil {
-				return err
-			}
-			t.Merge(&x)
-			return nil
-		}
-		if st.p.Name == "" {
-			st.yield = s.bulkYield(ctx, l, &t, st, kind == ratelimit.Bulk)
-		}
+		releases = append(releases, release)
 	}
 	if s.cfg.Admit != nil {
 		release, err := s.cfg.Admit(rc, st.ri)
@@ -161,6 +93,96 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 	return nil
 }
 
+// admitLimiter admits a GET or LIST with the limiter at its estimate
+// (estimate): it sets st.drain, st.reserve (a body larger than the
+// reservation reserves the excess) and, for a LIST, st.yield, and returns
+// the ticket's release.
+func (s *Server) admitLimiter(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState, l *ratelimit.Limiter) (func(), error) {
+	kind, bytes := s.estimate(ctx, st, l)
+	t, err := l.Admit(ctx, ratelimit.Request{
+		Client: clientKey(rc),
+		Class:  st.verb + "/" + st.r.GroupResource(),
+		Kind:   kind,
+		Bytes:  bytes,
+		Exempt: exempt(rc),
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.drain = t.Drain
+	st.reserve = func(held int64) error {
+		// A body larger than the reservation reserves the excess
+		// before fasthttp holds it, or is refused at once: it must
+		// not wait in a queue while holding the body (a wave of
+		// underestimated GETs would hold all their bodies while
+		// waiting for each other's bytes).
+		need := held - t.Reserved()
+		if need <= 0 {
+			return nil
+		}
+		x, err := l.Admit(ctx, ratelimit.Request{Client: clientKey(rc), Kind: ratelimit.Short, Bytes: need, NoWait: true, Exempt: exempt(rc)})
+		if err != nil {
+			return err
+		}
+		t.Merge(&x)
+		return nil
+	}
+	if st.p.Name == "" {
+		st.yield = s.bulkYield(ctx, l, &t, st, kind == ratelimit.Bulk)
+	}
+	return func() { t.Release(0) }, nil
+}
+
+// estimate is a GET's or LIST's admission: its kind (a LIST whose
+// response l counts as bulk is Bulk) and the bytes it holds while served
+// (estimate.List of the values it reads, the items it holds at once and
+// its buffers).
+func (s *Server) estimate(ctx context.Context, st *reqState, l *ratelimit.Limiter) (ratelimit.Kind, int64) {
+	avg := int64(s.stats.Hint(s.prefix + "/" + st.r.KeyPrefix + "/"))
+	cr := s.cacheResource(st.r)
+	cached := cr != nil && cr.Ready()
+	kind := ratelimit.Short
+	if st.p.Name == "" {
+		var resp int64
+		resp, avg = s.listResponseBytes(ctx, st, avg, cr)
+		if l.IsBulk(resp) {
+			kind = ratelimit.Bulk
+		}
+	} else {
+		avg = s.getValueBytes(ctx, st, avg, cr)
+	}
+	if avg <= 0 {
+		avg = defaultAvgValueBytes
+	}
+	// The compressor (gzip.go) of a LIST, or of a GET of a resource
+	// whose objects are large enough to be compressed.
+	buffers := int64(streamBufferBytes)
+	if st.gzip && (st.p.Name == "" || avg > gzipThreshold/2) {
+		buffers += gzipBytes
+	}
+	if st.r.Conversion != nil {
+		// The objects are converted one at a time (codec.Convert):
+		// the decoded, converted and encoded copies of one.
+		buffers += codec.ConvertCost(avg)
+	}
+	items := 1
+	switch {
+	case cached:
+		// A cache read holds no copy of the values, only a page of
+		// KeyValue headers and the write buffers (a fallback to
+		// etcd is rare), and the encoding of the item being written
+		// (a large object's JSON is one buffer of its size).
+		buffers += 2 * avg
+		avg = 0
+		if st.p.Name == "" {
+			items = cachePageItems
+		}
+	case st.p.Name == "":
+		items = etcdListItems(s.store.Config(), avg)
+	}
+	return kind, estimate.List(avg, items, buffers)
+}
+
 // exempt reports whether a request is admitted at once, never queued or
 // refused (ratelimit.Request.Exempt): its user is in system:masters, whom
 // kube-apiserver's API Priority and Fairness puts in the exempt priority
@@ -177,15 +199,15 @@ func exempt(rc *fasthttp.RequestCtx) bool {
 // its short seat is free, it does not yield to itself) and yields, and its
 // collection and
 // the resource's whole collection are recorded as that large
-// (collStats.observeResponse) so that the next LISTs of them are bulk.
+// (estimate.Stats.ObserveResponse) so that the next LISTs of them are bulk.
 func (s *Server) bulkYield(ctx context.Context, l *ratelimit.Limiter, t *ratelimit.Ticket, st *reqState, bulk bool) func(written int) {
 	return func(written int) {
 		if !bulk && l.IsBulk(int64(written)) {
 			bulk = true
 			t.BecomeBulk()
 			now := time.Now()
-			s.stats.observeResponse(s.listPrefix(st.r, st.p.Namespace), int64(written), now)
-			s.stats.observeResponse(s.listPrefix(st.r, ""), int64(written), now)
+			s.stats.ObserveResponse(s.listPrefix(st.r, st.p.Namespace), int64(written), now)
+			s.stats.ObserveResponse(s.listPrefix(st.r, ""), int64(written), now)
 		}
 		if bulk {
 			l.Yield(ctx)
@@ -211,7 +233,7 @@ func (s *Server) getValueBytes(ctx context.Context, st *reqState, avg int64, cr 
 			return 0
 		}
 	}
-	seen := s.stats.observedResponse(getKey(s.listPrefix(st.r, "")), time.Now())
+	seen := s.stats.ObservedResponse(getKey(s.listPrefix(st.r, "")), time.Now())
 	if avg <= 0 && seen == 0 {
 		return unknownGetBytes
 	}
@@ -221,7 +243,7 @@ func (s *Server) getValueBytes(ctx context.Context, st *reqState, avg int64, cr 
 // observeGet records the size of a value a GET read (getValueBytes).
 func (s *Server) observeGet(st *reqState, n int) {
 	if s.cfg.Limiter != nil {
-		s.stats.observeResponse(getKey(s.listPrefix(st.r, "")), int64(n), time.Now())
+		s.stats.ObserveResponse(getKey(s.listPrefix(st.r, "")), int64(n), time.Now())
 	}
 }
 
@@ -240,7 +262,7 @@ const unknownGetBytes = 3 << 19
 func (s *Server) listResponseBytes(ctx context.Context, st *reqState, avg int64, cr *cache.Resource) (int64, int64) {
 	prefix := s.listPrefix(st.r, st.p.Namespace)
 	now := time.Now()
-	seen := s.stats.observedResponse(prefix, now)
+	seen := s.stats.ObservedResponse(prefix, now)
 	limit := st.q.Limit
 	if s.ignoresLimit(&st.q) {
 		limit = 0
@@ -252,7 +274,7 @@ func (s *Server) listResponseBytes(ctx context.Context, st *reqState, avg int64,
 		}
 		return total, avg
 	}
-	sz, err := s.stats.sampleSize(ctx, prefix, now, func() (collSize, error) { return s.sampleRange(ctx, prefix) })
+	sz, err := s.stats.SampleSize(ctx, prefix, now, func() (estimate.Collection, error) { return s.sampleRange(ctx, prefix) })
 	if err != nil {
 		return 0, avg
 	}
@@ -283,8 +305,8 @@ func (s *Server) ignoresLimit(q *Params) bool {
 // sampleRange counts the keys under prefix and samples the size of the
 // first value: one serializable etcd range of one key, whose response
 // counts the whole range.
-func (s *Server) sampleRange(ctx context.Context, prefix string) (collSize, error) {
-	var sz collSize
+func (s *Server) sampleRange(ctx context.Context, prefix string) (estimate.Collection, error) {
+	var sz estimate.Collection
 	res, err := s.store.List(ctx, store.ListOptions{Prefix: prefix, Want: 1, Serializable: true},
 		func(kv store.KV) (bool, error) {
 			sz.AvgBytes = int64(len(kv.Key) + len(kv.Value))

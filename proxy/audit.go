@@ -148,6 +148,23 @@ func (s *Server) auditEnd(rc *fasthttp.RequestCtx, path, rawQuery string, r *aud
 	if audit.Omitted(cfg, stage) && !(watching && !audit.Omitted(cfg, auditv1.StageResponseComplete)) {
 		return
 	}
+	ev := auditEvent(rc, r, &a, id, stage, failedAuthn)
+	if watching {
+		// The watch's ResponseComplete is logged when its stream ends
+		// (auditWatchEnd), from a copy of this event.
+		c := *ev
+		r.started, r.cfg = &c, cfg
+	}
+	if !audit.Omitted(cfg, stage) {
+		s.cfg.Audit.Emit(ev)
+	}
+}
+
+// auditEvent is the event of rc at stage (r's record, a its attributes,
+// id its Audit-Id): who, what, the response status (with a refusal's
+// message) and the authorization's annotations. r.mu is held.
+func auditEvent(rc *fasthttp.RequestCtx, r *auditRecord, a *authz.Attributes, id string, stage auditv1.Stage, failedAuthn bool) *auditv1.Event {
+	code := rc.Response.StatusCode()
 	ev := &auditv1.Event{
 		Level:                    auditv1.LevelMetadata,
 		AuditID:                  types.UID(id),
@@ -189,15 +206,7 @@ func (s *Server) auditEnd(rc *fasthttp.RequestCtx, path, rawQuery string, r *aud
 			ev.Annotations[decisionAnnotation] = r.decision
 		}
 	}
-	if watching {
-		// The watch's ResponseComplete is logged when its stream ends
-		// (auditWatchEnd), from a copy of this event.
-		c := *ev
-		r.started, r.cfg = &c, cfg
-	}
-	if !audit.Omitted(cfg, stage) {
-		s.cfg.Audit.Emit(ev)
-	}
+	return ev
 }
 
 // auditWatchEnd returns the function a watch calls when it ends (its

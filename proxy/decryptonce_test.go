@@ -237,7 +237,7 @@ func TestDecryptOncePerRead(t *testing.T) {
 		}
 		if name == "etcd" {
 			// The next one takes the sizes its size pass needs from
-			// what the first one's write pass recorded (sizememo.go).
+			// what the first one's write pass recorded (estimate.SizeMemo).
 			check(name, "LIST protobuf (again)", 1, all, func() {
 				code, _, body := e.raw(t, "GET", "/api/v1/namespaces/a/secrets", accepts["protobuf"])
 				if code != 200 || !bytes.Equal(body, bodies["protobuf"]) {

@@ -185,52 +185,11 @@ func (s *Server) etcdDown() bool {
 // /healthz check only that the process serves (and, for /healthz, etcd).
 func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
 	kind, only, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
-	type check struct {
-		name string
-		err  error
-		// degraded, on a check that passes, says what works on a
-		// fallback (shown with ?verbose).
-		degraded string
-		// own: a failure fails only the check's own path, not the
-		// whole (shown with ?verbose).
-		own bool
-	}
-	checks := []check{{name: "ping"}}
-	if kind != "livez" {
-		checks = append(checks, check{name: "etcd", err: s.etcdHealthy()})
-	}
-	if kind == "readyz" {
-		var err error
-		if !s.cfg.Resources.Ready() {
-			err = errNotReady
-		}
-		checks = append(checks, check{name: "resources", err: err})
-		if f := s.cfg.EtcdFailover; f != nil {
-			// lazyapi serves through the members that answer: ready, but
-			// degraded (the members are logged, not shown).
-			c := check{name: "etcd-members"}
-			if st := f(); st.Degraded() {
-				c.degraded = etcdDegraded(st)
-			}
-			checks = append(checks, c)
-		}
-		if e := s.cfg.Encryption; e != nil && e.KMS() {
-			// kube-apiserver's check: the KMS v2 plugins' Status.
-			checks = append(checks, check{name: "kms-providers", err: e.Check(rc)})
-		}
-		if s.baseCtx.Err() != nil {
-			checks = append(checks, check{name: "shutdown", err: errShuttingDown})
-		}
-		if f := s.cfg.Forward; f != nil {
-			// Reads are served while kube-apiserver is down: its check
-			// fails /readyz/kube-apiserver only.
-			checks = append(checks, check{name: "kube-apiserver", err: f.Check(rc), own: true})
-		}
-	}
+	checks := s.healthChecks(rc, kind)
 	if only != "" {
 		for _, c := range checks {
 			if c.name == only {
-				checks = []check{c}
+				checks = []healthCheck{c}
 				goto found
 			}
 		}
@@ -277,6 +236,55 @@ func (s *Server) serveHealth(rc *fasthttp.RequestCtx, path string) {
 		b.WriteString(kind + " check passed\n")
 	}
 	rc.SetBodyString(b.String())
+}
+
+// healthCheck is one check of a health path.
+type healthCheck struct {
+	name string
+	err  error
+	// degraded, on a check that passes, says what works on a
+	// fallback (shown with ?verbose).
+	degraded string
+	// own: a failure fails only the check's own path, not the
+	// whole (shown with ?verbose).
+	own bool
+}
+
+// healthChecks runs the checks of kind (healthz, livez or readyz).
+func (s *Server) healthChecks(rc *fasthttp.RequestCtx, kind string) []healthCheck {
+	checks := []healthCheck{{name: "ping"}}
+	if kind != "livez" {
+		checks = append(checks, healthCheck{name: "etcd", err: s.etcdHealthy()})
+	}
+	if kind == "readyz" {
+		var err error
+		if !s.cfg.Resources.Ready() {
+			err = errNotReady
+		}
+		checks = append(checks, healthCheck{name: "resources", err: err})
+		if f := s.cfg.EtcdFailover; f != nil {
+			// lazyapi serves through the members that answer: ready, but
+			// degraded (the members are logged, not shown).
+			c := healthCheck{name: "etcd-members"}
+			if st := f(); st.Degraded() {
+				c.degraded = etcdDegraded(st)
+			}
+			checks = append(checks, c)
+		}
+		if e := s.cfg.Encryption; e != nil && e.KMS() {
+			// kube-apiserver's check: the KMS v2 plugins' Status.
+			checks = append(checks, healthCheck{name: "kms-providers", err: e.Check(rc)})
+		}
+		if s.baseCtx.Err() != nil {
+			checks = append(checks, healthCheck{name: "shutdown", err: errShuttingDown})
+		}
+		if f := s.cfg.Forward; f != nil {
+			// Reads are served while kube-apiserver is down: its check
+			// fails /readyz/kube-apiserver only.
+			checks = append(checks, healthCheck{name: "kube-apiserver", err: f.Check(rc), own: true})
+		}
+	}
+	return checks
 }
 
 // serveDiscovery answers /version, /api, /api/v1, /apis, /apis/g, /apis/g/v

@@ -51,15 +51,15 @@ func (s *Server) SetEtcdDown(t time.Time) (recorded func() time.Time) {
 }
 
 // ObservedResponse returns the largest response of the collection key seen
-// in the last minute (collStats.observedResponse).
+// in the last minute (estimate.Stats.ObservedResponse).
 func (s *Server) ObservedResponse(key string) int64 {
-	return s.stats.observedResponse(key, time.Now())
+	return s.stats.ObservedResponse(key, time.Now())
 }
 
 // SetSizeHint sets the average value size the LISTs of the resource whose
 // hint key (etcd prefix + "/" + key prefix + "/") is key assume, as a
-// LIST's first page read from etcd does (collStats.setHint).
-func (s *Server) SetSizeHint(key string, avg int) { s.stats.setHint(key, avg) }
+// LIST's first page read from etcd does (estimate.Stats.SetHint).
+func (s *Server) SetSizeHint(key string, avg int) { s.stats.SetHint(key, avg) }
 
 // DisableSharedScans makes every watch with initial events from etcd read
 // its own list (sharedscan.go), the path before shared scans; call it

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/proxy/estimate"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
@@ -88,7 +89,7 @@ func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.R
 	if l == nil {
 		return func() {}, nil, false, nil
 	}
-	avg := int64(s.stats.hint(s.listPrefix(r, "")))
+	avg := int64(s.stats.Hint(s.listPrefix(r, "")))
 	st := &reqState{s: s, r: r, p: request.Route{Namespace: ns}}
 	resp, avg := s.listResponseBytes(ctx, st, avg, nil)
 	kind := ratelimit.Short
@@ -102,7 +103,7 @@ func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.R
 	}
 	items := etcdListItems(s.store.Config(), avg)
 	t, err := l.Admit(ctx, ratelimit.Request{Client: client, Class: "watchlist/" + r.GroupResource(), Kind: kind,
-		Bytes: estimateList(avg, items, streamBufferBytes+buffers) + extra})
+		Bytes: estimate.List(avg, items, streamBufferBytes+buffers) + extra})
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -199,5 +200,5 @@ func (s *Server) watchInitialEstimate(r *resource.Resource, cr *cache.Resource) 
 	if r.Conversion != nil {
 		buffers += codec.ConvertCost(avg)
 	}
-	return estimateList(0, cachePageItems, buffers)
+	return estimate.List(0, cachePageItems, buffers)
 }

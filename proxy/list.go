@@ -216,7 +216,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 	}
 	hintKey := s.prefix + "/" + l.st.r.KeyPrefix + "/"
 	l.opts = store.ListOptions{Prefix: l.prefix, Start: l.start, End: l.end, Rev: l.rev, Serializable: l.serial, Want: want}
-	l.opts.SizeHint = s.stats.hint(hintKey)
+	l.opts.SizeHint = s.stats.Hint(hintKey)
 	l.pg = l.newPager(l.opts)
 	page, err := l.pg.Next(ctx)
 	if errors.Is(err, store.ErrFutureRevision) {
@@ -231,7 +231,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 		page, err = l.pg.Next(ctx)
 	}
 	if avg := l.pg.AvgSize(); avg > 0 && avg != l.opts.SizeHint {
-		s.stats.setHint(hintKey, avg)
+		s.stats.SetHint(hintKey, avg)
 	}
 	if err != nil {
 		return l.readStatus(err)
@@ -299,7 +299,7 @@ func (l *lister) sizePassDecrypts(page []*mvccpb.KeyValue) bool {
 
 // sizesRecorded reports whether the size pass of a protobuf list from
 // etcd over protoBufferBytes can take the sizes of its values from what an
-// earlier LIST recorded (sizememo.go) instead of decrypting them: the
+// earlier LIST recorded (estimate.SizeMemo) instead of decrypting them: the
 // encrypted values of page, the first page, have recorded sizes, and those
 // sizes times the number of items the list will hold exceed the bound.
 // The list is then not encoded during the size pass (that encoding
@@ -316,7 +316,7 @@ func (l *lister) sizesRecorded(page []*mvccpb.KeyValue) bool {
 		if !encryption.Encrypted(kv.Value) {
 			return false // not recorded: the size pass unwraps it
 		}
-		z, ok := l.s.sizes.get(kv.Key, kv.ModRevision)
+		z, ok := l.s.sizes.Get(kv.Key, kv.ModRevision)
 		if !ok {
 			return false
 		}

@@ -276,7 +276,7 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 		lastObj = it.obj
 		if l.snap == nil && l.layout == layoutSized && it.decoded && l.s.sizes != nil && encryption.Encrypted(kv.Value) {
 			// For the size pass of the next LIST of this value.
-			l.s.sizes.put(kv.Key, kv.ModRevision, codec.SizesOf(it.obj))
+			l.s.sizes.Put(kv.Key, kv.ModRevision, codec.SizesOf(it.obj))
 		}
 		if inline {
 			return nil

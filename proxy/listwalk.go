@@ -91,8 +91,8 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, pass walkPass) (walk
 		z, ok := attrs.PlainSizes()
 		if !cached && l.s.sizes != nil {
 			// From etcd: the sizes a previous LIST's write pass
-			// recorded (sizememo.go).
-			z, ok = l.s.sizes.get(kv.Key, kv.ModRevision)
+			// recorded (estimate.SizeMemo).
+			z, ok = l.s.sizes.Get(kv.Key, kv.ModRevision)
 		}
 		if known && ok {
 			if n, ok := l.enc.itemSizeOf(z, kv.ModRevision); ok {

@@ -85,7 +85,6 @@ func (s *Server) serveOpenAPI(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 		err     error
 		v2, gv  bool
 		gvPath  string
-		jsonCT  = "application/json"
 		protoCT string
 	)
 	switch {
@@ -141,6 +140,15 @@ func (s *Server) serveOpenAPI(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 		rc.SetStatusCode(http.StatusNotModified)
 		return
 	}
+	s.writeOpenAPI(rc, doc, proto, protoCT, path)
+}
+
+// writeOpenAPI writes doc's body: protobuf (protoCT) when proto, else its
+// stored gzip when the client accepts it, else JSON; a HEAD gets the
+// length only.
+func (s *Server) writeOpenAPI(rc *fasthttp.RequestCtx, doc *openapi.Doc, proto bool, protoCT, path string) {
+	jsonCT := "application/json"
+	var err error
 	var body []byte
 	switch {
 	case proto:

@@ -145,104 +145,21 @@ func (s *Server) serveSelfReview(rc *fasthttp.RequestCtx, path string) {
 	}
 	var out runtime.Object
 	var gv schema.GroupVersion
+	var se *StatusError
 	switch path = strings.TrimSuffix(path, "/"); path {
 	case pathSSAR:
-		r, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
-		if !ok {
-			s.writeStatus(rc, ef, badRequestErr(fmt.Sprintf("not a SelfSubjectAccessReview: %T", obj)))
-			return
-		}
-		ra, nra := r.Spec.ResourceAttributes, r.Spec.NonResourceAttributes
-		if (ra == nil) == (nra == nil) {
-			field, value := "spec.resourceAttributes", `"null"`
-			if ra != nil {
-				field, value = "spec.nonResourceAttributes", "{...}"
-			}
-			s.writeStatus(rc, ef, statusErr(422, "Invalid", fmt.Sprintf(
-				`SelfSubjectAccessReview.authorization.k8s.io "" is invalid: %s: Invalid value: %s: exactly one of nonResourceAttributes or resourceAttributes must be specified`, field, value)))
-			return
-		}
-		a := authz.Attributes{User: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
-		if ra != nil {
-			a.ResourceRequest, a.Verb, a.Namespace, a.APIGroup, a.APIVersion = true, ra.Verb, ra.Namespace, ra.Group, ra.Version
-			a.Resource, a.Subresource, a.Name = ra.Resource, ra.Subresource, ra.Name
-		} else {
-			a.Path, a.Verb = nra.Path, nra.Verb
-		}
-		r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true}
-		if reason, served := servedVerb(ra, nra, s.cfg.ServesWrites); !served {
-			// What RBAC would allow, lazyapi does not do: kubectl auth
-			// can-i create ... says no.
-			r.Status = authorizationv1.SubjectAccessReviewStatus{Reason: reason}
-		} else if c := s.cfg.Authorizer; c != nil {
-			allowed, mode, reason, err := c.Authorize(&a)
-			r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: allowed, Reason: reason}
-			// A mode that denied outright (a Webhook's "denied": true)
-			// ends the chain with its name; no opinion from all leaves
-			// mode "".
-			r.Status.Denied = !allowed && mode != ""
-			if err != nil {
-				r.Status.EvaluationError = err.Error()
-			}
-		}
-		out, gv = r, authorizationv1.SchemeGroupVersion
+		out, se = s.accessReview(u, obj)
+		gv = authorizationv1.SchemeGroupVersion
 	case pathSSRR:
-		r, ok := obj.(*authorizationv1.SelfSubjectRulesReview)
-		if !ok {
-			s.writeStatus(rc, ef, badRequestErr(fmt.Sprintf("not a SelfSubjectRulesReview: %T", obj)))
-			return
-		}
-		if r.Spec.Namespace == "" {
-			s.writeStatus(rc, ef, badRequestErr("no namespace on request"))
-			return
-		}
-		var rules []authz.PolicyRule
-		var incomplete bool
-		var errs []string
-		if c := s.cfg.Authorizer; c != nil {
-			rules, incomplete, errs = c.RulesFor(u.Name, u.Groups, r.Spec.Namespace)
-		} else {
-			rules, errs = authz.AlwaysAllow{}.RulesFor(u.Name, u.Groups, r.Spec.Namespace)
-		}
-		st := authorizationv1.SubjectRulesReviewStatus{Incomplete: incomplete,
-			ResourceRules: []authorizationv1.ResourceRule{}, NonResourceRules: []authorizationv1.NonResourceRule{}}
-		for _, p := range rules {
-			if !s.cfg.ServesWrites {
-				var ok bool
-				if p, ok = readOnlyRule(p); !ok {
-					continue
-				}
-			}
-			if len(p.Resources) > 0 {
-				st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: p.Verbs, APIGroups: p.APIGroups,
-					Resources: p.Resources, ResourceNames: p.ResourceNames})
-			}
-			if len(p.NonResourceURLs) > 0 {
-				st.NonResourceRules = append(st.NonResourceRules, authorizationv1.NonResourceRule{Verbs: p.Verbs, NonResourceURLs: p.NonResourceURLs})
-			}
-		}
-		switch len(errs) {
-		case 0:
-		case 1:
-			st.EvaluationError = errs[0]
-		default:
-			st.EvaluationError = "[" + strings.Join(errs, ", ") + "]"
-		}
-		out, gv = &authorizationv1.SelfSubjectRulesReview{Status: st}, authorizationv1.SchemeGroupVersion
+		out, se = s.rulesReview(u, obj)
+		gv = authorizationv1.SchemeGroupVersion
 	case pathSSR:
-		if _, ok := obj.(*authenticationv1.SelfSubjectReview); !ok {
-			s.writeStatus(rc, ef, badRequestErr(fmt.Sprintf("not a SelfSubjectReview: %T", obj)))
-			return
-		}
-		info := authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups}
-		if len(u.Extra) > 0 {
-			info.Extra = map[string]authenticationv1.ExtraValue{}
-			for k, v := range u.Extra {
-				info.Extra[k] = v
-			}
-		}
-		out, gv = &authenticationv1.SelfSubjectReview{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(time.Now())},
-			Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: info}}, authenticationv1.SchemeGroupVersion
+		out, se = userReview(u, obj)
+		gv = authenticationv1.SchemeGroupVersion
+	}
+	if se != nil {
+		s.writeStatus(rc, ef, se)
+		return
 	}
 	mediaType := mediaJSON
 	if ef == formatProtobuf {
@@ -261,4 +178,108 @@ func (s *Server) serveSelfReview(rc *fasthttp.RequestCtx, path string) {
 	rc.SetStatusCode(fasthttp.StatusCreated)
 	rc.SetContentType(mediaType)
 	rc.SetBody(buf.Bytes())
+}
+
+// accessReview answers a SelfSubjectAccessReview: the user's access as
+// Config.Authorizer decides it, or not allowed for what lazyapi does not
+// serve.
+func (s *Server) accessReview(u *authn.User, obj runtime.Object) (runtime.Object, *StatusError) {
+	r, ok := obj.(*authorizationv1.SelfSubjectAccessReview)
+	if !ok {
+		return nil, badRequestErr(fmt.Sprintf("not a SelfSubjectAccessReview: %T", obj))
+	}
+	ra, nra := r.Spec.ResourceAttributes, r.Spec.NonResourceAttributes
+	if (ra == nil) == (nra == nil) {
+		field, value := "spec.resourceAttributes", `"null"`
+		if ra != nil {
+			field, value = "spec.nonResourceAttributes", "{...}"
+		}
+		return nil, statusErr(422, "Invalid", fmt.Sprintf(
+			`SelfSubjectAccessReview.authorization.k8s.io "" is invalid: %s: Invalid value: %s: exactly one of nonResourceAttributes or resourceAttributes must be specified`, field, value))
+	}
+	a := authz.Attributes{User: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
+	if ra != nil {
+		a.ResourceRequest, a.Verb, a.Namespace, a.APIGroup, a.APIVersion = true, ra.Verb, ra.Namespace, ra.Group, ra.Version
+		a.Resource, a.Subresource, a.Name = ra.Resource, ra.Subresource, ra.Name
+	} else {
+		a.Path, a.Verb = nra.Path, nra.Verb
+	}
+	r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true}
+	if reason, served := servedVerb(ra, nra, s.cfg.ServesWrites); !served {
+		// What RBAC would allow, lazyapi does not do: kubectl auth
+		// can-i create ... says no.
+		r.Status = authorizationv1.SubjectAccessReviewStatus{Reason: reason}
+	} else if c := s.cfg.Authorizer; c != nil {
+		allowed, mode, reason, err := c.Authorize(&a)
+		r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: allowed, Reason: reason}
+		// A mode that denied outright (a Webhook's "denied": true)
+		// ends the chain with its name; no opinion from all leaves
+		// mode "".
+		r.Status.Denied = !allowed && mode != ""
+		if err != nil {
+			r.Status.EvaluationError = err.Error()
+		}
+	}
+	return r, nil
+}
+
+// rulesReview answers a SelfSubjectRulesReview: the user's rules in the
+// namespace (without the write verbs unless the server serves writes).
+func (s *Server) rulesReview(u *authn.User, obj runtime.Object) (runtime.Object, *StatusError) {
+	r, ok := obj.(*authorizationv1.SelfSubjectRulesReview)
+	if !ok {
+		return nil, badRequestErr(fmt.Sprintf("not a SelfSubjectRulesReview: %T", obj))
+	}
+	if r.Spec.Namespace == "" {
+		return nil, badRequestErr("no namespace on request")
+	}
+	var rules []authz.PolicyRule
+	var incomplete bool
+	var errs []string
+	if c := s.cfg.Authorizer; c != nil {
+		rules, incomplete, errs = c.RulesFor(u.Name, u.Groups, r.Spec.Namespace)
+	} else {
+		rules, errs = authz.AlwaysAllow{}.RulesFor(u.Name, u.Groups, r.Spec.Namespace)
+	}
+	st := authorizationv1.SubjectRulesReviewStatus{Incomplete: incomplete,
+		ResourceRules: []authorizationv1.ResourceRule{}, NonResourceRules: []authorizationv1.NonResourceRule{}}
+	for _, p := range rules {
+		if !s.cfg.ServesWrites {
+			var ok bool
+			if p, ok = readOnlyRule(p); !ok {
+				continue
+			}
+		}
+		if len(p.Resources) > 0 {
+			st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: p.Verbs, APIGroups: p.APIGroups,
+				Resources: p.Resources, ResourceNames: p.ResourceNames})
+		}
+		if len(p.NonResourceURLs) > 0 {
+			st.NonResourceRules = append(st.NonResourceRules, authorizationv1.NonResourceRule{Verbs: p.Verbs, NonResourceURLs: p.NonResourceURLs})
+		}
+	}
+	switch len(errs) {
+	case 0:
+	case 1:
+		st.EvaluationError = errs[0]
+	default:
+		st.EvaluationError = "[" + strings.Join(errs, ", ") + "]"
+	}
+	return &authorizationv1.SelfSubjectRulesReview{Status: st}, nil
+}
+
+// userReview answers a SelfSubjectReview: the user as authenticated.
+func userReview(u *authn.User, obj runtime.Object) (runtime.Object, *StatusError) {
+	if _, ok := obj.(*authenticationv1.SelfSubjectReview); !ok {
+		return nil, badRequestErr(fmt.Sprintf("not a SelfSubjectReview: %T", obj))
+	}
+	info := authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups}
+	if len(u.Extra) > 0 {
+		info.Extra = map[string]authenticationv1.ExtraValue{}
+		for k, v := range u.Extra {
+			info.Extra[k] = v
+		}
+	}
+	return &authenticationv1.SelfSubjectReview{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(time.Now())},
+		Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: info}}, nil
 }

@@ -133,7 +133,9 @@ func (st *reqState) fail(rc *fasthttp.RequestCtx, ef format, e *StatusError) {
 }
 
 // serveResource serves GET, LIST and WATCH of a resource route; it reads
-// the request from ri only.
+// the request from ri only. Its phases: the route's resource
+// (resourceOf), the checks of a read's parameters (checkRead), the
+// watch, or the encoder (chooseEncoder) and the GET or LIST.
 func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	accept := string(rc.Request.Header.Peek("Accept"))
 	ef := errorFormat(accept)
@@ -147,72 +149,8 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	if p.Name == "" {
 		st.verb = "list"
 	}
-	r, ok := s.cfg.Resources.Lookup(p.Group, p.Version, p.Resource)
-	if ok && routed(r, &p) && r.Subresource(p.Subresource) == resource.SubConnect {
-		// Any method: kubectl exec and attach POST.
-		st.r, st.verb = r, "connect"
-		st.fail(rc, ef, connectNotServed(r, &p))
+	if !s.resourceOf(rc, st, ef) || !checkRead(rc, st, ef, watch, named) {
 		return
-	}
-	if !rc.IsGet() && !rc.IsHead() {
-		st.verb = metricVerb(rc.Method())
-		st.fail(rc, ef, methodNotAllowed(string(rc.Method())))
-		return
-	}
-	if !ok && p.Group != "" && !resource.BuiltinGroup(p.Group) {
-		// A group with no routes in kube-apiserver (unknown, or a
-		// custom resource group, which apiextensions-apiserver
-		// delegates): its NotFound handler's plain text.
-		s.writeNotFound(rc, ef, "/apis/"+p.Group)
-		st.finish(404, len(rc.Response.Body()))
-		return
-	}
-	if !ok || !routed(r, &p) {
-		st.fail(rc, ef, notFoundPath())
-		return
-	}
-	st.r, ri.Entry = r, r
-	if r.Warning != "" {
-		// kube-apiserver adds a deprecated version's warning to every
-		// response of the resource's routes, errors included.
-		rc.Response.Header.Add("Warning", r.Warning)
-	}
-	if r.Subresource(p.Subresource) == resource.SubCreateOnly {
-		// go-restful has a POST route only.
-		st.fail(rc, ef, &StatusError{Status: codec.Status{Code: 405, Reason: "MethodNotAllowed",
-			Message: "the server does not allow this method on the requested resource",
-			Details: &codec.StatusDetails{}}})
-		return
-	}
-	if !r.Servable() {
-		// A custom resource's version whose CRD converts with a webhook:
-		// lazyapi does not call conversion webhooks. 404 is what generic
-		// clients (discovery walkers, backup tools, informers) handle
-		// best: they treat the version as absent and carry on; the
-		// message says why.
-		st.fail(rc, ef, &StatusError{Status: codec.Status{Code: 404, Reason: "NotFound",
-			Message: fmt.Sprintf("%s/%s %s is stored as version %s and its CustomResourceDefinition converts between versions with a webhook, which lazyapi does not call: request %s/%s instead",
-				r.Group, r.Version, r.Resource, r.StorageVersion, r.Group, r.StorageVersion),
-			Details: &codec.StatusDetails{Group: r.Group, Kind: r.Resource}}})
-		return
-	}
-	if ri.ParamsErr != nil {
-		st.fail(rc, ef, badRequestErr(ri.ParamsErr.Error()))
-		return
-	}
-	q := ri.Params
-	st.q = q
-	if !watch && named {
-		// The registry's key function (NamespaceKeyFunc,
-		// NoNamespaceKeyFunc) refuses these before reading.
-		if p.InNamespace && p.Namespace == "" {
-			st.fail(rc, ef, badRequestErr("Namespace parameter required."))
-			return
-		}
-		if err := request.ValidName(p.Name); err != nil {
-			st.fail(rc, ef, badRequestErr(err.Error()))
-			return
-		}
 	}
 	st.gzip = !s.cfg.DisableCompression && acceptsGzip(rc.Request.Header.Peek("Accept-Encoding"))
 	if watch {
@@ -221,28 +159,16 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 		s.serveWatch(rc, st, accept, ef)
 		return
 	}
-	if p.Name == "" && q.SendInitialEvents != nil {
+	if p.Name == "" && st.q.SendInitialEvents != nil {
 		// kube-apiserver's ValidateListOptions (a GET's GetOptions have
 		// no sendInitialEvents).
 		st.fail(rc, ef, badRequestErr("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"))
 		return
 	}
-	kind := answerObject
-	if p.Name == "" {
-		kind = answerList
-	}
-	out, ok := negotiate(accept, kind, r.JSONStorage)
-	if !ok {
-		st.fail(rc, ef, notAcceptable())
+	if !s.chooseEncoder(rc, st, ef, accept) {
 		return
 	}
-	cc, err := tableColumns(r, out)
-	if err != nil {
-		st.fail(rc, ef, internalErr(err.Error()))
-		return
-	}
-	st.enc = newEncoder(s.schema, r, out, cc, includeObject(q.IncludeObject), time.Now())
-	if s.etcdDown() && !s.cacheServesAny(r, q) {
+	if s.etcdDown() && !s.cacheServesAny(st.r, st.q) {
 		// Not st.fail: a refusal without asking etcd must not extend
 		// the hold, or requests arriving within etcdDownHold of each
 		// other would keep answering 503 after etcd is back.
@@ -267,6 +193,114 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 		return
 	}
 	s.serveList(ctx, cancel, rc, st, ef)
+}
+
+// resourceOf finds the resource of st's route (st.r, st.ri.Entry) and
+// answers what kube-apiserver's router answers when it serves no read
+// there: connect subresources, methods other than GET and HEAD, unknown
+// groups and routes, create-only subresources, versions converted by a
+// webhook. It returns false when it answered.
+func (s *Server) resourceOf(rc *fasthttp.RequestCtx, st *reqState, ef format) bool {
+	p := st.p
+	r, ok := s.cfg.Resources.Lookup(p.Group, p.Version, p.Resource)
+	if ok && routed(r, &p) && r.Subresource(p.Subresource) == resource.SubConnect {
+		// Any method: kubectl exec and attach POST.
+		st.r, st.verb = r, "connect"
+		st.fail(rc, ef, connectNotServed(r, &p))
+		return false
+	}
+	if !rc.IsGet() && !rc.IsHead() {
+		st.verb = metricVerb(rc.Method())
+		st.fail(rc, ef, methodNotAllowed(string(rc.Method())))
+		return false
+	}
+	if !ok && p.Group != "" && !resource.BuiltinGroup(p.Group) {
+		// A group with no routes in kube-apiserver (unknown, or a
+		// custom resource group, which apiextensions-apiserver
+		// delegates): its NotFound handler's plain text.
+		s.writeNotFound(rc, ef, "/apis/"+p.Group)
+		st.finish(404, len(rc.Response.Body()))
+		return false
+	}
+	if !ok || !routed(r, &p) {
+		st.fail(rc, ef, notFoundPath())
+		return false
+	}
+	st.r, st.ri.Entry = r, r
+	if r.Warning != "" {
+		// kube-apiserver adds a deprecated version's warning to every
+		// response of the resource's routes, errors included.
+		rc.Response.Header.Add("Warning", r.Warning)
+	}
+	if r.Subresource(p.Subresource) == resource.SubCreateOnly {
+		// go-restful has a POST route only.
+		st.fail(rc, ef, &StatusError{Status: codec.Status{Code: 405, Reason: "MethodNotAllowed",
+			Message: "the server does not allow this method on the requested resource",
+			Details: &codec.StatusDetails{}}})
+		return false
+	}
+	if !r.Servable() {
+		// A custom resource's version whose CRD converts with a webhook:
+		// lazyapi does not call conversion webhooks. 404 is what generic
+		// clients (discovery walkers, backup tools, informers) handle
+		// best: they treat the version as absent and carry on; the
+		// message says why.
+		st.fail(rc, ef, &StatusError{Status: codec.Status{Code: 404, Reason: "NotFound",
+			Message: fmt.Sprintf("%s/%s %s is stored as version %s and its CustomResourceDefinition converts between versions with a webhook, which lazyapi does not call: request %s/%s instead",
+				r.Group, r.Version, r.Resource, r.StorageVersion, r.Group, r.StorageVersion),
+			Details: &codec.StatusDetails{Group: r.Group, Kind: r.Resource}}})
+		return false
+	}
+	return true
+}
+
+// checkRead takes the request's parameters (st.q) and refuses, before
+// reading, what kube-apiserver refuses: parameters that did not convert,
+// and on a GET a namespaced route without a namespace or an invalid name.
+// It returns false when it answered.
+func checkRead(rc *fasthttp.RequestCtx, st *reqState, ef format, watch, named bool) bool {
+	ri, p := st.ri, &st.p
+	if ri.ParamsErr != nil {
+		st.fail(rc, ef, badRequestErr(ri.ParamsErr.Error()))
+		return false
+	}
+	st.q = ri.Params
+	if !watch && named {
+		// The registry's key function (NamespaceKeyFunc,
+		// NoNamespaceKeyFunc) refuses these before reading.
+		if p.InNamespace && p.Namespace == "" {
+			st.fail(rc, ef, badRequestErr("Namespace parameter required."))
+			return false
+		}
+		if err := request.ValidName(p.Name); err != nil {
+			st.fail(rc, ef, badRequestErr(err.Error()))
+			return false
+		}
+	}
+	return true
+}
+
+// chooseEncoder negotiates the response's media type from accept and
+// sets st.enc; it answers 406 (or 500 for a table without columns) and
+// returns false when it cannot.
+func (s *Server) chooseEncoder(rc *fasthttp.RequestCtx, st *reqState, ef format, accept string) bool {
+	r := st.r
+	kind := answerObject
+	if st.p.Name == "" {
+		kind = answerList
+	}
+	out, ok := negotiate(accept, kind, r.JSONStorage)
+	if !ok {
+		st.fail(rc, ef, notAcceptable())
+		return false
+	}
+	cc, err := tableColumns(r, out)
+	if err != nil {
+		st.fail(rc, ef, internalErr(err.Error()))
+		return false
+	}
+	st.enc = newEncoder(s.schema, r, out, cc, includeObject(st.q.IncludeObject), time.Now())
+	return true
 }
 
 // cacheServesAny reports whether a request is a resourceVersion=0 read the
@@ -411,34 +445,26 @@ func typeMeta(r *resource.Resource, obj codec.Object) codec.Object {
 	return obj
 }
 
-// serveGet serves one object.
-func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState, ef format) {
+// getObject reads the object at key: from the watch cache first, from etcd
+// when the cache cannot answer (at the request's resourceVersion).
+func (s *Server) getObject(ctx context.Context, st *reqState, key string) (kv store.KV, found, cached bool, se *StatusError) {
 	r, q := st.r, st.q
-	key := s.listPrefix(r, st.p.Namespace) + st.p.Name
-	var (
-		kv     store.KV
-		found  bool
-		err    error
-		cached bool
-	)
-	// The watch cache first; etcd when it cannot answer.
 	if cr := s.cacheResource(r); cr != nil {
 		o := cacheReadOptions(q, 0, false)
 		snap, outcome, se := s.cacheSnapshot(ctx, cr, o)
 		switch outcome {
 		case cacheFail:
-			st.fail(rc, ef, se)
-			return
+			return kv, false, false, se
 		case cacheServe:
-			cached = true
 			var it cache.Item
 			if it, found = snap.Get(key); found {
 				kv = store.KV{Key: bytesutil.ToUnsafeBytes(it.Key), Value: it.Value, ModRevision: it.Rev}
 			}
+			return kv, found, true, nil
 		}
 	}
+	var err error
 	switch {
-	case cached:
 	case q.ResourceVersion == "":
 		kv, _, found, err = s.store.Get(ctx, key, 0)
 	case q.ResourceVersion == "0":
@@ -450,7 +476,18 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 		}
 	}
 	if err != nil {
-		st.fail(rc, ef, storeStatus(err, false, 0))
+		return kv, false, false, storeStatus(err, false, 0)
+	}
+	return kv, found, false, nil
+}
+
+// serveGet serves one object: read (getObject), decrypted, encoded.
+func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState, ef format) {
+	r := st.r
+	key := s.listPrefix(r, st.p.Namespace) + st.p.Name
+	kv, found, cached, se := s.getObject(ctx, st, key)
+	if se != nil {
+		st.fail(rc, ef, se)
 		return
 	}
 	if !found {

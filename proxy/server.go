@@ -35,6 +35,7 @@ import (
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
 	"github.com/lazyapi/lazyapi/openapi"
 	"github.com/lazyapi/lazyapi/proxy/conn"
+	"github.com/lazyapi/lazyapi/proxy/estimate"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
@@ -187,12 +188,12 @@ type Server struct {
 	transcoded *metrics.Counter
 	panics     *metrics.Counter
 	// sizes, with Config.Encryption, remembers the plaintext sizes of
-	// values a protobuf LIST from etcd decrypted (sizememo.go).
-	sizes *sizeMemo
+	// values a protobuf LIST from etcd decrypted (estimate.SizeMemo).
+	sizes *estimate.SizeMemo
 
-	// stats are the collection statistics (collstats.go): average value
+	// stats are the collection statistics (estimate.Stats): average value
 	// sizes, collection sizes, response sizes.
-	stats *collStats
+	stats *estimate.Stats
 	// frames shares encoded watch frames among watchers (watchframes.go).
 	frames *frameCache
 	// scans shares the etcd reads of concurrent watches' initial states
@@ -253,7 +254,7 @@ func New(cfg Config) (*Server, error) {
 		ms:     cfg.Metrics,
 		prefix: cfg.Store.Config().Prefix,
 		store:  cfg.Store,
-		stats:  newCollStats(maxCollections),
+		stats:  estimate.NewStats(estimate.MaxCollections),
 	}
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
 	s.watchCtx, s.watchCancel = context.WithCancel(s.baseCtx)
@@ -265,7 +266,7 @@ func New(cfg Config) (*Server, error) {
 	s.scans = newScanGroups(s.ms)
 	s.lists = newListGroups(s.ms)
 	if cfg.Encryption != nil {
-		s.sizes = newSizeMemo(s.ms)
+		s.sizes = estimate.NewSizeMemo(s.ms)
 	}
 	s.initialRun = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	// Renderings of objects encrypted at rest would keep plaintext beyond

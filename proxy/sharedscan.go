@@ -276,7 +276,7 @@ func (g *scanGroup) run() {
 		return
 	}
 	defer done()
-	hint := s.stats.hint(s.listPrefix(g.key.r, ""))
+	hint := s.stats.Hint(s.listPrefix(g.key.r, ""))
 	pg := s.store.NewPager(store.ListOptions{Prefix: g.key.prefix, Serializable: g.key.serializable, SizeHint: hint})
 	page, err := pg.Next(ctx)
 	if err != nil {

@@ -107,54 +107,75 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 		if err := ew.runShared(ctx, sw); err != nil || e.failed {
 			return err
 		}
-		if ew.ws.initialEnd {
-			sw.buf = e.enc.watchBookmark(sw.buf, ew.rev, true)
-			sw.m.events.Inc()
-		}
-		if err := sw.flush(); err != nil {
+		if err := ew.endInitial(sw); err != nil {
 			return err
 		}
 	}
 	if ew.pg != nil {
-		page := ew.page
-		for {
-			for _, kv := range page {
-				plain, ok := ew.match(kv)
-				if !ok {
-					continue
-				}
-				sw.batch(frameBytes(len(kv.Value)))
-				sw.buf = e.event(sw.buf, codec.EventAdded, string(kv.Key), kv.Value, plain, kv.ModRevision)
-				sw.m.events.Inc()
-				if e.failed {
-					return nil
-				}
-				if len(sw.buf) >= flushSize {
-					if err := sw.flush(); err != nil {
-						return err
-					}
-				}
-			}
-			if !ew.pg.More() {
-				break
-			}
-			var err error
-			if page, err = ew.pg.Next(ctx); err != nil {
-				return err
-			}
-		}
-		ew.pg, ew.page = nil, nil
-		if ew.listDone != nil {
-			ew.listDone()
-		}
-		if ew.ws.initialEnd {
-			sw.buf = e.enc.watchBookmark(sw.buf, ew.rev, true)
-			sw.m.events.Inc()
-		}
-		if err := sw.flush(); err != nil {
+		if stop, err := ew.runPages(ctx, sw); stop {
 			return err
 		}
 	}
+	return ew.follow(ctx, wctx, sw, w, wch)
+}
+
+// endInitial ends the initial state: its bookmark when the client asked
+// for one (sendInitialEvents), and a flush.
+func (ew *etcdWatch) endInitial(sw *watchWriter) error {
+	if ew.ws.initialEnd {
+		sw.buf = ew.enc.enc.watchBookmark(sw.buf, ew.rev, true)
+		sw.m.events.Inc()
+	}
+	return sw.flush()
+}
+
+// runPages streams the initial state read from etcd in pages (ew.pg) as
+// ADDED events, then ends it (endInitial). stop: the watch ends (with
+// err, or nil once an event could not be encoded).
+func (ew *etcdWatch) runPages(ctx context.Context, sw *watchWriter) (stop bool, err error) {
+	e := ew.enc
+	page := ew.page
+	for {
+		for _, kv := range page {
+			plain, ok := ew.match(kv)
+			if !ok {
+				continue
+			}
+			sw.batch(frameBytes(len(kv.Value)))
+			sw.buf = e.event(sw.buf, codec.EventAdded, string(kv.Key), kv.Value, plain, kv.ModRevision)
+			sw.m.events.Inc()
+			if e.failed {
+				return true, nil
+			}
+			if len(sw.buf) >= flushSize {
+				if err := sw.flush(); err != nil {
+					return true, err
+				}
+			}
+		}
+		if !ew.pg.More() {
+			break
+		}
+		if page, err = ew.pg.Next(ctx); err != nil {
+			return true, err
+		}
+	}
+	ew.pg, ew.page = nil, nil
+	if ew.listDone != nil {
+		ew.listDone()
+	}
+	if err := ew.endInitial(sw); err != nil {
+		return true, err
+	}
+	return false, nil
+}
+
+// follow streams the etcd watch's events (wch, of w under wctx) until ctx
+// ends or the watch fails; an expired revision ends it with a 410 status
+// event. With bookmarks, a quiet watch asks etcd for progress every
+// etcdBookmarkInterval and sends its revision as a BOOKMARK.
+func (ew *etcdWatch) follow(ctx, wctx context.Context, sw *watchWriter, w clientv3.Watcher, wch clientv3.WatchChan) error {
+	e := ew.enc
 	var tick <-chan time.Time
 	bookmarks := ew.bookmarks && e.enc.bookmarks()
 	if bookmarks {

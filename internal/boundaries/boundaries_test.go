@@ -113,13 +113,13 @@ func TestBoundaries(t *testing.T) {
 
 // TestProxyLayers fails when an arrow between proxy and its sub-packages
 // runs up: proxy (the handlers and the server) imports its sub-packages
-// (proxy/conn, proxy/request, ...), and a sub-package never reaches proxy itself, nor
+// (proxy/conn, proxy/estimate, proxy/request, ...), and a sub-package never reaches proxy itself, nor
 // the commands; sub-packages import each other only in the order
 // proxyLayers lists them (a package may import those before it).
 func TestProxyLayers(t *testing.T) {
 	pkgs := listPackages(t)
 	// Lowest first.
-	proxyLayers := []string{"proxy/conn", "proxy/request"}
+	proxyLayers := []string{"proxy/conn", "proxy/estimate", "proxy/request"}
 	for name, p := range pkgs {
 		if !strings.HasPrefix(name, "proxy/") {
 			continue

@@ -312,25 +312,11 @@ func (g *Gate) readHeader() error {
 		}
 		scanned = max(g.off, len(b)-3)
 		if len(b) == cap(b) {
-			c := min(2*cap(b), MaxHeaderBytes+gateBufSize)
-			if c <= len(b) {
-				g.out = len(b) // cannot grow: fasthttp answers 431
-				g.headerDeadline = time.Time{}
-				*g.buf = b
-				return nil
+			var grown bool
+			var err error
+			if b, grown, err = g.grow(b); !grown {
+				return err
 			}
-			if !g.budget.take(int64(c) - g.held.Load()) {
-				return g.refuseHeader()
-			}
-			g.held.Store(int64(c))
-			nb := make([]byte, len(b), c)
-			copy(nb, b)
-			if cap(b) == gateBufSize {
-				*g.buf = b[:0]
-				gateBufs.Put(g.buf)
-			}
-			g.buf = &nb
-			b = nb
 		}
 		arm()
 		n, err := g.Conn.Read(b[len(b):cap(b)])
@@ -347,6 +333,32 @@ func (g *Gate) readHeader() error {
 			return err
 		}
 	}
+}
+
+// grow doubles the buffer of a header that filled it (b), up to
+// MaxHeaderBytes and within the budget. grown false: the header read ends
+// here; with a nil error it cannot grow and is handed over as it is
+// (fasthttp answers 431), else the budget refused it (refuseHeader).
+func (g *Gate) grow(b []byte) (nb []byte, grown bool, err error) {
+	c := min(2*cap(b), MaxHeaderBytes+gateBufSize)
+	if c <= len(b) {
+		g.out = len(b) // cannot grow: fasthttp answers 431
+		g.headerDeadline = time.Time{}
+		*g.buf = b
+		return nil, false, nil
+	}
+	if !g.budget.take(int64(c) - g.held.Load()) {
+		return nil, false, g.refuseHeader()
+	}
+	g.held.Store(int64(c))
+	nb = make([]byte, len(b), c)
+	copy(nb, b)
+	if cap(b) == gateBufSize {
+		*g.buf = b[:0]
+		gateBufs.Put(g.buf)
+	}
+	g.buf = &nb
+	return nb, true, nil
 }
 
 // headerEnd returns the length of the header at the start of b (through

@@ -1,4 +1,4 @@
-package proxy
+package estimate
 
 import (
 	"hash/maphash"
@@ -9,16 +9,16 @@ import (
 	"github.com/lazyapi/lazyapi/codec"
 )
 
-// sizeMemo remembers the codec.ItemSizes of the plaintext of values
+// SizeMemo remembers the codec.ItemSizes of the plaintext of values
 // encrypted at rest that a protobuf LIST from etcd decrypted, by etcd key
 // and mod revision (which name one value), so that the size pass of the
 // next such LIST takes the sizes from here instead of decrypting the value
-// a second time (lister.item): without a watch cache for the resource
-// (--watch-cache-sizes=secrets#0, a resource over the cache's budget, an
-// exact revision older than its history) a protobuf LIST over 2 MiB, whose
-// head carries the size of all its items, decrypts each value once per
-// read from the second LIST on. What the watch cache records per value
-// (cache.Attrs.PlainSizes), for values it does not hold.
+// a second time (proxy's lister.item): without a watch cache for the
+// resource (--watch-cache-sizes=secrets#0, a resource over the cache's
+// budget, an exact revision older than its history) a protobuf LIST over 2
+// MiB, whose head carries the size of all its items, decrypts each value
+// once per read from the second LIST on. What the watch cache records per
+// value (cache.Attrs.PlainSizes), for values it does not hold.
 //
 // It holds no plaintext: a plaintext's sizes, which the ciphertext's length
 // tells within a block anyway. It is bounded (sizeMemoEntries; keys are
@@ -27,13 +27,13 @@ import (
 // again) can only make a LIST's items differ from its announced size,
 // which the write pass detects and aborts (never a corrupt list); that
 // pass records the true sizes, so the retry succeeds.
-type sizeMemo struct {
+type SizeMemo struct {
 	seed maphash.Seed
 	mu   sync.Mutex
 	m    map[uint64]memoEntry
 }
 
-// sizeMemoEntries bounds a sizeMemo: 2^18 values (~40-50 bytes each in
+// sizeMemoEntries bounds a SizeMemo: 2^18 values (~40-50 bytes each in
 // the map: ~13 MiB).
 const sizeMemoEntries = 1 << 18
 
@@ -44,8 +44,8 @@ type memoEntry struct {
 	format codec.Format
 }
 
-func newSizeMemo(ms *metrics.Set) *sizeMemo {
-	m := &sizeMemo{seed: maphash.MakeSeed(), m: map[uint64]memoEntry{}}
+func NewSizeMemo(ms *metrics.Set) *SizeMemo {
+	m := &SizeMemo{seed: maphash.MakeSeed(), m: map[uint64]memoEntry{}}
 	ms.GetOrCreateGauge("lazyapi_decrypt_size_memo_entries", func() float64 {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -54,8 +54,8 @@ func newSizeMemo(ms *metrics.Set) *sizeMemo {
 	return m
 }
 
-// get returns the sizes recorded for the value of key at rev.
-func (m *sizeMemo) get(key []byte, rev int64) (codec.ItemSizes, bool) {
+// Get returns the sizes recorded for the value of key at rev.
+func (m *SizeMemo) Get(key []byte, rev int64) (codec.ItemSizes, bool) {
 	h := maphash.Bytes(m.seed, key)
 	m.mu.Lock()
 	e, ok := m.m[h]
@@ -67,8 +67,8 @@ func (m *sizeMemo) get(key []byte, rev int64) (codec.ItemSizes, bool) {
 	return codec.ItemSizes{Format: e.format, Raw: int(e.raw), Meta: int(e.meta)}, true
 }
 
-// put records z for the value of key at rev.
-func (m *sizeMemo) put(key []byte, rev int64, z codec.ItemSizes) {
+// Put records z for the value of key at rev.
+func (m *SizeMemo) Put(key []byte, rev int64, z codec.ItemSizes) {
 	if z.Raw < 0 || z.Raw > 1<<31 || z.Meta > 1<<30 {
 		return
 	}
