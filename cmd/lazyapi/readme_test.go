@@ -245,6 +245,7 @@ var foreignFlags = map[string]string{
 	"--requestheader-client-ca-file":     "kube-apiserver",
 	"--requestheader-allowed-names":      "kube-apiserver",
 	"--strict":                           "helm lint",
+	"--faults":                           "lazybench robustness",
 	"--requestheader-":                   "kube-apiserver (--requestheader-*)",
 	"--server-side":                      "kubectl",
 	"--list":                             "kubectl (auth can-i)",
