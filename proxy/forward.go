@@ -151,6 +151,11 @@ func (s *Server) tryForward(rc *fasthttp.RequestCtx, ri *RequestInfo) *forward.E
 		Verb:        ri.Verb,
 		LongRunning: longRunning(ri),
 		Conn:        func() net.Conn { return upgradeConn(rc.Conn()) },
+		// A quiet stream (logs -f of a silent container, a watch of an
+		// aggregated group) ends when its client leaves, as a watch here
+		// does, not at its next write: its seat, its upstream connection
+		// and kube-apiserver's to the kubelet are let go.
+		Hangup: func(cancel func()) { go watchHangup(rc.Conn(), cancel) },
 	}
 	fr.Body, fr.ContentLength = withheldBody(rc)
 	return s.cfg.Forward.Forward(rc, &fr)

@@ -90,6 +90,7 @@ func startUpstream(t *testing.T, handle func(w http.ResponseWriter, r *http.Requ
 }
 
 func TestForwardThroughProxy(t *testing.T) {
+	logGone := make(chan struct{}, 1)
 	up, f := startUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		switch {
 		case r.Header.Get("Upgrade") != "":
@@ -115,6 +116,12 @@ func TestForwardThroughProxy(t *testing.T) {
 			json.Unmarshal(body, &cm)
 			cm.ResourceVersion = "42"
 			json.NewEncoder(w).Encode(&cm)
+		case strings.HasSuffix(r.URL.Path, "/log"):
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "line\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done() // a quiet logs -f
+			logGone <- struct{}{}
 		case r.URL.Path == "/apis":
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"metrics.k8s.io","versions":[{"groupVersion":"metrics.k8s.io/v1beta1","version":"v1beta1"}],"preferredVersion":{"groupVersion":"metrics.k8s.io/v1beta1","version":"v1beta1"}}]}`)
@@ -232,6 +239,29 @@ func TestForwardThroughProxy(t *testing.T) {
 	if got := up.requests()[3]; got.header.Get("X-Remote-User") != "alice" || got.header.Get("Authorization") != "" {
 		t.Errorf("upgrade forwarded with %v", got.header)
 	}
+
+	// A quiet stream ends upstream when its client leaves (its seat, its
+	// upstream connection let go), not at its next write.
+	req, _ = http.NewRequest("GET", te.httpsURL+"/api/v1/namespaces/ns/pods/p/log?follow=true", nil)
+	req.Header.Set("Authorization", "Bearer token-alice")
+	lc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsClient(te).Transport.(*http.Transport).TLSClientConfig}}
+	resp, err = lc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || line != "line\n" {
+		t.Fatalf("logs -f: %q, %v", line, err)
+	}
+	resp.Body.Close()
+	lc.CloseIdleConnections()
+	select {
+	case <-logGone:
+	case <-time.After(10 * time.Second):
+		t.Errorf("a quiet logs -f was still held upstream 10 s after its client left")
+	}
+	up.mu.Lock()
+	up.got = slices.DeleteFunc(up.got, func(r seen) bool { return strings.HasSuffix(r.uri, "follow=true") })
+	up.mu.Unlock()
 
 	// The documents of the whole server are kube-apiserver's (its
 	// aggregated groups listed), asked as alice.
