@@ -219,23 +219,7 @@ func (f *Forwarder) Forward(rc *fasthttp.RequestCtx, r *Request) *Error {
 	// caller's connection may remain once Forward returns.
 	body.stop(rc.Conn())
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		rw, ok := resp.Body.(io.ReadWriteCloser)
-		if !ok {
-			resp.Body.Close()
-			cancel()
-			release()
-			return &Error{Code: 502, Reason: "InternalError", Message: "kube-apiserver switched protocols on a request that cannot be upgraded"}
-		}
-		rc.HijackSetNoResponse(true)
-		rc.Hijack(func(c net.Conn) {
-			defer class.give(r.Client)
-			defer cancel()
-			if r.Conn != nil {
-				c = r.Conn()
-			}
-			f.splice(c, resp, rw)
-		})
-		return nil
+		return f.switchProtocols(rc, r, resp, cancel, release)
 	}
 	copyResponseHeader(&rc.Response.Header, resp.Header)
 	rc.SetStatusCode(resp.StatusCode)
@@ -254,6 +238,29 @@ func (f *Forwarder) Forward(rc *fasthttp.RequestCtx, r *Request) *Error {
 		}
 	}
 	rc.Response.SetBodyStream(rb, int(resp.ContentLength))
+	return nil
+}
+
+// switchProtocols answers an upgrade kube-apiserver accepted (101): rc's
+// connection is hijacked and spliced to kube-apiserver's until either side
+// closes; then the request's context ends and its seat is given back.
+func (f *Forwarder) switchProtocols(rc *fasthttp.RequestCtx, r *Request, resp *http.Response, cancel, release func()) *Error {
+	rw, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		resp.Body.Close()
+		cancel()
+		release()
+		return &Error{Code: 502, Reason: "InternalError", Message: "kube-apiserver switched protocols on a request that cannot be upgraded"}
+	}
+	rc.HijackSetNoResponse(true)
+	rc.Hijack(func(c net.Conn) {
+		defer release()
+		defer cancel()
+		if r.Conn != nil {
+			c = r.Conn()
+		}
+		f.splice(c, resp, rw)
+	})
 	return nil
 }
 

@@ -64,17 +64,11 @@ func serveAPI(ctx context.Context, o *Options, p *parts, ln, secureLn net.Listen
 	p.authorizer = authorizer
 
 	// 5c. Authentication; certificate files are re-read while serving.
-	acfg, err := o.authnConfig(p, lg)
+	stopCerts, err := startAuthn(ctx, o, p, lg)
 	if err != nil {
 		return err
 	}
-	p.authn = authn.New(acfg)
-	o.Serving.watchFiles(p.certs, p.authn)
-	if p.certs.Len() > 0 {
-		certCtx, stopCerts := context.WithCancel(ctx)
-		defer stopCerts()
-		go p.certs.Run(certCtx)
-	}
+	defer stopCerts()
 
 	// 5d. Audit log (closed after the server has drained).
 	if cfg, ok := o.auditConfig(lg.Named("audit"), p.metrics); ok {
@@ -102,13 +96,36 @@ func serveAPI(ctx context.Context, o *Options, p *parts, ln, secureLn net.Listen
 	if err != nil {
 		return fmt.Errorf("cannot create the HTTP server: %w", err)
 	}
-	if p.cache != nil && len(o.WatchCache.preload) > 0 {
-		// Warm before the storm: a restarted lazyapi fills the caches its
-		// informers will re-watch before they arrive.
-		n := srv.PreloadCache(o.WatchCache.preloadFilter())
-		lg.Info("watch cache filling at start", zap.Int("resources", n), zap.Strings("preload", o.WatchCache.preload))
-	}
+	preloadCache(o, p, srv, lg)
 	return runServer(ctx, o, p, srv, ln, secureLn, lg, stdout)
+}
+
+// startAuthn sets p.authn; the certificate files it reads are re-read
+// while serving, until stop.
+func startAuthn(ctx context.Context, o *Options, p *parts, lg *zap.Logger) (stop func(), err error) {
+	acfg, err := o.authnConfig(p, lg)
+	if err != nil {
+		return nil, err
+	}
+	p.authn = authn.New(acfg)
+	o.Serving.watchFiles(p.certs, p.authn)
+	if p.certs.Len() == 0 {
+		return func() {}, nil
+	}
+	certCtx, stopCerts := context.WithCancel(ctx)
+	go p.certs.Run(certCtx)
+	return stopCerts, nil
+}
+
+// preloadCache warms before the storm: a restarted lazyapi fills the
+// caches of --watch-cache-preload before the informers that re-watch them
+// arrive.
+func preloadCache(o *Options, p *parts, srv *proxy.Server, lg *zap.Logger) {
+	if p.cache == nil || len(o.WatchCache.preload) == 0 {
+		return
+	}
+	n := srv.PreloadCache(o.WatchCache.preloadFilter())
+	lg.Info("watch cache filling at start", zap.Int("resources", n), zap.Strings("preload", o.WatchCache.preload))
 }
 
 // startResources fills p.resources (built-ins, then the CRDs in etcd, with
