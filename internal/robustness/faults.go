@@ -47,10 +47,11 @@ const (
 var AllFaults = []string{FaultCompact, FaultCompactAll, FaultDefrag, FaultKillServer, FaultKillMember, FaultKillLeader, FaultPartition, FaultPartitionServed, FaultBigBurst}
 
 // DefaultFaults are the fault kinds a run injects by default: all but the
-// member kills. An embedded etcd member stopped while it serves can crash
-// the harness's process (etcd's embed answering a range on the backend its
-// HardStop closed: a nil bbolt transaction, seen twice in 15-minute runs),
-// so member kills run only when asked for.
+// member kills. An embedded etcd member stopped abruptly while it serves
+// can crash the harness's process (etcd's embed answering a range on the
+// backend its HardStop closed: a nil bbolt transaction, seen twice in
+// 15-minute runs), so member kills run only when asked for, and lazybench
+// stops members as etcd's own shutdown does (embedetcd.Cluster.Graceful).
 var DefaultFaults = []string{FaultCompact, FaultCompactAll, FaultDefrag, FaultKillServer, FaultPartition, FaultBigBurst}
 
 // fault is one injected fault of the schedule.
