@@ -35,9 +35,11 @@ const (
 	FaultPartition  = "partition"    // a member cut off from its peers for a few seconds
 	// FaultPartitionServed cuts off the member the server reads from (the
 	// first: a run with it starts lazyapi with --etcd-preferred-server on
-	// it): its etcd client moves to the others and back, and the watch
-	// cache re-opens every resource's etcd watch twice, each time with the
-	// changes written meanwhile to catch up.
+	// it) for 4-7 s, long enough for lazyapi's failover to leave it: its
+	// etcd client moves to the others and back, and the watch cache
+	// re-opens every resource's etcd watch twice, each time with the
+	// changes written meanwhile to catch up. The harness's writers then
+	// use the other members only, so that writes go on.
 	FaultPartitionServed = "partition-served"
 	FaultBigBurst        = "burst" // large objects written and deleted at once, past the watch cache's budget
 	faultMemberKinds     = "member"
@@ -176,7 +178,7 @@ func (h *harness) injectOne(ctx context.Context, f *fault) string {
 	case FaultPartition, FaultPartitionServed:
 		i := f.Member % len(h.cluster.Endpoints())
 		if f.Kind == FaultPartitionServed {
-			i = 0
+			i, hold = 0, hold+3*time.Second
 		}
 		h.cluster.Partition(i)
 		sleep(ctx, hold)
