@@ -31,6 +31,9 @@ import (
 var lazyapiBin, plainBin string
 
 func TestMain(m *testing.M) {
+	if env := os.Getenv(frontCtlEnv); env != "" { // a controller replica (front_controller_kube_test.go)
+		os.Exit(runFrontCtl(env))
+	}
 	dir, err := os.MkdirTemp("", "lazyapi-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cannot create temp dir:", err)
