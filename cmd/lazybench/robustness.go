@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lazyapi/lazyapi/bench"
@@ -34,11 +35,32 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
 	memLimit := fs.String("memory-limit", "512Mi", "lazyapi's --memory-limit, which its RSS must stay under (0: none, unchecked)")
 	big := fs.Bool("big-values", true, "values up to 1 MiB (else up to 64 KiB)")
+	readers := fs.Int("readers", 0, "concurrent LIST and GET clients (default 4)")
+	profile := fs.String("profile", "", "a targeted run, setting --faults, --fault-every and --readers unless given, and lazyapi flags: "+
+		robustness.ProfileNames())
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
 	if *dur <= 0 {
 		return fmt.Errorf("--duration is required (e.g. --duration 1h)")
+	}
+	var prof robustness.Profile
+	if *profile != "" {
+		var err error
+		if prof, err = robustness.LookupProfile(*profile); err != nil {
+			return err
+		}
+		given := map[string]bool{}
+		fs.Visit(func(f *pflag.Flag) { given[f.Name] = true })
+		if !given["faults"] {
+			*faults = prof.Faults
+		}
+		if !given["fault-every"] && prof.FaultEvery > 0 {
+			*every = prof.FaultEvery
+		}
+		if !given["readers"] {
+			*readers = prof.Readers
+		}
 	}
 	var limit int64
 	if *memLimit != "0" {
@@ -71,9 +93,13 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return err
 		}
 		rep, err := robustness.Run(ctx, robustness.Config{Seed: s, Duration: *dur, Cluster: cl, Out: dir, Log: stderr,
-			Faults: *faults, FaultEvery: *every, MemoryLimit: limit, BigValues: *big,
+			Faults: *faults, FaultEvery: *every, MemoryLimit: limit, BigValues: *big, Readers: *readers,
 			Start: func(ctx context.Context, eps []string) (robustness.Server, error) {
-				return robustness.StartProcess(ctx, *bin, dir, eps, *lazyFlags...)
+				args := *lazyFlags
+				if prof.ServerArgs != nil {
+					args = append(prof.ServerArgs(eps), args...)
+				}
+				return robustness.StartProcess(ctx, *bin, dir, eps, args...)
 			}})
 		cl.Close()
 		if rep != nil {
