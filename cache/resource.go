@@ -458,11 +458,14 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 		if caughtUp {
 			// Everything up to the revision the fill aimed at is
 			// applied (checkReplay): ready; the same watch goes on.
-			if ok, err := r.checkReplay(ctx, rev, &incomplete); !ok || err != nil {
+			if replayChecked {
+				ok, err := r.checkReplay(ctx, rev, &incomplete)
 				if err != nil {
 					return false, err
 				}
-				continue
+				if !ok {
+					continue
+				}
 			}
 			replaying = false
 			r.ready()
@@ -736,7 +739,7 @@ func (r *Resource) historyStart(target int64, changes []keyRev, largest int64) i
 	if len(changes) > r.history {
 		at = max(at, changes[r.history].rev-1)
 	}
-	if span := r.c.cfg.ReplayBytes / max(largest, 1); target-span > at {
+	if span := r.c.cfg.ReplayBytes / max(largest, 1); replayBounded && target-span > at {
 		at = target - span
 		r.c.cfg.Logger.Debug("the history before the fill is cut to what fits the replay's byte bound",
 			zap.String("resource", r.name), zap.Int64("revisions", span), zap.Int64("largest_sampled_value", largest),

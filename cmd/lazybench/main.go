@@ -52,6 +52,7 @@ Commands:
   run        run a scenario (list, get, watch, listflood, informers, mixed) against targets
   suite      the standard suite against lazyapi and kube-apiserver (or the reference server)
   storm      informer storms: many informers / WatchList / LIST+WATCH streams at once, lazyapi and kube-apiserver
+  kubelet    kubelet-shaped watch fan-out: N nodes' Pod, Node, Lease, Secret and ConfigMap watches under Pod, Lease and rollout writes, lazyapi and kube-apiserver
   cost       server CPU per MiB served, lazyapi and kube-apiserver over TLS (gzip over a throttled link too)
   refserver  serve the reference read API (what kube-apiserver does per request) on loopback
   etcd       run an embedded etcd (for trying things without one)
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCost(ctx, args, stdout, stderr)
 	case "storm":
 		return runStorm(ctx, args, stdout, stderr)
+	case "kubelet":
+		return runKubelet(ctx, args, stdout, stderr)
 	case "refserver":
 		return runRefServer(ctx, args, stderr)
 	case "etcd":
@@ -547,6 +550,48 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Rows: rs, Timeout: *timeout, InformerTransform: *transform, OwnConnections: *ownConns, DistinctAddresses: *distinct, Gzip: *gzip, CloseStreams: *closeStreams, Hold: *hold, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: *update, Profile: *profile,
 		Command: commandName() + " storm " + strings.Join(args, " "), Log: stderr}
 	rep, err := bench.RunStorm(ctx, cfg)
+	if rep != nil {
+		fmt.Fprint(stdout, rep.Markdown())
+	}
+	return err
+}
+
+func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	d := bench.DefaultKubeletConfig()
+	fs := newFlagSet("kubelet", "kubelet [flags]", stdout)
+	var ef etcdFlags
+	ef.add(fs)
+	fs.Lookup("etcd-servers").Usage = "external etcd (default: an embedded etcd)"
+	repo := fs.String("repo", d.Repo, "lazyapi source tree")
+	out := fs.String("out", d.Out, "results folder")
+	nodes := fs.Int("nodes", d.Nodes, "simulated nodes (kubelets), each its own client from its own loopback address")
+	podsPerNode := fs.Int("pods-per-node", d.PodsPerNode, "Pods on each node (each node watches its Pods by spec.nodeName)")
+	replicas := fs.Int("replicas", d.Replicas, "Pods per Deployment")
+	spread := fs.Int("nodes-per-deployment", d.NodesPerDeployment, "nodes a Deployment's Pods spread over, evenly (its Secrets and ConfigMaps are watched by each)")
+	secrets := fs.Int("secrets-per-pod", d.SecretsPerPod, "Secrets a Pod mounts (its Deployment's; one watch per node by metadata.name)")
+	configMaps := fs.Int("configmaps-per-pod", d.ConfigMapsPerPod, "ConfigMaps a Pod mounts (its Deployment's; one watch per node by metadata.name)")
+	leaseEvery := fs.Duration("lease-every", d.LeaseEvery, "each node's Lease renewal period")
+	podEvery := fs.Duration("pod-update-every", d.PodUpdateEvery, "each Pod's status update period (spread evenly over the Pods)")
+	rolloutEvery := fs.Duration("rollout-every", d.RolloutEvery, "period of rollouts: a Deployment's Pods replaced, one of its Secrets rotated")
+	dur := fs.Duration("duration", d.Duration, "measured window of writes (then up to 15s for the events to arrive)")
+	settle := fs.Duration("settle", d.Settle, "wait before each idle memory reading (server ready; watches open)")
+	sameAddr := fs.Bool("same-address", false, "dial every node from 127.0.0.1 (default: node i from its own loopback address 127.0.x.y)")
+	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
+	skipKube := fs.Bool("skip-kube-apiserver", false, "measure lazyapi only")
+	skipLazy := fs.Bool("skip-lazyapi", false, "measure kube-apiserver only")
+	update := updateResultsFlag(fs, "## kubelet fan-out (N nodes)")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	cfg := bench.KubeletConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix,
+		Nodes: *nodes, PodsPerNode: *podsPerNode, Replicas: *replicas, NodesPerDeployment: *spread, SecretsPerPod: *secrets, ConfigMapsPerPod: *configMaps,
+		LeaseEvery: *leaseEvery, PodUpdateEvery: *podEvery, RolloutEvery: *rolloutEvery, Duration: *dur, Settle: *settle, SameAddress: *sameAddr,
+		LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: *update,
+		Command: commandName() + " kubelet " + strings.Join(args, " "), Log: stderr}
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	rep, err := bench.RunKubelet(ctx, cfg)
 	if rep != nil {
 		fmt.Fprint(stdout, rep.Markdown())
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lazyapi/lazyapi/bench"
@@ -29,16 +30,37 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	dur := fs.Duration("duration", 0, "traffic per seed (e.g. 1h)")
 	every := fs.Duration("fault-every", 0, "mean time between two faults (default 5s)")
 	faults := fs.StringSlice("faults", robustness.DefaultFaults, "fault kinds to inject, of "+strings.Join(robustness.AllFaults, ", ")+
-		" (kill-member and kill-leader can crash the harness: its etcd members run in its process)")
+		" (kill-member and kill-leader stop a member as etcd's shutdown does, a leader handing over its leadership: the members run in the harness's process, which an abrupt stop can crash)")
 	members := fs.Int("members", 3, "etcd members (member kills and partitions need 3)")
 	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
 	memLimit := fs.String("memory-limit", "512Mi", "lazyapi's --memory-limit, which its RSS must stay under (0: none, unchecked)")
 	big := fs.Bool("big-values", true, "values up to 1 MiB (else up to 64 KiB)")
+	readers := fs.Int("readers", 0, "concurrent LIST and GET clients (default 4)")
+	profile := fs.String("profile", "", "a targeted run, setting --faults, --fault-every and --readers unless given, and lazyapi flags: "+
+		robustness.ProfileNames())
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
 	if *dur <= 0 {
 		return fmt.Errorf("--duration is required (e.g. --duration 1h)")
+	}
+	var prof robustness.Profile
+	if *profile != "" {
+		var err error
+		if prof, err = robustness.LookupProfile(*profile); err != nil {
+			return err
+		}
+		given := map[string]bool{}
+		fs.Visit(func(f *pflag.Flag) { given[f.Name] = true })
+		if !given["faults"] {
+			*faults = prof.Faults
+		}
+		if !given["fault-every"] && prof.FaultEvery > 0 {
+			*every = prof.FaultEvery
+		}
+		if !given["readers"] {
+			*readers = prof.Readers
+		}
 	}
 	var limit int64
 	if *memLimit != "0" {
@@ -70,10 +92,15 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if err != nil {
 			return err
 		}
+		cl.Graceful = true // member kills: etcd's own shutdown, which the harness's process survives
 		rep, err := robustness.Run(ctx, robustness.Config{Seed: s, Duration: *dur, Cluster: cl, Out: dir, Log: stderr,
-			Faults: *faults, FaultEvery: *every, MemoryLimit: limit, BigValues: *big,
+			Faults: *faults, FaultEvery: *every, MemoryLimit: limit, BigValues: *big, Readers: *readers,
 			Start: func(ctx context.Context, eps []string) (robustness.Server, error) {
-				return robustness.StartProcess(ctx, *bin, dir, eps, *lazyFlags...)
+				args := *lazyFlags
+				if prof.ServerArgs != nil {
+					args = append(prof.ServerArgs(eps), args...)
+				}
+				return robustness.StartProcess(ctx, *bin, dir, eps, args...)
 			}})
 		cl.Close()
 		if rep != nil {

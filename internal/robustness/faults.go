@@ -26,25 +26,34 @@ type Cluster interface {
 
 // Fault kinds.
 const (
-	FaultCompact     = "compact"      // compaction to a recent revision
-	FaultCompactAll  = "compact-head" // compaction to etcd's head: past what watchers and continue tokens need
-	FaultDefrag      = "defrag"       // defragmentation of a member
-	FaultKillServer  = "kill-server"  // SIGKILL of the server under test, restarted at once
-	FaultKillMember  = "kill-member"  // an etcd member killed, restarted after a few seconds
-	FaultKillLeader  = "kill-leader"  // the leader killed (a leader change), restarted after a few seconds
-	FaultPartition   = "partition"    // a member cut off from its peers for a few seconds
-	FaultBigBurst    = "burst"        // large objects written and deleted at once, past the watch cache's budget
-	faultMemberKinds = "member"
+	FaultCompact    = "compact"      // compaction to a recent revision
+	FaultCompactAll = "compact-head" // compaction to etcd's head: past what watchers and continue tokens need
+	FaultDefrag     = "defrag"       // defragmentation of a member
+	FaultKillServer = "kill-server"  // SIGKILL of the server under test, restarted at once
+	FaultKillMember = "kill-member"  // an etcd member killed, restarted after a few seconds
+	FaultKillLeader = "kill-leader"  // the leader killed (a leader change), restarted after a few seconds
+	FaultPartition  = "partition"    // a member cut off from its peers for a few seconds
+	// FaultPartitionServed cuts off the member the server reads from (the
+	// first: a run with it starts lazyapi with --etcd-preferred-server on
+	// it) for 4-7 s, long enough for lazyapi's failover to leave it: its
+	// etcd client moves to the others and back, and the watch cache
+	// re-opens every resource's etcd watch twice, each time with the
+	// changes written meanwhile to catch up. The harness's writers then
+	// use the other members only, so that writes go on.
+	FaultPartitionServed = "partition-served"
+	FaultBigBurst        = "burst" // large objects written and deleted at once, past the watch cache's budget
+	faultMemberKinds     = "member"
 )
 
 // AllFaults are every fault kind.
-var AllFaults = []string{FaultCompact, FaultCompactAll, FaultDefrag, FaultKillServer, FaultKillMember, FaultKillLeader, FaultPartition, FaultBigBurst}
+var AllFaults = []string{FaultCompact, FaultCompactAll, FaultDefrag, FaultKillServer, FaultKillMember, FaultKillLeader, FaultPartition, FaultPartitionServed, FaultBigBurst}
 
 // DefaultFaults are the fault kinds a run injects by default: all but the
-// member kills. An embedded etcd member stopped while it serves can crash
-// the harness's process (etcd's embed answering a range on the backend its
-// HardStop closed: a nil bbolt transaction, seen twice in 15-minute runs),
-// so member kills run only when asked for.
+// member kills. An embedded etcd member stopped abruptly while it serves
+// can crash the harness's process (etcd's embed answering a range on the
+// backend its HardStop closed: a nil bbolt transaction, seen twice in
+// 15-minute runs), so member kills run only when asked for, and lazybench
+// stops members as etcd's own shutdown does (embedetcd.Cluster.Graceful).
 var DefaultFaults = []string{FaultCompact, FaultCompactAll, FaultDefrag, FaultKillServer, FaultPartition, FaultBigBurst}
 
 // fault is one injected fault of the schedule.
@@ -166,8 +175,11 @@ func (h *harness) injectOne(ctx context.Context, f *fault) string {
 			return err.Error()
 		}
 		return fmt.Sprintf("member %d down for %s", i, hold)
-	case FaultPartition:
+	case FaultPartition, FaultPartitionServed:
 		i := f.Member % len(h.cluster.Endpoints())
+		if f.Kind == FaultPartitionServed {
+			i, hold = 0, hold+3*time.Second
+		}
 		h.cluster.Partition(i)
 		sleep(ctx, hold)
 		h.cluster.Heal(i)
@@ -225,7 +237,7 @@ func (h *harness) setCompacted(rev int64) {
 func usable(want []string, members int) []string {
 	var out []string
 	for _, k := range want {
-		if members < 3 && slices.Contains([]string{FaultKillMember, FaultKillLeader, FaultPartition}, k) {
+		if members < 3 && slices.Contains([]string{FaultKillMember, FaultKillLeader, FaultPartition, FaultPartitionServed}, k) {
 			continue
 		}
 		out = append(out, k)
