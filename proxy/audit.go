@@ -36,13 +36,15 @@ const auditKey = "lazyapi.audit"
 
 // auditRecord is what a request's event needs beyond the request itself.
 type auditRecord struct {
-	received  time.Time
-	requestor *authn.User // nil: not authenticated (failed, or authentication off)
-	attrs     authz.Attributes
-	authzRan  bool   // attrs, decision and reason are set
-	decision  string // authorization.k8s.io/decision: allow, forbid, or "" (an error)
-	reason    string
-	message   string // a 403's Status message
+	received       time.Time
+	id             string // the Audit-Id: the client's (auditID) or a new one
+	path, rawQuery string
+	requestor      *authn.User // nil: not authenticated (failed, or authentication off)
+	attrs          authz.Attributes
+	authzRan       bool   // attrs, decision and reason are set
+	decision       string // authorization.k8s.io/decision: allow, forbid, or "" (an error)
+	reason         string
+	message        string // a 403's Status message
 
 	// A watch's end (auditWatchEnd) may come before auditEnd (a watch
 	// refused before its stream) or after it (the stream's end); mu
@@ -77,16 +79,73 @@ func (s *Server) auditRequest(rc *fasthttp.RequestCtx, path, rawQuery string) fu
 	if s.cfg.Audit == nil {
 		return noAudit
 	}
-	r := &auditRecord{received: time.Now()}
+	r := &auditRecord{received: time.Now(), id: auditID(rc), path: path, rawQuery: rawQuery}
 	rc.SetUserValue(auditKey, r)
+	if publicPath(path) {
+		// Not authenticated here: received as it is.
+		s.auditReceived(rc, r)
+	}
 	return func() { s.auditEnd(rc, path, rawQuery, r) }
 }
 
 // auditAuthenticated records the authenticated requestor (before any
-// impersonation).
+// impersonation) and logs the request's RequestReceived event.
 func (s *Server) auditAuthenticated(rc *fasthttp.RequestCtx, u *authn.User) {
 	if r, ok := rc.UserValue(auditKey).(*auditRecord); ok {
 		r.requestor = u
+		s.auditReceived(rc, r)
+	}
+}
+
+// auditReceived logs r's RequestReceived event unless the policy omits
+// it: kube-apiserver's audit filter logs it once the request is
+// authenticated (a failed authentication has none), before impersonation
+// and authorization, so it names the requestor, no impersonated user, no
+// decision and no response.
+func (s *Server) auditReceived(rc *fasthttp.RequestCtx, r *auditRecord) {
+	var a authz.Attributes
+	var ri RequestInfo
+	request.Resolve(&ri, bytesutil.ToUnsafeString(rc.Method()), r.path, r.rawQuery)
+	ri.Attributes(&a)
+	if audit.Omitted(s.cfg.Audit.Evaluate(policyAttributes(&a, r.requestor)), auditv1.StageRequestReceived) {
+		return
+	}
+	ev := &auditv1.Event{
+		Level: auditv1.LevelMetadata, AuditID: types.UID(r.id), Stage: auditv1.StageRequestReceived,
+		RequestURI: string(rc.RequestURI()), Verb: a.Verb, SourceIPs: sourceIPs(rc), UserAgent: userAgent(rc),
+		ObjectRef:                objectRef(&a),
+		RequestReceivedTimestamp: metav1.NewMicroTime(r.received), StageTimestamp: metav1.NewMicroTime(time.Now()),
+	}
+	if r.requestor != nil {
+		ev.User = userInfo(r.requestor)
+	}
+	s.cfg.Audit.Emit(ev)
+}
+
+// policyAttributes are the attributes the audit policy sees: a's, with
+// the requestor (nil: not authenticated) as kube-apiserver's audit filter
+// (which runs before impersonation).
+func policyAttributes(a *authz.Attributes, requestor *authn.User) *authorizer.AttributesRecord {
+	pa := &authorizer.AttributesRecord{
+		Verb: a.Verb, Namespace: a.Namespace, APIGroup: a.APIGroup, APIVersion: a.APIVersion,
+		Resource: a.Resource, Subresource: a.Subresource, Name: a.Name,
+		ResourceRequest: a.ResourceRequest, Path: a.Path,
+	}
+	if requestor != nil {
+		pa.User = &user.DefaultInfo{Name: requestor.Name, UID: requestor.UID, Groups: requestor.Groups, Extra: requestor.Extra}
+	}
+	return pa
+}
+
+// objectRef is the event's objectRef of a resource request (nil for
+// others).
+func objectRef(a *authz.Attributes) *auditv1.ObjectReference {
+	if !a.ResourceRequest {
+		return nil
+	}
+	return &auditv1.ObjectReference{
+		Resource: a.Resource, Namespace: a.Namespace, Name: a.Name,
+		APIGroup: a.APIGroup, APIVersion: a.APIVersion, Subresource: a.Subresource,
 	}
 }
 
@@ -120,21 +179,12 @@ func (s *Server) auditEnd(rc *fasthttp.RequestCtx, path, rawQuery string, r *aud
 		request.Resolve(&ri, bytesutil.ToUnsafeString(rc.Method()), path, rawQuery)
 		ri.Attributes(&a)
 	}
-	// The policy sees the requestor, as kube-apiserver's audit filter
-	// (which runs before impersonation).
-	pa := authorizer.AttributesRecord{
-		Verb: a.Verb, Namespace: a.Namespace, APIGroup: a.APIGroup, APIVersion: a.APIVersion,
-		Resource: a.Resource, Subresource: a.Subresource, Name: a.Name,
-		ResourceRequest: a.ResourceRequest, Path: a.Path,
-	}
-	if r.requestor != nil {
-		pa.User = &user.DefaultInfo{Name: r.requestor.Name, UID: r.requestor.UID, Groups: r.requestor.Groups, Extra: r.requestor.Extra}
-	}
-	cfg := s.cfg.Audit.Evaluate(&pa)
+	cfg := s.cfg.Audit.Evaluate(policyAttributes(&a, r.requestor))
 	// A failed authentication and a watch are logged when their response
 	// starts (kube-apiserver: WithFailedAuthenticationAudit, and a
-	// long-running request's ResponseStarted); lazyapi does not log a
-	// watch's end.
+	// long-running request's ResponseStarted); a watch's ResponseComplete
+	// when its stream ends, or now when it was refused or has ended: as
+	// kube-apiserver, a watch has both, whatever its code.
 	stage := auditv1.StageResponseComplete
 	failedAuthn := code == fasthttp.StatusUnauthorized && r.requestor == nil
 	r.mu.Lock()
@@ -143,7 +193,7 @@ func (s *Server) auditEnd(rc *fasthttp.RequestCtx, path, rawQuery string, r *aud
 	if failedAuthn || watching {
 		stage = auditv1.StageResponseStarted
 	}
-	id := auditID(rc)
+	id := r.id
 	rc.Response.Header.Set("Audit-Id", id)
 	if audit.Omitted(cfg, stage) && !(watching && !audit.Omitted(cfg, auditv1.StageResponseComplete)) {
 		return
@@ -154,6 +204,11 @@ func (s *Server) auditEnd(rc *fasthttp.RequestCtx, path, rawQuery string, r *aud
 		// (auditWatchEnd), from a copy of this event.
 		c := *ev
 		r.started, r.cfg = &c, cfg
+	}
+	if a.Verb == "watch" && !watching && !failedAuthn && !audit.Omitted(cfg, auditv1.StageResponseStarted) {
+		c := *ev
+		c.Stage = auditv1.StageResponseStarted
+		s.cfg.Audit.Emit(&c)
 	}
 	if !audit.Omitted(cfg, stage) {
 		s.cfg.Audit.Emit(ev)
@@ -184,12 +239,7 @@ func auditEvent(rc *fasthttp.RequestCtx, r *auditRecord, a *authz.Attributes, id
 			ev.ImpersonatedUser = &iu
 		}
 	}
-	if a.ResourceRequest {
-		ev.ObjectRef = &auditv1.ObjectReference{
-			Resource: a.Resource, Namespace: a.Namespace, Name: a.Name,
-			APIGroup: a.APIGroup, APIVersion: a.APIVersion, Subresource: a.Subresource,
-		}
-	}
+	ev.ObjectRef = objectRef(a)
 	if code >= 400 {
 		st := ev.ResponseStatus
 		st.Status, st.Reason = metav1.StatusFailure, metav1.StatusReason(reasonForCode(code))

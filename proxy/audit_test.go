@@ -26,7 +26,10 @@ import (
 // TestAuditEvents: with an audit log, an allowed, a forbidden, an
 // impersonated and an unauthenticated request each produce one
 // audit.k8s.io/v1 Event, a watch two (ResponseStarted, ResponseComplete at
-// its end), (decoded strictly with kube-apiserver's audit
+// its end; a refused watch both at once), every authenticated request a
+// RequestReceived event before them (the requestor's, without
+// impersonated user: kube-apiserver logs it before impersonation),
+// (decoded strictly with kube-apiserver's audit
 // scheme) with kube-apiserver's fields at level Metadata; health probes
 // produce none, and no token reaches the file.
 func TestAuditEvents(t *testing.T) {
@@ -75,7 +78,12 @@ func TestAuditEvents(t *testing.T) {
 			stage: auditv1.StageResponseComplete, verb: "get", user: "root", impersonate: "nobody", decision: "forbid"},
 		{uri: "/api/v1/namespaces/ns/secrets?labelSelector=a%3Db", token: "wrong-token", code: 401, stage: auditv1.StageResponseStarted, verb: "list"},
 		{uri: "/api/v1/namespaces/ns/configmaps?watch=1&timeoutSeconds=1", token: "token-20", code: 200, stage: auditv1.StageResponseStarted, verb: "watch", user: "root", decision: "allow"},
+		// Refused: ResponseStarted and ResponseComplete at once (checked apart).
+		{uri: "/api/v1/namespaces/zz-none/secrets?watch=1", token: "token-00", code: 403, stage: auditv1.StageResponseStarted, verb: "watch", user: "alice", decision: "forbid"},
 	}
+	// Every authenticated request also has a RequestReceived event
+	// (the default policy omits no stage), the refused watch two events.
+	const received = 5
 	ids := map[string]bool{}
 	for _, c := range cases {
 		code, id := do(c.uri, c.token, c.hdr...)
@@ -90,8 +98,8 @@ func TestAuditEvents(t *testing.T) {
 	// The watch's ResponseComplete is logged when its stream has ended,
 	// just after its client saw the end.
 	waitFor(t, "the audit events written", func() error {
-		if n, _ := metricValue(ms, "lazyapi_audit_events_total"); int(n) != len(cases)+1 {
-			return fmt.Errorf("%v events written, want %d", n, len(cases)+1)
+		if n, _ := metricValue(ms, "lazyapi_audit_events_total"); int(n) != len(cases)+2+received {
+			return fmt.Errorf("%v events written, want %d", n, len(cases)+2+received)
 		}
 		return nil
 	})
@@ -108,7 +116,7 @@ func TestAuditEvents(t *testing.T) {
 		}
 	}
 	dec := serializer.NewCodecFactory(kaudit.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	var events []*auditv1.Event
+	var events, rr []*auditv1.Event
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		obj, gvk, err := dec.Decode(sc.Bytes(), nil, nil)
@@ -119,16 +127,35 @@ func TestAuditEvents(t *testing.T) {
 		if !ok {
 			t.Fatalf("decoded a %s (%T), want audit.k8s.io/v1 Event", gvk, obj)
 		}
+		if ev.Stage == auditv1.StageRequestReceived {
+			rr = append(rr, ev)
+			continue
+		}
 		events = append(events, ev)
 	}
-	if len(events) != len(cases)+1 {
-		t.Fatalf("%d events, want %d (two for the watch, none for /livez):\n%s", len(events), len(cases)+1, data)
+	if len(events) != len(cases)+2 || len(rr) != received {
+		t.Fatalf("%d events and %d RequestReceived, want %d (two for each watch, none for /livez) and %d:\n%s", len(events), len(rr), len(cases)+2, received, data)
 	}
 	if started, done := events[4], events[5]; done.Stage != auditv1.StageResponseComplete || done.AuditID != started.AuditID ||
 		done.Verb != "watch" || done.ResponseStatus.Code != 200 || done.StageTimestamp.Before(&started.StageTimestamp) {
 		t.Errorf("the watch's ResponseComplete: %+v\nafter %+v", done, started)
 	}
-	for i, c := range cases {
+	// RequestReceived: the requestor, no impersonated user, decision or
+	// response, the ID of the request's later events.
+	for i, ev := range rr {
+		if ev.User.Username == "" || ev.ImpersonatedUser != nil || ev.ResponseStatus != nil || len(ev.Annotations) != 0 ||
+			!ids[string(ev.AuditID)] || ev.ObjectRef == nil || ev.Verb == "" || ev.Level != auditv1.LevelMetadata {
+			t.Errorf("RequestReceived event %d: %+v", i, ev)
+		}
+	}
+	if rr[2].User.Username != "root" || rr[2].Verb != "get" || !strings.Contains(rr[2].RequestURI, "/secrets/s1") {
+		t.Errorf("the impersonated request's RequestReceived event: %+v, want root's", rr[2])
+	}
+	if started, done := events[6], events[7]; started.Stage != auditv1.StageResponseStarted || done.Stage != auditv1.StageResponseComplete ||
+		started.AuditID != done.AuditID || started.ResponseStatus.Code != 403 || done.ResponseStatus.Code != 403 || done.Verb != "watch" {
+		t.Errorf("the refused watch's events: %+v\n%+v; want ResponseStarted and ResponseComplete, 403", started, done)
+	}
+	for i, c := range cases[:len(cases)-1] {
 		ev := events[i]
 		if ev.Level != auditv1.LevelMetadata || ev.Stage != c.stage || ev.RequestURI != c.uri || ev.Verb != c.verb ||
 			ev.User.Username != c.user || ev.ResponseStatus == nil || int(ev.ResponseStatus.Code) != c.code ||

@@ -278,7 +278,7 @@ func TestRunPlainPortCredentials(t *testing.T) {
 }
 
 // TestRunAuditLog runs lazyapi with --audit-log-path: an allowed and a
-// forbidden request are in the file when run returns, as audit.k8s.io/v1
+// forbidden request (received and completed) are in the file when run returns, as audit.k8s.io/v1
 // Events; bad audit flags are usage errors naming the flag.
 func TestRunAuditLog(t *testing.T) {
 	etcd := etcdtest.Start(t)
@@ -314,9 +314,16 @@ func TestRunAuditLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if len(lines) != 2 || strings.Contains(string(data), "tok-") {
-		t.Fatalf("audit log:\n%s\nwant 2 events and no token", data)
+	// Each request's RequestReceived event (the default policy omits no
+	// stage, as kube-apiserver's Metadata policy), then its ResponseComplete.
+	var lines []string
+	for l := range strings.Lines(strings.TrimSpace(string(data))) {
+		if !strings.Contains(l, `"stage":"RequestReceived"`) {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	if len(lines) != 2 || strings.Count(string(data), `"stage":"RequestReceived"`) != 2 || strings.Contains(string(data), "tok-") {
+		t.Fatalf("audit log:\n%s\nwant 2 RequestReceived and 2 ResponseComplete events and no token", data)
 	}
 	for i, want := range []struct {
 		user, decision string

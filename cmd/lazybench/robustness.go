@@ -30,7 +30,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	dur := fs.Duration("duration", 0, "traffic per seed (e.g. 1h)")
 	every := fs.Duration("fault-every", 0, "mean time between two faults (default 5s)")
 	faults := fs.StringSlice("faults", robustness.DefaultFaults, "fault kinds to inject, of "+strings.Join(robustness.AllFaults, ", ")+
-		" (kill-member and kill-leader can crash the harness: its etcd members run in its process)")
+		" (kill-member and kill-leader stop a member as etcd's shutdown does, a leader handing over its leadership: the members run in the harness's process, which an abrupt stop can crash)")
 	members := fs.Int("members", 3, "etcd members (member kills and partitions need 3)")
 	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
 	memLimit := fs.String("memory-limit", "512Mi", "lazyapi's --memory-limit, which its RSS must stay under (0: none, unchecked)")
@@ -92,6 +92,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if err != nil {
 			return err
 		}
+		cl.Graceful = true // member kills: etcd's own shutdown, which the harness's process survives
 		rep, err := robustness.Run(ctx, robustness.Config{Seed: s, Duration: *dur, Cluster: cl, Out: dir, Log: stderr,
 			Faults: *faults, FaultEvery: *every, MemoryLimit: limit, BigValues: *big, Readers: *readers,
 			Start: func(ctx context.Context, eps []string) (robustness.Server, error) {

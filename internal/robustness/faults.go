@@ -35,9 +35,11 @@ const (
 	FaultPartition  = "partition"    // a member cut off from its peers for a few seconds
 	// FaultPartitionServed cuts off the member the server reads from (the
 	// first: a run with it starts lazyapi with --etcd-preferred-server on
-	// it): its etcd client moves to the others and back, and the watch
-	// cache re-opens every resource's etcd watch twice, each time with the
-	// changes written meanwhile to catch up.
+	// it) for 4-7 s, long enough for lazyapi's failover to leave it: its
+	// etcd client moves to the others and back, and the watch cache
+	// re-opens every resource's etcd watch twice, each time with the
+	// changes written meanwhile to catch up. The harness's writers then
+	// use the other members only, so that writes go on.
 	FaultPartitionServed = "partition-served"
 	FaultBigBurst        = "burst" // large objects written and deleted at once, past the watch cache's budget
 	faultMemberKinds     = "member"
@@ -47,10 +49,11 @@ const (
 var AllFaults = []string{FaultCompact, FaultCompactAll, FaultDefrag, FaultKillServer, FaultKillMember, FaultKillLeader, FaultPartition, FaultPartitionServed, FaultBigBurst}
 
 // DefaultFaults are the fault kinds a run injects by default: all but the
-// member kills. An embedded etcd member stopped while it serves can crash
-// the harness's process (etcd's embed answering a range on the backend its
-// HardStop closed: a nil bbolt transaction, seen twice in 15-minute runs),
-// so member kills run only when asked for.
+// member kills. An embedded etcd member stopped abruptly while it serves
+// can crash the harness's process (etcd's embed answering a range on the
+// backend its HardStop closed: a nil bbolt transaction, seen twice in
+// 15-minute runs), so member kills run only when asked for, and lazybench
+// stops members as etcd's own shutdown does (embedetcd.Cluster.Graceful).
 var DefaultFaults = []string{FaultCompact, FaultCompactAll, FaultDefrag, FaultKillServer, FaultPartition, FaultBigBurst}
 
 // fault is one injected fault of the schedule.
@@ -175,7 +178,7 @@ func (h *harness) injectOne(ctx context.Context, f *fault) string {
 	case FaultPartition, FaultPartitionServed:
 		i := f.Member % len(h.cluster.Endpoints())
 		if f.Kind == FaultPartitionServed {
-			i = 0
+			i, hold = 0, hold+3*time.Second
 		}
 		h.cluster.Partition(i)
 		sleep(ctx, hold)

@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -220,7 +221,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	h := &harness{cfg: cfg, prefix: cfg.Prefix, cluster: cfg.Cluster, model: newModel(), ops: make(chan *op, 4096)}
 	h.faults = schedule(cfg.Seed, cfg.Duration, cfg.FaultEvery, usable(cfg.Faults, len(eps)), len(eps))
 	var err error
-	if h.cli, err = newEtcdClient(eps); err != nil {
+	writeEps := eps
+	if slices.Contains(cfg.Faults, FaultPartitionServed) && len(eps) > 1 {
+		writeEps = eps[1:] // the first is the server's, cut off by the fault
+	}
+	if h.cli, err = newEtcdClient(writeEps); err != nil {
 		return nil, err
 	}
 	defer h.cli.Close()

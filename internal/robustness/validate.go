@@ -92,7 +92,8 @@ func (h *harness) scope(o *op) (scope, error) {
 	return s, nil
 }
 
-// validateStatus: 410 only for a revision etcd really compacted; 429,
+// validateStatus: 410 only for a revision etcd really compacted (a LIST's
+// Exact revision or continue token, a watch's resourceVersion); 429,
 // 503 and 504 are documented refusals (counted); anything else is not.
 func (h *harness) validateStatus(o *op, bad badFunc) *violation {
 	h.stats.count(fmt.Sprintf("%s %d %s", o.Verb, o.Code, o.Reason))
@@ -114,25 +115,6 @@ func (h *harness) validateStatus(o *op, bad badFunc) *violation {
 			rv = o.Pages[0].RV // an expired continue token
 		}
 		if rv > 0 && rv < o.Compacted {
-			return nil
-		}
-		if o.Verb == "watch" {
-			// A watch from a revision older than the watch cache's
-			// history gets 410 although etcd still has the revision:
-			// kube-apiserver's cacher answers "too old resource version"
-			// too (it does not go to etcd for it). Counted by what made
-			// the history start after the revision, as far as the harness
-			// can tell; LISTs (Exact, continue) stay strict.
-			switch {
-			case o.Mode == "back":
-				h.stats.count("watch 410 for an uncompacted revision: from a revision some way back")
-			case o.Gen != o.FromGen:
-				h.stats.count("watch 410 for an uncompacted revision: the server restarted since")
-			case o.Compacted > o.FromComp:
-				h.stats.count("watch 410 for an uncompacted revision: a compaction since (the cache re-listed)")
-			default:
-				h.stats.count("watch 410 for an uncompacted revision: other (a cache re-fill, e.g. evicted)")
-			}
 			return nil
 		}
 		return bad("410 Gone only for a compacted revision", "%d %s for revision %d, etcd compacted at %d", o.Code, o.Reason, rv, o.Compacted)
