@@ -51,7 +51,8 @@ type idleCostRow struct {
 // (its own /metrics) against the sample before it, in the same process:
 // plain watches, TLS watches, then idle keep-alive connections after one
 // GET (plain, TLS), which is what the connection alone costs (what HTTP/2
-// multiplexing could save per watch, at most).
+// multiplexing could save per watch, at most). Then the watches' clients
+// close their connections: every watch must end and give its seat back.
 //
 // CI opens 300 of each and checks that the heap + stacks of an idle watch
 // stay within what the limiter reserves for it (proxy's watchIdleBytes,
@@ -159,7 +160,7 @@ func measureIdleCost(t *testing.T, etcd *etcdtest.Server, bin string, tlsConf *t
 		return idleSample{rss: float64(vmRSS(p.cmd.Process.Pid)), heap: scrape(p.URL, "go_memstats_heap_inuse_bytes"),
 			stacks: scrape(p.URL, "go_memstats_stack_inuse_bytes"), goroutines: scrape(p.URL, "go_goroutines")}
 	}
-	var all []net.Conn
+	var all, watches []net.Conn
 	defer func() { closeAll(all) }()
 	var rows []idleCostRow
 	prev := sample()
@@ -183,7 +184,7 @@ func measureIdleCost(t *testing.T, etcd *etcdtest.Server, bin string, tlsConf *t
 		addr := func(i int) net.IP { return loopback(ph.block+i/10000, i%10000) }
 		if ph.watch {
 			open, codes, errs := openWatchesAt(dial, n, addr, watchPath)
-			all = append(all, open...)
+			all, watches = append(all, open...), append(watches, open...)
 			if codes[200] != n {
 				t.Fatalf("%d %ss: codes %v (first error %q), want all 200", n, ph.what, codes, first(errs))
 			}
@@ -210,6 +211,18 @@ func measureIdleCost(t *testing.T, etcd *etcdtest.Server, bin string, tlsConf *t
 			heapStacks: (cur.heap + cur.stacks - prev.heap - prev.stacks) / float64(n) / 1024,
 			gorPC:      (cur.goroutines - prev.goroutines) / float64(n)})
 		prev = cur
+	}
+	// A client that goes away ends its watch although the watch writes
+	// nothing: the hang-up is noticed (conn.Hangups' epoll, issue 26)
+	// and the watch's seat given back.
+	closeAll(watches)
+	deadline := time.Now().Add(30 * time.Second)
+	for scrape(p.URL, "lazyapi_watchers_open") != 0 || scrape(p.URL, `lazyapi_ratelimit_inflight{kind="watch"}`) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the clients of %d idle watches closed their connections: lazyapi_watchers_open = %v, inflight watches %v; want 0",
+				len(watches), scrape(p.URL, "lazyapi_watchers_open"), scrape(p.URL, `lazyapi_ratelimit_inflight{kind="watch"}`))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	return rows
 }

@@ -19,7 +19,7 @@ import (
 // watchers of 100 such Secrets allocated 1.6 GB and the heap grew to 6
 // times its live size, bench/RESULTS.md ## storm: large objects).
 func TestWatchWriterReusesLargeFrames(t *testing.T) {
-	sw := &watchWriter{w: bufio.NewWriterSize(io.Discard, 512), buf: make([]byte, 0, watchIdleBuf)}
+	sw := &watchWriter{w: bufio.NewWriterSize(io.Discard, 512)}
 	value := make([]byte, 1<<20)
 	frame := func() {
 		sw.batch(frameBytes(len(value)))
@@ -31,8 +31,9 @@ func TestWatchWriterReusesLargeFrames(t *testing.T) {
 		if err := sw.flush(); err != nil {
 			t.Fatal(err)
 		}
-		if sw.big != nil || sw.pooled != nil || cap(sw.buf) != watchIdleBuf {
-			t.Fatalf("after the flush: big %v, pooled %v, buffer cap %d; want the watch's own %d-byte buffer", sw.big != nil, sw.pooled != nil, cap(sw.buf), watchIdleBuf)
+		// An idle watch holds no buffer (issue 26).
+		if sw.big != nil || sw.pooled != nil || sw.small != nil || cap(sw.buf) != 0 {
+			t.Fatalf("after the flush: big %v, pooled %v, small %v, buffer cap %d; want no buffer held", sw.big != nil, sw.pooled != nil, sw.small != nil, cap(sw.buf))
 		}
 	}
 	frame() // the pool's first buffer
@@ -50,8 +51,8 @@ func TestWatchWriterReusesLargeFrames(t *testing.T) {
 	// Small frames after a large one still use the small buffers.
 	sw.batch(100)
 	sw.buf = append(sw.buf, value[:100]...)
-	if sw.big != nil {
-		t.Error("a 100-byte frame took a large buffer")
+	if sw.big != nil || sw.pooled != nil || cap(sw.buf) != watchIdleBuf {
+		t.Errorf("a 100-byte frame: big %v, pooled %v, buffer cap %d; want a small pooled %d-byte buffer", sw.big != nil, sw.pooled != nil, cap(sw.buf), watchIdleBuf)
 	}
 }
 

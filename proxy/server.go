@@ -167,6 +167,10 @@ type Server struct {
 	// (compaction.go); bg runs trackCompaction.
 	compactRev atomic.Int64
 	bg         sync.WaitGroup
+	// hang notices the hang-ups of watches' clients (hangups), started
+	// by the first watch, closed by Shutdown.
+	hangOnce sync.Once
+	hang     atomic.Pointer[conn.Hangups]
 
 	cfg    Config
 	store  *store.Store
@@ -411,6 +415,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.baseCancel()
 	s.bg.Wait()
 	s.render.close()
+	// Called once the watches are over (a later one reads its
+	// connection): Hangups.Close is idempotent, and after it Notify says
+	// no.
+	s.hangups().Close()
 	return err
 }
 

@@ -67,9 +67,8 @@ const (
 	// stacks grew by 46.3 and 48.7 KiB per watch, up to 24 KiB more than
 	// over plain HTTP.
 	watchTLSBytes = 24 << 10
-	// watchIdleBuf is the write buffer a watch keeps between flushes; one
-	// that grew past flushSize (a single large frame) is dropped after the
-	// flush.
+	// watchIdleBuf is the small pooled buffer a watch appends its frames
+	// to between flushes (watchWriter.take); an idle watch holds none.
 	watchIdleBuf = 2 << 10
 )
 
@@ -440,10 +439,17 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 				s.log.Error("panic streaming watch", zap.String("key", prefix), zap.Any("panic", v), zap.Stack("stack"))
 			}
 		}()
-		go watchHangup(conn, cancel)
-		// A watch is long-lived and mostly idle: it keeps a small buffer
-		// of its own rather than a pooled flushSize one.
-		sw := &watchWriter{guard: g, w: bw, buf: make([]byte, 0, watchIdleBuf), m: m,
+		// The client's hang-up ends the watch: noticed by the server's
+		// one epoll goroutine (conn.Hangups), or where it cannot watch
+		// this connection by a goroutine reading it.
+		if stop, ok := s.hangups().Notify(conn, cancel); ok {
+			defer stop()
+		} else {
+			go watchHangup(conn, cancel)
+		}
+		// A watch is long-lived and mostly idle: it holds a buffer only
+		// while it has frames to write (watchWriter.take).
+		sw := &watchWriter{guard: g, w: bw, m: m,
 			ticket: w.ticket, idle: w.idleB, base: w.idleB + w.initial, initial: w.initial > 0}
 		if l := s.cfg.Limiter; l != nil && w.ws.initial {
 			ctx := w.ctx
@@ -464,7 +470,21 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 	rc.SetBodyStream(body, -1)
 }
 
-// watchHangup cancels a watch when its client closes the connection.
+// hangups is the server's conn.Hangups, started by the first watch (nil
+// when epoll is not available: each watch then reads its connection).
+func (s *Server) hangups() *conn.Hangups {
+	s.hangOnce.Do(func() {
+		h, err := conn.NewHangups()
+		if err != nil {
+			s.log.Warn("cannot watch connections for hang-ups with epoll; each watch reads its own", zap.Error(err))
+		}
+		s.hang.Store(h)
+	})
+	return s.hang.Load()
+}
+
+// watchHangup cancels a watch when its client closes the connection,
+// where conn.Hangups cannot notice it (not Linux, not a socket).
 // fasthttp does not tell a stream writer that the client left, and a quiet
 // watch writes nothing that could fail, so the watch reads the connection
 // itself: the response has Connection: close and the client sends nothing

@@ -123,6 +123,7 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 // for one (sendInitialEvents), and a flush.
 func (ew *etcdWatch) endInitial(sw *watchWriter) error {
 	if ew.ws.initialEnd {
+		sw.take()
 		sw.buf = ew.enc.enc.watchBookmark(sw.buf, ew.rev, true)
 		sw.m.events.Inc()
 	}
@@ -209,6 +210,7 @@ func (ew *etcdWatch) follow(ctx, wctx context.Context, sw *watchWriter, w client
 			if resp.IsProgressNotify() {
 				if rev := resp.Header.Revision; rev > last && bookmarks {
 					last = rev
+					sw.take()
 					sw.buf = e.enc.watchBookmark(sw.buf, rev, false)
 					sw.m.events.Inc()
 				}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
@@ -14,16 +15,18 @@ import (
 	"go.uber.org/zap"
 )
 
-// watchWriter is the write side of a watch stream. Its own buffer is
-// small (watchIdleBuf, or one large frame); while a batch of events is
-// pending it borrows a pooled flushSize buffer (batch), returned at the
-// next flush.
+// watchWriter is the write side of a watch stream. It holds no buffer
+// while idle: frames are appended to a small pooled buffer (take,
+// watchIdleBuf), or, while a batch of events is pending, to a pooled
+// flushSize buffer (batch), all given back at the next flush. An idle
+// watch used to keep its own 2 KiB buffer (bench/RESULTS.md ## idle
+// watch cost).
 type watchWriter struct {
 	guard *writeGuard // write deadlines, on the connection (never rc, which may be recycled)
 	w     *bufio.Writer
 	buf   []byte
 	m     watchMetrics
-	own   []byte // the watch's own buffer while buf is pooled
+	small *[]byte // the small pooled buffer taken (take), or nil
 	// yield, for a watch with initial events, pauses after a flush of
 	// initial events while short requests are in flight (like a bulk
 	// LIST: a reconnect storm's initial events must not starve GETs).
@@ -66,7 +69,7 @@ func (sw *watchWriter) endInitial() {
 }
 
 // borrowed is the capacity of the pooled buffer buf is, or 0 for the
-// watch's own small buffer (part of watchIdleBytes).
+// small buffer (part of watchIdleBytes).
 func (sw *watchWriter) borrowed() int64 {
 	if sw.pooled != nil || sw.big != nil {
 		return int64(cap(sw.buf))
@@ -81,16 +84,16 @@ func (sw *watchWriter) borrowed() int64 {
 // buffer (getBigBuf), returned at the next flush, so that large objects'
 // frames reuse buffers rather than allocate one per event and watcher.
 func (sw *watchWriter) batch(n int) {
+	sw.take()
 	need := len(sw.buf) + n
 	switch {
 	case need <= cap(sw.buf):
 		return
 	case need <= bufPoolCap:
 		if sw.pooled == nil && sw.big == nil {
-			// The watch's own small buffer: a pooled one (grown by
-			// append up to what putBuf keeps) for the batch.
+			// The small buffer: a flushSize one (grown by append up
+			// to what putBuf keeps) for the batch.
 			sw.pooled = getBuf()
-			sw.own = sw.buf[:0]
 			sw.buf = append((*sw.pooled)[:0], sw.buf...)
 		}
 		// The frame may grow the pooled buffer by append, up to
@@ -108,8 +111,6 @@ func (sw *watchWriter) batch(n int) {
 		*sw.pooled = sw.buf
 		putBuf(sw.pooled)
 		sw.pooled = nil
-	default:
-		sw.own = sw.buf[:0]
 	}
 	sw.big, sw.buf = b, *b
 	sw.charge(int64(cap(sw.buf)))
@@ -120,27 +121,47 @@ func (sw *watchWriter) batch(n int) {
 // bytes fields) plus field names and the event's framing.
 func frameBytes(n int) int { return n + n/2 + 512 }
 
-// flush writes buf to the client under a write deadline.
-func (sw *watchWriter) flush() error {
-	if len(sw.buf) == 0 {
-		return nil
+// smallBufs pools the small buffers watches append their frames to
+// between flushes (take).
+var smallBufs = sync.Pool{New: func() any { b := make([]byte, 0, watchIdleBuf); return &b }}
+
+// take gives the watch a small pooled buffer to append frames to, when it
+// holds none.
+func (sw *watchWriter) take() {
+	if sw.buf == nil {
+		sw.small = smallBufs.Get().(*[]byte)
+		sw.buf = (*sw.small)[:0]
 	}
-	sw.guard.arm()
-	_, err := sw.w.Write(sw.buf)
+}
+
+// giveBack returns the buffers buf is or was (the small one, a pooled or
+// large one) to their pools: the watch holds none until its next frame.
+func (sw *watchWriter) giveBack() {
 	switch {
 	case sw.big != nil:
 		*sw.big = sw.buf
 		putBigBuf(sw.big)
-		sw.big, sw.buf, sw.own = nil, sw.own, nil
 	case sw.pooled != nil:
 		*sw.pooled = sw.buf
 		putBuf(sw.pooled)
-		sw.pooled, sw.buf, sw.own = nil, sw.own, nil
-	case cap(sw.buf) > flushSize+flushSize/4:
-		sw.buf = make([]byte, 0, watchIdleBuf)
-	default:
-		sw.buf = sw.buf[:0]
 	}
+	if sw.small != nil {
+		*sw.small = (*sw.small)[:0]
+		smallBufs.Put(sw.small)
+	}
+	sw.big, sw.pooled, sw.small, sw.buf = nil, nil, nil, nil
+}
+
+// flush writes buf to the client under a write deadline and gives the
+// buffers back.
+func (sw *watchWriter) flush() error {
+	if len(sw.buf) == 0 {
+		sw.giveBack()
+		return nil
+	}
+	sw.guard.arm()
+	_, err := sw.w.Write(sw.buf)
+	sw.giveBack()
 	sw.charge(0)
 	if err == nil {
 		err = sw.w.Flush()
@@ -257,6 +278,7 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			if !ev.InitialEventsEnd && !e.enc.bookmarks() {
 				continue
 			}
+			sw.take()
 			sw.buf = e.enc.watchBookmark(sw.buf, ev.Rev, ev.InitialEventsEnd)
 		} else {
 			sw.batch(frameBytes(len(ev.Value)))
