@@ -17,10 +17,11 @@ import (
 )
 
 // ReorderProxy is a gRPC proxy in front of one etcd member that delivers
-// progress notifications ahead of a new watch's catch-up events: the
-// events etcd sends for a watch during the first Hold after its Created
-// response are held until then, and a progress notification that comes
-// meanwhile is passed on at once, overtaking them. That is the order etcd
+// progress notifications ahead of a replaying watch's catch-up events:
+// for a watch created at least ReplayRevisions behind etcd's revision (a
+// fill's replay of its history), the events etcd sends during the first
+// Hold after its Created response are held until then, and a progress
+// notification that comes meanwhile is passed on at once, overtaking them. That is the order etcd
 // itself produced for a watch on a stream shared with others (its
 // sendLoop's random choice between a notification generated for the
 // stream and the new watch's Created response, see cache.openWatch) and,
@@ -79,6 +80,12 @@ func (rawCodec) Name() string { return "proto" }
 
 const watchMethod = "/etcdserverpb.Watch/Watch"
 
+// ReplayRevisions is how far behind etcd's revision a watch starts for
+// the ReorderProxy to take it for a replay. A watch opened at the
+// revision just read (a fill with no history to replay, a re-open) has a
+// few revisions to catch up: its order is left as etcd sends it.
+const ReplayRevisions = 50
+
 // handle forwards one call (unary or stream) to the member.
 func (p *ReorderProxy) handle(_ any, ss grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(ss)
@@ -89,12 +96,20 @@ func (p *ReorderProxy) handle(_ any, ss grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
+	var startsMu sync.Mutex
+	var starts []int64 // the start revisions of the creates not yet answered, in order
 	go func() {
 		for {
 			var m []byte
 			if err := ss.RecvMsg(&m); err != nil {
 				_ = cs.CloseSend()
 				return
+			}
+			var req pb.WatchRequest
+			if method == watchMethod && proto.Unmarshal(m, &req) == nil && req.GetCreateRequest() != nil {
+				startsMu.Lock()
+				starts = append(starts, req.GetCreateRequest().StartRevision)
+				startsMu.Unlock()
 			}
 			if err := cs.SendMsg(&m); err != nil {
 				cancel()
@@ -124,13 +139,22 @@ func (p *ReorderProxy) handle(_ any, ss grpc.ServerStream) error {
 			}
 			continue
 		}
-		p.route(out, created, m)
+		p.route(out, created, m, func() int64 {
+			startsMu.Lock()
+			defer startsMu.Unlock()
+			if len(starts) == 0 {
+				return 0
+			}
+			start := starts[0]
+			starts = starts[1:]
+			return start
+		})
 	}
 }
 
 // route queues a watch response, or passes a progress notification on at
 // once when events are held.
-func (p *ReorderProxy) route(out *orderedSender, created map[int64]time.Time, m []byte) {
+func (p *ReorderProxy) route(out *orderedSender, created map[int64]time.Time, m []byte, nextStart func() int64) {
 	var wr pb.WatchResponse
 	if proto.Unmarshal(m, &wr) != nil {
 		out.push(m, time.Time{})
@@ -139,7 +163,13 @@ func (p *ReorderProxy) route(out *orderedSender, created map[int64]time.Time, m 
 	now := time.Now()
 	switch {
 	case wr.Created:
-		created[wr.WatchId] = now
+		// A create answered: the oldest pending one (clientv3 sends the
+		// next create after this answer).
+		if start := nextStart(); start > 0 && wr.Header.GetRevision()-start >= ReplayRevisions {
+			created[wr.WatchId] = now
+		} else {
+			delete(created, wr.WatchId)
+		}
 		out.push(m, time.Time{})
 	case len(wr.Events) > 0 && now.Sub(created[wr.WatchId]) < p.Hold:
 		out.push(m, created[wr.WatchId].Add(p.Hold))
