@@ -97,6 +97,9 @@ func New(cfg Config) (*Forwarder, error) {
 	return f, nil
 }
 
+// DialTimeout is Config.DialTimeout: the connect bound.
+func (f *Forwarder) DialTimeout() time.Duration { return f.cfg.DialTimeout }
+
 // Upstream is kube-apiserver's URL, for logs and Status messages.
 func (f *Forwarder) Upstream() string { return f.upstream }
 
@@ -144,6 +147,11 @@ type Request struct {
 	// more): a quiet stream (logs -f of a silent container) ends then,
 	// not at its next write.
 	Hangup func(cancel func())
+	// HeaderTimeout, when set, bounds the wait for kube-apiserver's
+	// response header instead of Config.ResponseHeaderTimeout: 503 after
+	// it (for requests the caller can answer otherwise, such as
+	// discovery).
+	HeaderTimeout time.Duration
 	// Conn, for an upgrade, returns the caller's connection under the
 	// server: reads return the bytes after the request's header, writes
 	// go to the socket. Nil: fasthttp's hijacked connection.
@@ -197,7 +205,7 @@ func (f *Forwarder) Forward(rc *fasthttp.RequestCtx, r *Request) *Error {
 		body = req.Body.(*guardedBody)
 	}
 	start := time.Now()
-	resp, err := f.tr.RoundTrip(req)
+	resp, err := f.roundTrip(req, r, cancel)
 	if err != nil {
 		cancel()
 		body.stop(rc.Conn())
@@ -206,6 +214,10 @@ func (f *Forwarder) Forward(rc *fasthttp.RequestCtx, r *Request) *Error {
 		f.downAt.Store(time.Now().UnixNano())
 		f.log.Warn("cannot forward request to kube-apiserver", zap.String("upstream", f.upstream),
 			zap.String("verb", r.Verb), zap.Error(err))
+		if e, ok := err.(*Error); ok {
+			f.record(r.Verb, e.Code, start)
+			return e
+		}
 		f.record(r.Verb, 503, start)
 		return f.unavailable(err)
 	}
@@ -262,6 +274,34 @@ func (f *Forwarder) switchProtocols(rc *fasthttp.RequestCtx, r *Request, resp *h
 		f.splice(c, resp, rw)
 	})
 	return nil
+}
+
+// roundTrip sends req and returns kube-apiserver's response header, or an
+// error when it did not come within the request's header bound
+// (Request.HeaderTimeout, else Config.ResponseHeaderTimeout): a
+// connection lazyapi holds to a kube-apiserver that stopped answering
+// stays open, and without the bound the request would wait for ever.
+// cancel ends req (its context).
+func (f *Forwarder) roundTrip(req *http.Request, r *Request, cancel context.CancelFunc) (*http.Response, error) {
+	bound := r.HeaderTimeout
+	if bound <= 0 {
+		bound = f.cfg.ResponseHeaderTimeout
+	}
+	var late atomic.Bool
+	timer := time.AfterFunc(bound, func() { late.Store(true); cancel() })
+	resp, err := f.tr.RoundTrip(req)
+	if timer.Stop() || !late.Load() {
+		return resp, err
+	}
+	if err == nil {
+		resp.Body.Close()
+	}
+	if r.HeaderTimeout > 0 {
+		return nil, f.unavailable(fmt.Errorf("no answer within %v", bound))
+	}
+	// kube-apiserver's own timeout (504): the request may have been done.
+	return nil, &Error{Code: 504, Reason: "Timeout", RetryAfter: 1,
+		Message: fmt.Sprintf("kube-apiserver at %s did not answer within %v; the request may still complete", f.upstream, bound)}
 }
 
 // unavailable is the 503 of an upstream that did not answer.
