@@ -35,10 +35,12 @@ type Forwarder struct {
 	// downAt is when kube-apiserver last failed to answer (unix ns):
 	// requests within downHold of it get 503 at once.
 	downAt atomic.Int64
-	// health caches Check's result for healthTTL.
+	// health caches Check's result for healthTTL; probe is closed when
+	// the probe in flight ends (nil: none). All protected by healthMu.
 	healthMu  sync.Mutex
 	healthAt  time.Time
 	healthErr error
+	probe     chan struct{}
 
 	upBytes, downBytes, upstreamErrs *metrics.Counter
 }
@@ -49,6 +51,11 @@ const downHold = time.Second
 
 // healthTTL is how long Check's result is reused.
 const healthTTL = time.Second
+
+// healthWait is how long Check waits for kube-apiserver's /readyz: a
+// kubelet probe of lazyapi's /readyz (1 s by default) must not wait for a
+// kube-apiserver that does not answer.
+const healthWait = 500 * time.Millisecond
 
 // New validates cfg and returns a Forwarder. Nothing is sent.
 func New(cfg Config) (*Forwarder, error) {
@@ -578,16 +585,45 @@ func (f *Forwarder) splice(c net.Conn, resp *http.Response, up io.ReadWriteClose
 // Check reports whether kube-apiserver answers /readyz (as lazyapi's own
 // identity: X-Remote-User system:lazyapi:forward, group
 // system:authenticated, which kube-apiserver's system:public-info-viewer
-// role lets read it). The result is reused for a second.
+// role lets read it). The result is reused for a second. Check waits at
+// most healthWait: a kube-apiserver that does not answer within it, or
+// that left a forwarded request unanswered within the last second, is
+// reported down at once while the probe goes on in the background.
 func (f *Forwarder) Check(ctx context.Context) error {
 	f.healthMu.Lock()
-	defer f.healthMu.Unlock()
 	if time.Since(f.healthAt) < healthTTL {
-		return f.healthErr
+		err := f.healthErr
+		f.healthMu.Unlock()
+		return err
 	}
-	f.healthErr = f.check(ctx)
-	f.healthAt = time.Now()
-	return f.healthErr
+	if at := f.downAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < downHold {
+		f.healthMu.Unlock()
+		return fmt.Errorf("kube-apiserver at %s: a forwarded request got no answer within the last second", f.upstream)
+	}
+	if f.probe == nil {
+		done := make(chan struct{})
+		f.probe = done
+		go func() {
+			err := f.check(context.Background())
+			f.healthMu.Lock()
+			f.healthErr, f.healthAt, f.probe = err, time.Now(), nil
+			f.healthMu.Unlock()
+			close(done)
+		}()
+	}
+	done := f.probe
+	f.healthMu.Unlock()
+	t := time.NewTimer(healthWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		f.healthMu.Lock()
+		defer f.healthMu.Unlock()
+		return f.healthErr
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return fmt.Errorf("kube-apiserver at %s: no answer to /readyz within %v", f.upstream, healthWait)
 }
 
 func (f *Forwarder) check(ctx context.Context) error {

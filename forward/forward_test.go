@@ -521,7 +521,8 @@ func TestForwardSeats(t *testing.T) {
 // can answer itself) gets 503 naming the upstream within it; every other
 // request within Config.ResponseHeaderTimeout (kube-apiserver's own
 // request timeout and a margin), 504; then, while the upstream stays
-// silent, the next requests get 503 at once (never a hang).
+// silent, the next requests get 503 at once (never a hang). Check reports
+// it down within healthWait.
 func TestForwardUpstreamHangs(t *testing.T) {
 	u := newUpstream(t)
 	release := make(chan struct{})
@@ -535,9 +536,15 @@ func TestForwardUpstreamHangs(t *testing.T) {
 			}
 			return
 		}
+		if r.URL.Path == "/readyz" {
+			return // 200
+		}
 		w.WriteHeader(201)
 	})
 	front, f := newFront(t, u.kubecfg, func(c *Config) { c.ResponseHeaderTimeout = 2 * time.Second })
+	if err := f.Check(context.Background()); err != nil {
+		t.Fatalf("Check of an upstream that answers: %v", err)
+	}
 	post := func(path string) (int, string, time.Duration) {
 		start := time.Now()
 		resp, err := http.Post(front+path, "application/json", strings.NewReader("{}"))
@@ -552,6 +559,13 @@ func TestForwardUpstreamHangs(t *testing.T) {
 		t.Fatalf("answered %d %s before the upstream hung", code, body)
 	}
 	hung.Store(true)
+	// The check waits healthWait, not for the upstream (a kubelet probe
+	// of /readyz must not).
+	time.Sleep(healthTTL)
+	start := time.Now()
+	if err := f.Check(context.Background()); err == nil || time.Since(start) > healthWait+500*time.Millisecond {
+		t.Errorf("Check of a hung upstream: %v after %v; want an error after at most %v", err, time.Since(start), healthWait)
+	}
 	for _, c := range []struct {
 		path string
 		code int
