@@ -61,8 +61,9 @@ type op struct {
 	Query     string    `json:"query"`
 	Start     time.Time `json:"start"`
 	End       time.Time `json:"end"`
-	Acked     int64     `json:"acked"`     // highest write acknowledged before the request
-	Compacted int64     `json:"compacted"` // etcd's compaction revision when the answer came (counting one in flight)
+	Acked     int64     `json:"acked"`            // highest write acknowledged before the request
+	EndRev    int64     `json:"endRev,omitempty"` // etcd's revision read just after a 404 answer
+	Compacted int64     `json:"compacted"`        // etcd's compaction revision when the answer came (counting one in flight)
 	FromRV    int64     `json:"fromRV,omitempty"`
 	Gen       int64     `json:"gen"`               // the server's restarts when the request was sent
 	FromGen   int64     `json:"fromGen,omitempty"` // ... when FromRV was seen (a resume or a watch after a LIST)
@@ -329,6 +330,14 @@ func (r *reader) getOnce(ctx context.Context, k bench.Kind, o *op, name string, 
 	o.End, o.Compacted = time.Now(), r.h.compacted.Load()
 	if err != nil {
 		o.setErr(err)
+		if o.Code == 404 {
+			// etcd's revision now bounds the one the server read at.
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if resp, err := r.h.cli.Get(cctx, "compact_rev_key"); err == nil {
+				o.EndRev = resp.Header.Revision
+			}
+			cancel()
+		}
 		return
 	}
 	it, err := toItem(r.h.prefix, k, obj)
