@@ -98,7 +98,7 @@ func (c *kubeletClients) paths(n int) []string {
 }
 
 // open starts every watch (at most 256 being opened at once) and returns
-// how many are open after all tried, or 3 minutes.
+// how many are open after all tried, or 10 minutes.
 func (c *kubeletClients) open(ctx context.Context) int {
 	sem := make(chan struct{}, 256)
 	total := 0
@@ -115,7 +115,7 @@ func (c *kubeletClients) open(ctx context.Context) int {
 	select {
 	case <-done:
 	case <-ctx.Done():
-	case <-time.After(3 * time.Minute):
+	case <-time.After(10 * time.Minute):
 	}
 	return int(c.opened.Load())
 }

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -25,7 +27,11 @@ func TestFrontLogStreamsRSS(t *testing.T) {
 	}
 	needKubectl(t)
 	const n = 1000
-	f := startFront(t, "--max-forwarded-streams-inflight=4096", "--max-inflight-bytes=1Gi") // one client's share: 1,024; the budget above the reserve (96 KiB a seat)
+	var profiling []string
+	if os.Getenv("LAZYAPI_PPROF_DIR") != "" {
+		profiling = []string{"--profiling"}
+	}
+	f := startFront(t, append(profiling, "--max-forwarded-streams-inflight=4096", "--max-inflight-bytes=1Gi")...) // one client's share: 1,024; the budget above the reserve (96 KiB a seat)
 	si := startStandIns(t, f)
 	lazyPID, kubePID := f.lazy.cmd.Process.Pid, f.k.pid
 	mib := func(pid int) float64 { return float64(procStatus(pid, "VmRSS:")) / (1 << 20) }
@@ -75,6 +81,9 @@ func TestFrontLogStreamsRSS(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		lazyRSS, kubeRSS = mib(lazyPID), mib(kubePID)
+		if dir := os.Getenv("LAZYAPI_PPROF_DIR"); dir != "" && server == f.lazyURL {
+			saveProfiles(t, f, dir)
+		}
 		if got := si.kubelet.follows.Load(); got != n {
 			t.Errorf("the kubelet holds %d follows, want %d", got, n)
 		}
@@ -95,6 +104,28 @@ func TestFrontLogStreamsRSS(t *testing.T) {
 	med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
 	t.Logf("median RSS with %d logs -f held: lazyapi %.1f MiB (kube-apiserver behind it %.1f MiB); kube-apiserver serving them directly %.1f MiB",
 		n, med(throughLazy), med(throughKube), med(directKube))
+}
+
+// saveProfiles writes lazyapi's heap profile, goroutine profile
+// (debug=1) and memory statistics to dir (LAZYAPI_PPROF_DIR, with
+// --profiling), to see what a held stream costs.
+func saveProfiles(t *testing.T, f *frontEnv, dir string) {
+	t.Helper()
+	for name, path := range map[string]string{"heap.pb.gz": "/debug/pprof/heap", "goroutine.txt": "/debug/pprof/goroutine?debug=1",
+		"allocs.txt": "/debug/pprof/heap?debug=1"} {
+		req, _ := http.NewRequest("GET", f.lazyURL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+frontAlice)
+		resp, err := f.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		writeFile(t, filepath.Join(dir, name), b)
+	}
 }
 
 type statusErr struct{ code int }

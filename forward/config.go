@@ -37,6 +37,11 @@ const (
 	// DefaultDialTimeout bounds connecting to kube-apiserver (TCP and
 	// TLS): when it does not answer within it, the request gets 503.
 	DefaultDialTimeout = 5 * time.Second
+	// DefaultResponseHeaderTimeout bounds the wait for kube-apiserver's
+	// response header: its own request timeout (--request-timeout, 1m),
+	// after which it answers 504 itself, and a margin. Past it lazyapi
+	// answers 504.
+	DefaultResponseHeaderTimeout = 70 * time.Second
 	// DefaultWriteTimeout bounds each write to the client of a streamed
 	// response (proxy's --write-timeout).
 	DefaultWriteTimeout = 10 * time.Second
@@ -61,6 +66,10 @@ type Config struct {
 	ReservedBytes int64
 	// DialTimeout bounds connecting to Upstream.
 	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for kube-apiserver's response
+	// header of a forwarded request (unless Request.HeaderTimeout sets
+	// another bound).
+	ResponseHeaderTimeout time.Duration
 	// WriteTimeout bounds each write of a streamed response to the client.
 	WriteTimeout time.Duration
 	// Logger logs upstream failures; nil discards.
@@ -96,6 +105,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.ResponseHeaderTimeout <= 0 {
+		c.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = DefaultWriteTimeout

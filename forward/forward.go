@@ -35,10 +35,12 @@ type Forwarder struct {
 	// downAt is when kube-apiserver last failed to answer (unix ns):
 	// requests within downHold of it get 503 at once.
 	downAt atomic.Int64
-	// health caches Check's result for healthTTL.
+	// health caches Check's result for healthTTL; probe is closed when
+	// the probe in flight ends (nil: none). All protected by healthMu.
 	healthMu  sync.Mutex
 	healthAt  time.Time
 	healthErr error
+	probe     chan struct{}
 
 	upBytes, downBytes, upstreamErrs *metrics.Counter
 }
@@ -49,6 +51,11 @@ const downHold = time.Second
 
 // healthTTL is how long Check's result is reused.
 const healthTTL = time.Second
+
+// healthWait is how long Check waits for kube-apiserver's /readyz: a
+// kubelet probe of lazyapi's /readyz (1 s by default) must not wait for a
+// kube-apiserver that does not answer.
+const healthWait = 500 * time.Millisecond
 
 // New validates cfg and returns a Forwarder. Nothing is sent.
 func New(cfg Config) (*Forwarder, error) {
@@ -97,6 +104,9 @@ func New(cfg Config) (*Forwarder, error) {
 	return f, nil
 }
 
+// DialTimeout is Config.DialTimeout: the connect bound.
+func (f *Forwarder) DialTimeout() time.Duration { return f.cfg.DialTimeout }
+
 // Upstream is kube-apiserver's URL, for logs and Status messages.
 func (f *Forwarder) Upstream() string { return f.upstream }
 
@@ -144,6 +154,11 @@ type Request struct {
 	// more): a quiet stream (logs -f of a silent container) ends then,
 	// not at its next write.
 	Hangup func(cancel func())
+	// HeaderTimeout, when set, bounds the wait for kube-apiserver's
+	// response header instead of Config.ResponseHeaderTimeout: 503 after
+	// it (for requests the caller can answer otherwise, such as
+	// discovery).
+	HeaderTimeout time.Duration
 	// Conn, for an upgrade, returns the caller's connection under the
 	// server: reads return the bytes after the request's header, writes
 	// go to the socket. Nil: fasthttp's hijacked connection.
@@ -197,7 +212,7 @@ func (f *Forwarder) Forward(rc *fasthttp.RequestCtx, r *Request) *Error {
 		body = req.Body.(*guardedBody)
 	}
 	start := time.Now()
-	resp, err := f.tr.RoundTrip(req)
+	resp, err := f.roundTrip(req, r, cancel)
 	if err != nil {
 		cancel()
 		body.stop(rc.Conn())
@@ -206,6 +221,10 @@ func (f *Forwarder) Forward(rc *fasthttp.RequestCtx, r *Request) *Error {
 		f.downAt.Store(time.Now().UnixNano())
 		f.log.Warn("cannot forward request to kube-apiserver", zap.String("upstream", f.upstream),
 			zap.String("verb", r.Verb), zap.Error(err))
+		if e, ok := err.(*Error); ok {
+			f.record(r.Verb, e.Code, start)
+			return e
+		}
 		f.record(r.Verb, 503, start)
 		return f.unavailable(err)
 	}
@@ -262,6 +281,34 @@ func (f *Forwarder) switchProtocols(rc *fasthttp.RequestCtx, r *Request, resp *h
 		f.splice(c, resp, rw)
 	})
 	return nil
+}
+
+// roundTrip sends req and returns kube-apiserver's response header, or an
+// error when it did not come within the request's header bound
+// (Request.HeaderTimeout, else Config.ResponseHeaderTimeout): a
+// connection lazyapi holds to a kube-apiserver that stopped answering
+// stays open, and without the bound the request would wait for ever.
+// cancel ends req (its context).
+func (f *Forwarder) roundTrip(req *http.Request, r *Request, cancel context.CancelFunc) (*http.Response, error) {
+	bound := r.HeaderTimeout
+	if bound <= 0 {
+		bound = f.cfg.ResponseHeaderTimeout
+	}
+	var late atomic.Bool
+	timer := time.AfterFunc(bound, func() { late.Store(true); cancel() })
+	resp, err := f.tr.RoundTrip(req)
+	if timer.Stop() || !late.Load() {
+		return resp, err
+	}
+	if err == nil {
+		resp.Body.Close()
+	}
+	if r.HeaderTimeout > 0 {
+		return nil, f.unavailable(fmt.Errorf("no answer within %v", bound))
+	}
+	// kube-apiserver's own timeout (504): the request may have been done.
+	return nil, &Error{Code: 504, Reason: "Timeout", RetryAfter: 1,
+		Message: fmt.Sprintf("kube-apiserver at %s did not answer within %v; the request may still complete", f.upstream, bound)}
 }
 
 // unavailable is the 503 of an upstream that did not answer.
@@ -538,16 +585,45 @@ func (f *Forwarder) splice(c net.Conn, resp *http.Response, up io.ReadWriteClose
 // Check reports whether kube-apiserver answers /readyz (as lazyapi's own
 // identity: X-Remote-User system:lazyapi:forward, group
 // system:authenticated, which kube-apiserver's system:public-info-viewer
-// role lets read it). The result is reused for a second.
+// role lets read it). The result is reused for a second. Check waits at
+// most healthWait: a kube-apiserver that does not answer within it, or
+// that left a forwarded request unanswered within the last second, is
+// reported down at once while the probe goes on in the background.
 func (f *Forwarder) Check(ctx context.Context) error {
 	f.healthMu.Lock()
-	defer f.healthMu.Unlock()
 	if time.Since(f.healthAt) < healthTTL {
-		return f.healthErr
+		err := f.healthErr
+		f.healthMu.Unlock()
+		return err
 	}
-	f.healthErr = f.check(ctx)
-	f.healthAt = time.Now()
-	return f.healthErr
+	if at := f.downAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < downHold {
+		f.healthMu.Unlock()
+		return fmt.Errorf("kube-apiserver at %s: a forwarded request got no answer within the last second", f.upstream)
+	}
+	if f.probe == nil {
+		done := make(chan struct{})
+		f.probe = done
+		go func() {
+			err := f.check(context.Background())
+			f.healthMu.Lock()
+			f.healthErr, f.healthAt, f.probe = err, time.Now(), nil
+			f.healthMu.Unlock()
+			close(done)
+		}()
+	}
+	done := f.probe
+	f.healthMu.Unlock()
+	t := time.NewTimer(healthWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		f.healthMu.Lock()
+		defer f.healthMu.Unlock()
+		return f.healthErr
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return fmt.Errorf("kube-apiserver at %s: no answer to /readyz within %v", f.upstream, healthWait)
 }
 
 func (f *Forwarder) check(ctx context.Context) error {

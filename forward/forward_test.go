@@ -117,6 +117,9 @@ func newFront(t *testing.T, kubecfg string, tune func(*Config)) (string, *Forwar
 			}
 			r := &Request{Identity: alice, Client: client, ClientIP: "127.0.0.1",
 				Verb: "create", LongRunning: rc.QueryArgs().Has("watch") || rc.QueryArgs().Has("follow")}
+			if rc.QueryArgs().Has("headerTimeout") {
+				r.HeaderTimeout = time.Duration(rc.QueryArgs().GetUintOrZero("headerTimeout")) * time.Second
+			}
 			if n := rc.Request.Header.ContentLength(); n != 0 {
 				r.Body, r.ContentLength = rc.RequestBodyStream(), int64(n)
 			}
@@ -509,4 +512,78 @@ func TestForwardSeats(t *testing.T) {
 		r.Body.Close()
 	}
 	waitFor(t, func() bool { return f.streams.inUse() == 0 }, "every seat released")
+}
+
+// TestForwardUpstreamHangs: kube-apiserver stops answering on a
+// connection lazyapi already holds (a hung or stopped process: the
+// connection stays open, no response comes). A request with a header
+// bound (Request.HeaderTimeout: lazyapi's discovery and OpenAPI, which it
+// can answer itself) gets 503 naming the upstream within it; every other
+// request within Config.ResponseHeaderTimeout (kube-apiserver's own
+// request timeout and a margin), 504; then, while the upstream stays
+// silent, the next requests get 503 at once (never a hang). Check reports
+// it down within healthWait.
+func TestForwardUpstreamHangs(t *testing.T) {
+	u := newUpstream(t)
+	release := make(chan struct{})
+	defer close(release)
+	var hung atomic.Bool
+	u.set(func(w http.ResponseWriter, r *http.Request) {
+		if hung.Load() {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		if r.URL.Path == "/readyz" {
+			return // 200
+		}
+		w.WriteHeader(201)
+	})
+	front, f := newFront(t, u.kubecfg, func(c *Config) { c.ResponseHeaderTimeout = 2 * time.Second })
+	if err := f.Check(context.Background()); err != nil {
+		t.Fatalf("Check of an upstream that answers: %v", err)
+	}
+	post := func(path string) (int, string, time.Duration) {
+		start := time.Now()
+		resp, err := http.Post(front+path, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After") + " " + string(body), time.Since(start)
+	}
+	if code, body, _ := post("/api/v1/namespaces/ns/configmaps"); code != 201 {
+		t.Fatalf("answered %d %s before the upstream hung", code, body)
+	}
+	hung.Store(true)
+	// The check waits healthWait, not for the upstream (a kubelet probe
+	// of /readyz must not).
+	time.Sleep(healthTTL)
+	start := time.Now()
+	if err := f.Check(context.Background()); err == nil || time.Since(start) > healthWait+500*time.Millisecond {
+		t.Errorf("Check of a hung upstream: %v after %v; want an error after at most %v", err, time.Since(start), healthWait)
+	}
+	for _, c := range []struct {
+		path string
+		code int
+		max  time.Duration
+	}{
+		{"/api/v1/namespaces/ns/configmaps?headerTimeout=1", 503, 1500 * time.Millisecond},
+		{"/api/v1/namespaces/ns/configmaps", 504, 3 * time.Second},
+	} {
+		time.Sleep(downHold) // past the fail-fast window of the previous one
+		code, body, took := post(c.path)
+		if code != c.code || took > c.max || !strings.HasPrefix(body, "1 ") || !strings.Contains(body, "kube-apiserver at https://") {
+			t.Errorf("POST %s to a hung upstream: %d in %v: %s; want %d with Retry-After naming the upstream within %v", c.path, code, took, body, c.code, c.max)
+		}
+		if code, body, took := post(c.path); code != 503 || took > 500*time.Millisecond {
+			t.Errorf("POST %s just after: %d in %v: %s; want 503 at once", c.path, code, took, body)
+		}
+	}
+	if f.short.inUse() != 0 {
+		t.Errorf("seats in use: %d", f.short.inUse())
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http/httputil"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -117,8 +118,12 @@ func (s *Server) forwardsFirst(rc *fasthttp.RequestCtx, path string) bool {
 // serveUpstreamFirst forwards a request of forwardsFirst and reports
 // whether kube-apiserver answered it; false: it did not (or every seat
 // was held), nothing was written, and lazyapi answers.
+//
+// kube-apiserver's answer is awaited for the connect bound only
+// (--upstream-connect-timeout): one that stopped answering on a
+// connection lazyapi holds delays discovery by that much, not for ever.
 func (s *Server) serveUpstreamFirst(rc *fasthttp.RequestCtx, ri *RequestInfo) bool {
-	return s.tryForward(rc, ri) == nil
+	return s.tryForward(rc, ri, s.cfg.Forward.DialTimeout()) == nil
 }
 
 // forward forwards an authenticated request to kube-apiserver as its user
@@ -130,7 +135,7 @@ func (s *Server) serveUpstreamFirst(rc *fasthttp.RequestCtx, ri *RequestInfo) bo
 // lazyapi's legacy check would refuse) and its audit log names the user
 // who acted as well as the one impersonated.
 func (s *Server) forward(rc *fasthttp.RequestCtx, ri *RequestInfo) {
-	if e := s.tryForward(rc, ri); e != nil {
+	if e := s.tryForward(rc, ri, 0); e != nil {
 		ef := errorFormat(string(rc.Request.Header.Peek("Accept")))
 		s.writeStatus(rc, ef, &StatusError{Status: codec.Status{Code: int32(e.Code), Reason: e.Reason, Message: e.Message,
 			Details: retryDetails(e.RetryAfter)}, RetryAfter: e.RetryAfter})
@@ -138,8 +143,10 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 }
 
 // tryForward forwards the request as forward does and returns what
-// Forward could not forward (nothing written).
-func (s *Server) tryForward(rc *fasthttp.RequestCtx, ri *RequestInfo) *forward.Error {
+// Forward could not forward (nothing written). headerTimeout, when set,
+// bounds the wait for kube-apiserver's response header
+// (forward.Request.HeaderTimeout).
+func (s *Server) tryForward(rc *fasthttp.RequestCtx, ri *RequestInfo, headerTimeout time.Duration) *forward.Error {
 	u, _ := rc.UserValue(userKey).(*authn.User)
 	if u == nil {
 		u = authn.Anonymous
@@ -155,7 +162,8 @@ func (s *Server) tryForward(rc *fasthttp.RequestCtx, ri *RequestInfo) *forward.E
 		// aggregated group) ends when its client leaves, as a watch here
 		// does, not at its next write: its seat, its upstream connection
 		// and kube-apiserver's to the kubelet are let go.
-		Hangup: func(cancel func()) { go watchHangup(rc.Conn(), cancel) },
+		Hangup:        func(cancel func()) { go watchHangup(rc.Conn(), cancel) },
+		HeaderTimeout: headerTimeout,
 	}
 	fr.Body, fr.ContentLength = withheldBody(rc)
 	return s.cfg.Forward.Forward(rc, &fr)

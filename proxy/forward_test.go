@@ -327,3 +327,54 @@ func dialTLS(t *testing.T, te *tlsEnv) net.Conn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TestForwardDiscoveryUpstreamHung: kube-apiserver stops answering on the
+// connection lazyapi holds to it (a hung or stopped process): /apis, which
+// lazyapi asks kube-apiserver first, is answered with lazyapi's own groups
+// within the connect bound (1 s here), not after kube-apiserver's
+// request timeout or never; a forwarded write just after gets 503 naming
+// it at once.
+func TestForwardDiscoveryUpstreamHung(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var hung sync.Mutex // held: the upstream answers nothing
+	up, f := startUpstream(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		if !hung.TryLock() {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		hung.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"metrics.k8s.io","versions":[{"groupVersion":"metrics.k8s.io/v1beta1","version":"v1beta1"}],"preferredVersion":{"groupVersion":"metrics.k8s.io/v1beta1","version":"v1beta1"}}]}`)
+	})
+	te, _ := startTLSEnv(t, false, nil, func(c *proxy.Config) { c.Forward = f })
+	hc := tlsClient(te)
+	get := func(method, path string) (int, string, time.Duration) {
+		start := time.Now()
+		req, _ := http.NewRequest(method, te.httpsURL+path, strings.NewReader(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`))
+		req.Header.Set("Authorization", "Bearer token-alice")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), time.Since(start)
+	}
+	if code, b, _ := get("GET", "/apis"); code != 200 || !strings.Contains(b, `"metrics.k8s.io"`) {
+		t.Fatalf("/apis before the upstream hung: %d %s", code, b)
+	}
+	hung.Lock()
+	code, b, took := get("GET", "/apis")
+	if code != 200 || strings.Contains(b, `"metrics.k8s.io"`) || !strings.Contains(b, `"apps"`) || took > 3*time.Second {
+		t.Errorf("/apis with kube-apiserver hung: %d in %v: %.200s; want lazyapi's own groups within the connect bound", code, took, b)
+	}
+	code, b, took = get("POST", "/api/v1/namespaces/ns/configmaps")
+	if code != 503 || took > time.Second || !strings.Contains(b, "kube-apiserver at "+up.srv.URL) {
+		t.Errorf("create just after: %d in %v: %s; want 503 naming kube-apiserver at once", code, took, b)
+	}
+}

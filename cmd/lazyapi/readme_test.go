@@ -246,6 +246,8 @@ var foreignFlags = map[string]string{
 	"--requestheader-allowed-names":      "kube-apiserver",
 	"--strict":                           "helm lint",
 	"--faults":                           "lazybench robustness",
+	"--profile":                          "lazybench robustness",
+	"--duration":                         "lazybench",
 	"--requestheader-":                   "kube-apiserver (--requestheader-*)",
 	"--server-side":                      "kubectl",
 	"--list":                             "kubectl (auth can-i)",

@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -35,6 +37,8 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
 	memLimit := fs.String("memory-limit", "512Mi", "lazyapi's --memory-limit, which its RSS must stay under (0: none, unchecked)")
 	big := fs.Bool("big-values", true, "values up to 1 MiB (else up to 64 KiB)")
+	server := fs.String("server", "lazyapi", "the server under test: lazyapi, or kube-apiserver (v1.37.2 by bench/kube-apiserver.sh under --repo, "+
+		"built beforehand; watch cache on, its own compactor off; it is not killed)")
 	readers := fs.Int("readers", 0, "concurrent LIST and GET clients (default 4)")
 	profile := fs.String("profile", "", "a targeted run, setting --faults, --fault-every and --readers unless given, and lazyapi flags: "+
 		robustness.ProfileNames())
@@ -61,6 +65,9 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if !given["readers"] {
 			*readers = prof.Readers
 		}
+		if !given["memory-limit"] && prof.MemoryLimit != "" {
+			*memLimit = prof.MemoryLimit
+		}
 	}
 	var limit int64
 	if *memLimit != "0" {
@@ -74,7 +81,13 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	if *bin == "" {
+	kube := *server == "kube-apiserver"
+	if !kube && *server != "lazyapi" {
+		return fmt.Errorf("--server %q: lazyapi or kube-apiserver", *server)
+	}
+	if kube {
+		limit = 0
+	} else if *bin == "" {
 		fmt.Fprintln(stderr, "building lazyapi from", *repo)
 		var err error
 		if *bin, err = bench.BuildLazyAPI(ctx, *repo, *out); err != nil {
@@ -94,8 +107,11 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		cl.Graceful = true // member kills: etcd's own shutdown, which the harness's process survives
 		rep, err := robustness.Run(ctx, robustness.Config{Seed: s, Duration: *dur, Cluster: cl, Out: dir, Log: stderr,
-			Faults: *faults, FaultEvery: *every, MemoryLimit: limit, BigValues: *big, Readers: *readers,
+			Faults: *faults, FaultEvery: *every, MemoryLimit: limit, BigValues: *big, Readers: *readers, ReorderHold: prof.ReorderHold,
 			Start: func(ctx context.Context, eps []string) (robustness.Server, error) {
+				if kube {
+					return startKube(ctx, filepath.Join(*repo, "bench", "kube-apiserver.sh"), dir, eps)
+				}
 				args := *lazyFlags
 				if prof.ServerArgs != nil {
 					args = append(prof.ServerArgs(eps), args...)
@@ -117,4 +133,48 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return fmt.Errorf("%d of %d seeds violated a guarantee", failed, *seeds)
 	}
 	return nil
+}
+
+// kubeServer is kube-apiserver as the robustness suite's server under
+// test: the reference its validators must pass on.
+type kubeServer struct{ p *bench.Proc }
+
+var _ robustness.Authenticated = kubeServer{}
+
+// startKube starts kube-apiserver on the cluster with its watch cache and
+// without its compactor (the harness compacts as it does, through
+// compact_rev_key, and must know every compaction).
+func startKube(ctx context.Context, script, dir string, eps []string) (robustness.Server, error) {
+	p, err := bench.StartKubeAPIServerWith(script, strings.Join(eps, ","), "/registry", dir, true, "--", "--etcd-compaction-interval=0")
+	if err != nil {
+		return nil, err
+	}
+	if err := p.WaitReady(ctx, "/readyz", 3*time.Minute); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return kubeServer{p}, nil
+}
+
+func (k kubeServer) URL() string                        { return k.p.Target.URL }
+func (k kubeServer) Token() string                      { return k.p.Target.Token }
+func (k kubeServer) Kill(context.Context) (bool, error) { return false, nil }
+func (k kubeServer) Exited() error                      { return nil }
+func (k kubeServer) Stop()                              { k.p.Stop() }
+
+// RSS reads VmRSS from /proc.
+func (k kubeServer) RSS() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", k.p.Target.PID))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
 }

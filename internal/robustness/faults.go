@@ -42,11 +42,17 @@ const (
 	// use the other members only, so that writes go on.
 	FaultPartitionServed = "partition-served"
 	FaultBigBurst        = "burst" // large objects written and deleted at once, past the watch cache's budget
-	faultMemberKinds     = "member"
+	// FaultBurstRestart writes 200 Secrets of 1 MiB (namespace burst),
+	// SIGKILLs the server and restarts it while they exist, and deletes
+	// them 5 s later: lazyapi's next fill of Secrets then has 200 MiB of
+	// history in its window, which its replay must not read at once (the
+	// byte bound of f476bc6; --memory-limit is checked).
+	FaultBurstRestart = "burst-restart"
+	faultMemberKinds  = "member"
 )
 
 // AllFaults are every fault kind.
-var AllFaults = []string{FaultCompact, FaultCompactAll, FaultDefrag, FaultKillServer, FaultKillMember, FaultKillLeader, FaultPartition, FaultPartitionServed, FaultBigBurst}
+var AllFaults = []string{FaultCompact, FaultCompactAll, FaultDefrag, FaultKillServer, FaultKillMember, FaultKillLeader, FaultPartition, FaultPartitionServed, FaultBigBurst, FaultBurstRestart}
 
 // DefaultFaults are the fault kinds a run injects by default: all but the
 // member kills. An embedded etcd member stopped abruptly while it serves
@@ -185,36 +191,66 @@ func (h *harness) injectOne(ctx context.Context, f *fault) string {
 		h.cluster.Heal(i)
 		return fmt.Sprintf("member %d cut off for %s", i, hold)
 	case FaultBigBurst:
-		return h.burst(ctx, int(f.Arg%8)+4)
+		keys, err := h.burst(ctx, int(f.Arg%8)+4, 512<<10, "")
+		return h.unburst(ctx, keys, err)
+	case FaultBurstRestart:
+		keys, err := h.burst(ctx, 200, 1<<20-4<<10, "burst")
+		if err == nil {
+			h.gen.Add(1)
+			_, err = h.server.Kill(ctx)
+			h.gen.Add(1)
+			if err != nil {
+				h.fatal(fmt.Errorf("cannot restart the server: %w", err))
+			}
+			sleep(ctx, 5*time.Second) // the readers' Secrets fill it
+		}
+		return h.unburst(ctx, keys, err) + ", the server killed and restarted between"
 	}
 	return "unknown fault"
 }
 
-// burst writes n objects of 512 KiB to one resource and deletes them.
-func (h *harness) burst(ctx context.Context, n int) string {
+// burst writes n Secrets of size bytes (in namespace ns, or the
+// traffic's); unburst deletes them.
+func (h *harness) burst(ctx context.Context, n, size int, ns string) ([]string, error) {
 	w := &writer{id: 999, cli: h.cli, prefix: h.prefix, acked: &h.acked, stats: &h.stats}
 	k := kinds[1] // secrets
-	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var keys []string
 	for i := range n {
-		name := fmt.Sprintf("burst-%02d", i)
-		key := kindKeyPrefix(h.prefix, k) + namespaces[i%2] + "/" + name
-		resp, err := h.cli.Txn(cctx).Then(w.put(k, key, namespaces[i%2], name, tiers[i%3], 512<<10)).Commit()
+		name, ns := fmt.Sprintf("burst-%03d", i), cmpStr(ns, namespaces[i%2])
+		key := kindKeyPrefix(h.prefix, k) + ns + "/" + name
+		resp, err := h.cli.Txn(cctx).Then(w.put(k, key, ns, name, tiers[i%3], size)).Commit()
 		if err != nil {
-			return fmt.Sprintf("burst: %v", err)
+			return keys, err
 		}
 		h.acked.add(resp.Header.Revision)
 		keys = append(keys, key)
 	}
+	return keys, nil
+}
+
+func (h *harness) unburst(ctx context.Context, keys []string, err error) string {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
 	for _, key := range keys {
-		resp, err := h.cli.Delete(cctx, key)
-		if err != nil {
-			return fmt.Sprintf("burst: %v", err)
+		resp, derr := h.cli.Delete(cctx, key)
+		if derr != nil {
+			return fmt.Sprintf("burst: %v", derr)
 		}
 		h.acked.add(resp.Header.Revision)
 	}
-	return fmt.Sprintf("%d x 512 KiB written and deleted", n)
+	if err != nil {
+		return fmt.Sprintf("burst: %v", err)
+	}
+	return fmt.Sprintf("%d Secrets written and deleted", len(keys))
+}
+
+func cmpStr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func sleep(ctx context.Context, d time.Duration) {

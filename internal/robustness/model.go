@@ -266,8 +266,9 @@ func (c change) String() string {
 	return fmt.Sprintf("rev %d %s: %s -> %s", c.Rev, c.Key, f(c.Prev), f(c.Cur))
 }
 
-// absentSince reports whether key was absent at some revision from rev on.
-func (m *model) absentSince(key string, rev int64) bool {
+// absentSince reports whether key was absent at some revision from rev
+// on, up to until (0: any).
+func (m *model) absentSince(key string, rev, until int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	vs := m.versions[key]
@@ -275,7 +276,7 @@ func (m *model) absentSince(key string, rev int64) bool {
 		return true
 	}
 	for _, v := range vs {
-		if v.Rev > rev && v.Deleted {
+		if v.Rev > rev && v.Deleted && (until == 0 || v.Rev <= until) {
 			return true
 		}
 	}

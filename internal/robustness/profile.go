@@ -19,6 +19,10 @@ type Profile struct {
 	Faults     []string
 	FaultEvery time.Duration
 	Readers    int
+	// MemoryLimit is lazyapi's --memory-limit (checked) when not given.
+	MemoryLimit string
+	// ReorderHold is Config.ReorderHold.
+	ReorderHold time.Duration
 	// ServerArgs returns lazyapi flags for the cluster's endpoints (e.g.
 	// --etcd-preferred-server on the member FaultPartitionServed cuts off).
 	ServerArgs func(endpoints []string) []string
@@ -28,12 +32,28 @@ type Profile struct {
 var Profiles = map[string]Profile{
 	"reopen": {
 		Name: "reopen",
-		Doc: "the member lazyapi reads from cut off every ~2 s (lazyapi prefers it): every cached resource re-opens its etcd watch " +
+		Doc: "the member lazyapi reads from cut off for 4-7 s every ~8 s (lazyapi prefers it): every cached resource re-opens its etcd watch " +
 			"with changes to catch up while the others ask for progress, and 12 readers read at once (905ce5d, tag lazyapi_revert_own_stream)",
 		Faults:     []string{FaultPartitionServed},
-		FaultEvery: 2 * time.Second,
+		FaultEvery: 8 * time.Second,
 		Readers:    12,
 		ServerArgs: func(eps []string) []string { return []string{"--etcd-preferred-server=" + eps[0]} },
+	},
+	"replay-order": {
+		Name: "replay-order",
+		Doc: "lazyapi reads etcd through a proxy that holds a new watch's events for 1 s and passes progress notifications on ahead of them, " +
+			"with lazyapi killed and restarted and compactions to the head (fills and re-lists); no member faults (c7bbc95/c505a5e, tag lazyapi_revert_replay_check)",
+		Faults:      []string{FaultKillServer, FaultCompactAll, FaultCompact, FaultDefrag},
+		FaultEvery:  5 * time.Second,
+		ReorderHold: time.Second,
+	},
+	"replay-bytes": {
+		Name: "replay-bytes",
+		Doc: "200 Secrets of 1 MiB written, lazyapi killed and restarted while they exist, then deleted, every ~15 s, " +
+			"with compactions and defragmentation to keep etcd under its quota, under --memory-limit=384Mi (f476bc6, tag lazyapi_revert_replay_bound)",
+		Faults:      []string{FaultBurstRestart, FaultCompactAll, FaultDefrag},
+		FaultEvery:  15 * time.Second,
+		MemoryLimit: "384Mi",
 	},
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
@@ -60,8 +61,9 @@ type op struct {
 	Query     string    `json:"query"`
 	Start     time.Time `json:"start"`
 	End       time.Time `json:"end"`
-	Acked     int64     `json:"acked"`     // highest write acknowledged before the request
-	Compacted int64     `json:"compacted"` // etcd's compaction revision when the answer came (counting one in flight)
+	Acked     int64     `json:"acked"`            // highest write acknowledged before the request
+	EndRev    int64     `json:"endRev,omitempty"` // etcd's revision read just after a 404 answer
+	Compacted int64     `json:"compacted"`        // etcd's compaction revision when the answer came (counting one in flight)
 	FromRV    int64     `json:"fromRV,omitempty"`
 	Gen       int64     `json:"gen"`               // the server's restarts when the request was sent
 	FromGen   int64     `json:"fromGen,omitempty"` // ... when FromRV was seen (a resume or a watch after a LIST)
@@ -83,8 +85,19 @@ type clients struct {
 	md    metadata.Interface
 }
 
-func newClients(url string) (*clients, error) {
-	cfg := &rest.Config{Host: url, QPS: -1, Timeout: 60 * time.Second}
+// Authenticated is a Server whose clients send a bearer token (over
+// https, its self-signed certificate not verified: loopback only), as
+// kube-apiserver started by bench/kube-apiserver.sh.
+type Authenticated interface {
+	Token() string
+}
+
+func newClients(srv Server) (*clients, error) {
+	cfg := &rest.Config{Host: srv.URL(), QPS: -1, Timeout: 60 * time.Second}
+	if a, ok := srv.(Authenticated); ok {
+		cfg.BearerToken = a.Token()
+		cfg.TLSClientConfig.Insecure = true
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -118,20 +131,18 @@ func format(k bench.Kind, f string) string {
 	return f
 }
 
+// proto is a request in protobuf through the typed clients' REST
+// client, as their ConfigMaps(ns).List and the like send it.
+func (c *clients) proto(k bench.Kind, ns string) *rest.Request {
+	return c.typed.CoreV1().RESTClient().Get().Namespace(ns).Resource(k.Resource)
+}
+
 func (c *clients) list(ctx context.Context, k bench.Kind, f, ns string, opts metav1.ListOptions) (runtime.Object, error) {
 	switch format(k, f) {
 	case "metadata":
 		return c.md.Resource(gvr(k)).Namespace(ns).List(ctx, opts)
 	case "protobuf":
-		core := c.typed.CoreV1()
-		switch k.Resource {
-		case "configmaps":
-			return core.ConfigMaps(ns).List(ctx, opts)
-		case "secrets":
-			return core.Secrets(ns).List(ctx, opts)
-		default:
-			return core.Pods(ns).List(ctx, opts)
-		}
+		return c.proto(k, ns).VersionedParams(&opts, scheme.ParameterCodec).Do(ctx).Get()
 	}
 	return c.dyn.Resource(gvr(k)).Namespace(ns).List(ctx, opts)
 }
@@ -141,15 +152,7 @@ func (c *clients) get(ctx context.Context, k bench.Kind, f, ns, name string, opt
 	case "metadata":
 		return c.md.Resource(gvr(k)).Namespace(ns).Get(ctx, name, opts)
 	case "protobuf":
-		core := c.typed.CoreV1()
-		switch k.Resource {
-		case "configmaps":
-			return core.ConfigMaps(ns).Get(ctx, name, opts)
-		case "secrets":
-			return core.Secrets(ns).Get(ctx, name, opts)
-		default:
-			return core.Pods(ns).Get(ctx, name, opts)
-		}
+		return c.proto(k, ns).Name(name).VersionedParams(&opts, scheme.ParameterCodec).Do(ctx).Get()
 	}
 	return c.dyn.Resource(gvr(k)).Namespace(ns).Get(ctx, name, opts)
 }
@@ -159,15 +162,8 @@ func (c *clients) watch(ctx context.Context, k bench.Kind, f, ns string, opts me
 	case "metadata":
 		return c.md.Resource(gvr(k)).Namespace(ns).Watch(ctx, opts)
 	case "protobuf":
-		core := c.typed.CoreV1()
-		switch k.Resource {
-		case "configmaps":
-			return core.ConfigMaps(ns).Watch(ctx, opts)
-		case "secrets":
-			return core.Secrets(ns).Watch(ctx, opts)
-		default:
-			return core.Pods(ns).Watch(ctx, opts)
-		}
+		opts.Watch = true
+		return c.proto(k, ns).VersionedParams(&opts, scheme.ParameterCodec).Watch(ctx)
 	}
 	return c.dyn.Resource(gvr(k)).Namespace(ns).Watch(ctx, opts)
 }
@@ -219,21 +215,31 @@ func (o *op) setErr(err error) {
 	o.Err = err.Error()
 }
 
-// reader runs LISTs and GETs of every kind, mode and format.
-type reader struct {
+// client is one of the harness's concurrent readers or watchers.
+type client struct {
 	h   *harness
 	id  int
 	rng *rand.Rand
 }
 
+// target draws what a request reads: a kind, a format, and a namespace,
+// or every namespace ("") one time in all.
+func (c *client) target(all int) (bench.Kind, string, string) {
+	k := kinds[c.rng.IntN(len(kinds))]
+	f := formats[c.rng.IntN(len(formats))]
+	ns := namespaces[c.rng.IntN(len(namespaces))]
+	if c.rng.IntN(all) == 0 {
+		ns = ""
+	}
+	return k, f, ns
+}
+
+// reader runs LISTs and GETs of every kind, mode and format.
+type reader struct{ client }
+
 func (r *reader) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		k := kinds[r.rng.IntN(len(kinds))]
-		f := formats[r.rng.IntN(len(formats))]
-		ns := namespaces[r.rng.IntN(len(namespaces))]
-		if r.rng.IntN(4) == 0 {
-			ns = ""
-		}
+		k, f, ns := r.target(4)
 		sel := ""
 		if r.rng.IntN(3) == 0 {
 			sel = "tier=" + tiers[r.rng.IntN(len(tiers))]
@@ -324,6 +330,14 @@ func (r *reader) getOnce(ctx context.Context, k bench.Kind, o *op, name string, 
 	o.End, o.Compacted = time.Now(), r.h.compacted.Load()
 	if err != nil {
 		o.setErr(err)
+		if o.Code == 404 {
+			// etcd's revision now bounds the one the server read at.
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if resp, err := r.h.cli.Get(cctx, "compact_rev_key"); err == nil {
+				o.EndRev = resp.Header.Revision
+			}
+			cancel()
+		}
 		return
 	}
 	it, err := toItem(r.h.prefix, k, obj)

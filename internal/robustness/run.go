@@ -63,6 +63,11 @@ type Config struct {
 	MemoryLimit int64
 	// BigValues lets writers write values up to 1 MiB (else up to 64 KiB).
 	BigValues bool
+	// ReorderHold, when set, starts the server on one endpoint: a
+	// ReorderProxy in front of the first member, which holds a new
+	// watch's events for ReorderHold and passes progress notifications on
+	// ahead of them.
+	ReorderHold time.Duration
 }
 
 // Report is a run's outcome.
@@ -76,6 +81,7 @@ type Report struct {
 	Faults     []fault
 	Answers    map[string]int64 // refusals and transport errors, counted
 	MaxRSS     int64
+	Overtakes  int64 // progress notifications the ReorderProxy passed ahead of events
 	Violations []violation
 	History    string // the history file: every op, then etcd's history
 }
@@ -89,6 +95,9 @@ func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "robustness seed %d, %s: %d answers checked (%s), %d watch events, %d writes, %d faults, max RSS %.1f MiB, %d violations\n",
 		r.Seed, r.Duration.Round(time.Second), r.Ops, mapString(r.ByVerb), r.Events, r.Writes, len(r.Faults), float64(r.MaxRSS)/(1<<20), len(r.Violations))
+	if r.Overtakes > 0 {
+		fmt.Fprintf(&b, "progress notifications passed ahead of a new watch's events: %d\n", r.Overtakes)
+	}
 	if len(r.Answers) > 0 {
 		fmt.Fprintf(&b, "refusals and errors counted: %s\n", mapString(r.Answers))
 	}
@@ -249,11 +258,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if _, err := h.cli.Put(ctx, key, string(val)); err != nil {
 		return nil, fmt.Errorf("cannot write the CRD: %w", err)
 	}
-	if h.server, err = cfg.Start(ctx, eps); err != nil {
+	srvEps := eps
+	var px *ReorderProxy
+	if cfg.ReorderHold > 0 {
+		if px, err = StartReorderProxy(strings.TrimPrefix(eps[0], "http://"), cfg.ReorderHold); err != nil {
+			return nil, err
+		}
+		defer px.Close()
+		srvEps = []string{px.Endpoint()}
+	}
+	if h.server, err = cfg.Start(ctx, srvEps); err != nil {
 		return nil, err
 	}
 	defer h.server.Stop()
-	if h.clients, err = newClients(h.server.URL()); err != nil {
+	if h.clients, err = newClients(h.server); err != nil {
 		return nil, err
 	}
 
@@ -271,11 +289,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wg.Go(func() { w.run(tctx) })
 	}
 	for i := range cfg.Readers {
-		r := &reader{h: h, id: i, rng: rand.New(rand.NewPCG(seeds.Uint64(), 0))}
+		r := &reader{client{h: h, id: i, rng: rand.New(rand.NewPCG(seeds.Uint64(), 0))}}
 		wg.Go(func() { r.run(tctx) })
 	}
 	for i := range cfg.Watchers {
-		w := &watcher{h: h, id: i, rng: rand.New(rand.NewPCG(seeds.Uint64(), 0))}
+		w := &watcher{client{h: h, id: i, rng: rand.New(rand.NewPCG(seeds.Uint64(), 0))}}
 		wg.Go(func() { w.run(tctx) })
 	}
 	wg.Go(func() { h.inject(tctx, start) })
@@ -293,6 +311,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer h.stats.mu.Unlock()
 	r := &Report{Seed: cfg.Seed, Duration: time.Since(start), Ops: h.stats.ops.Load(), ByVerb: h.stats.byVerb, Events: h.stats.events.Load(),
 		Writes: h.stats.writes.Load(), Faults: h.faults, Answers: h.stats.answers, MaxRSS: h.maxRSS, Violations: h.violations, History: path}
+	if px != nil {
+		r.Overtakes = px.Overtakes()
+	}
 	if h.fatalErr != nil {
 		return r, h.fatalErr
 	}

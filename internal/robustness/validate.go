@@ -103,11 +103,17 @@ func (h *harness) validateStatus(o *op, bad badFunc) *violation {
 	case 404:
 		if o.Verb == "get" {
 			sc, _ := h.scope(o)
-			if o.Mode == "rv0" || h.model.absentSince(sc.name, o.Acked) {
+			// A delete etcd applied while the GET was served makes 404
+			// right: the model waits for etcd's revision read just
+			// after the answer (EndRev) before it judges.
+			if o.EndRev > 0 {
+				h.model.waitFor(o.EndRev, timeAfter(modelWait))
+			}
+			if o.Mode == "rv0" || h.model.absentSince(sc.name, o.Acked, o.EndRev) {
 				return nil
 			}
 			return h.withHistory(bad("a consistent read is at least as new as every acknowledged write",
-				"GET answered 404 but the object existed at every revision from %d (acknowledged before the request) on", o.Acked), sc.name, o.Acked)
+				"GET answered 404 but the object existed at every revision from %d (acknowledged before the request) to %d (etcd's, read after the answer)", o.Acked, o.EndRev), sc.name, o.Acked)
 		}
 	case 410:
 		rv := o.FromRV

@@ -3,7 +3,6 @@ package robustness
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -19,20 +18,11 @@ import (
 // sendInitialEvents, a LIST then a watch from its revision, or a watch
 // from a revision some way back), then resumes from the last revision it
 // saw, as a reflector does after a disconnect.
-type watcher struct {
-	h   *harness
-	id  int
-	rng *rand.Rand
-}
+type watcher struct{ client }
 
 func (w *watcher) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		k := kinds[w.rng.IntN(len(kinds))]
-		f := formats[w.rng.IntN(len(formats))]
-		ns := namespaces[w.rng.IntN(len(namespaces))]
-		if w.rng.IntN(3) == 0 {
-			ns = ""
-		}
+		k, f, ns := w.target(3)
 		sel := ""
 		switch w.rng.IntN(3) {
 		case 0:
@@ -48,7 +38,7 @@ func (w *watcher) run(ctx context.Context) {
 		switch mode {
 		case "list":
 			o := &op{ID: w.h.nextID(), Client: "watcher" + strconv.Itoa(w.id), Resource: k.Resource, Namespace: ns, Selector: sel, Format: format(k, f)}
-			(&reader{h: w.h, rng: w.rng}).listOnce(ctx, k, o, "consistent", 0, 0)
+			(&reader{w.client}).listOnce(ctx, k, o, "consistent", 0, 0)
 			w.h.record(o)
 			if len(o.Pages) == 0 {
 				continue
