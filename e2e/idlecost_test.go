@@ -38,8 +38,8 @@ type idleSample struct {
 
 // idleCostRow is one phase's growth per opened watch or connection.
 type idleCostRow struct {
-	what                   string
-	rss, heapStacks, gorPC float64 // KiB per watch (goroutines: per watch)
+	what                           string
+	rss, heapStacks, stacks, gorPC float64 // KiB per watch (goroutines: per watch)
 }
 
 // TestIdleWatchCost (issue 26 item 2) measures what an idle watch costs
@@ -93,8 +93,8 @@ func TestIdleWatchCost(t *testing.T) {
 		for _, b := range builds {
 			rows := measureIdleCost(t, etcd, b.bin, tlsConf, serving, n)
 			for _, row := range rows {
-				t.Logf("round %d, %s, %d each: %-24s RSS %+6.1f KiB, heap+stacks %+6.1f KiB, goroutines %+.2f per watch",
-					r+1, b.name, n, row.what, row.rss, row.heapStacks, row.gorPC)
+				t.Logf("round %d, %s, %d each: %-24s RSS %+6.1f KiB, heap+stacks %+6.1f KiB (stacks %+5.1f), goroutines %+.2f per watch",
+					r+1, b.name, n, row.what, row.rss, row.heapStacks, row.stacks, row.gorPC)
 			}
 			results[b.name] = append(results[b.name], rows)
 		}
@@ -102,8 +102,8 @@ func TestIdleWatchCost(t *testing.T) {
 	for _, b := range builds {
 		med := medianRows(results[b.name])
 		for _, row := range med {
-			t.Logf("median of %d, %s, %d each: %-24s RSS %+6.1f KiB, heap+stacks %+6.1f KiB, goroutines %+.2f per watch",
-				rounds, b.name, n, row.what, row.rss, row.heapStacks, row.gorPC)
+			t.Logf("median of %d, %s, %d each: %-24s RSS %+6.1f KiB, heap+stacks %+6.1f KiB (stacks %+5.1f), goroutines %+.2f per watch",
+				rounds, b.name, n, row.what, row.rss, row.heapStacks, row.stacks, row.gorPC)
 		}
 		if b.bin != plainBin {
 			continue
@@ -209,6 +209,7 @@ func measureIdleCost(t *testing.T, etcd *etcdtest.Server, bin string, tlsConf *t
 		}
 		rows = append(rows, idleCostRow{what: ph.what, rss: (cur.rss - prev.rss) / float64(n) / 1024,
 			heapStacks: (cur.heap + cur.stacks - prev.heap - prev.stacks) / float64(n) / 1024,
+			stacks:     (cur.stacks - prev.stacks) / float64(n) / 1024,
 			gorPC:      (cur.goroutines - prev.goroutines) / float64(n)})
 		prev = cur
 	}
@@ -371,6 +372,7 @@ func medianRows(rounds [][]idleCostRow) []idleCostRow {
 		out[i] = idleCostRow{what: rounds[0][i].what,
 			rss:        med(func(r idleCostRow) float64 { return r.rss }, i),
 			heapStacks: med(func(r idleCostRow) float64 { return r.heapStacks }, i),
+			stacks:     med(func(r idleCostRow) float64 { return r.stacks }, i),
 			gorPC:      med(func(r idleCostRow) float64 { return r.gorPC }, i)}
 	}
 	return out
