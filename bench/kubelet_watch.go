@@ -237,27 +237,9 @@ func (c *kubeletClients) read(body io.Reader) (string, error) {
 // parseKubeletEvent reads a protobuf watch event's type, its object's
 // resourceVersion and write stamp (0 when absent).
 func parseKubeletEvent(frame []byte) (typ, rv string, stamp int64, err error) {
-	var obj []byte
-	err = protoFields(frame, func(num int, val []byte, _ uint64) error {
-		switch num {
-		case 1:
-			typ = string(val)
-		case 2:
-			return protoFields(val, func(num int, val []byte, _ uint64) error {
-				if num == 1 {
-					obj = val
-				}
-				return nil
-			})
-		}
-		return nil
-	})
+	typ, raw, err := protoEventObject(frame)
 	if err != nil {
-		return "", "", 0, fmt.Errorf("cannot parse watch event: %w", err)
-	}
-	raw, err := unknownRaw(obj)
-	if err != nil {
-		return typ, "", 0, fmt.Errorf("cannot parse watch event object: %w", err)
+		return typ, "", 0, err
 	}
 	err = protoFields(raw, func(num int, val []byte, _ uint64) error {
 		if num != 1 { // ObjectMeta

@@ -149,27 +149,10 @@ func parseJSONEvent(line []byte) (watchEvent, error) {
 // RawExtension{raw=1}} whose object is a k8s protobuf envelope.
 func parseProtoEvent(frame []byte) (watchEvent, error) {
 	var ev watchEvent
-	var obj []byte
-	err := protoFields(frame, func(num int, val []byte, _ uint64) error {
-		switch num {
-		case 1:
-			ev.Type = string(val)
-		case 2:
-			return protoFields(val, func(num int, val []byte, _ uint64) error {
-				if num == 1 {
-					obj = val
-				}
-				return nil
-			})
-		}
-		return nil
-	})
+	typ, raw, err := protoEventObject(frame)
+	ev.Type = typ
 	if err != nil {
-		return ev, fmt.Errorf("cannot parse watch event: %w", err)
-	}
-	raw, err := unknownRaw(obj)
-	if err != nil {
-		return ev, fmt.Errorf("cannot parse watch event object: %w", err)
+		return ev, err
 	}
 	err = protoFields(raw, func(num int, val []byte, _ uint64) error {
 		if num == 1 {
@@ -183,4 +166,32 @@ func parseProtoEvent(frame []byte) (watchEvent, error) {
 		return nil
 	})
 	return ev, err
+}
+
+// protoEventObject reads a protobuf watch event's type and the raw bytes of
+// its object (the Unknown envelope's payload).
+func protoEventObject(frame []byte) (typ string, raw []byte, err error) {
+	var obj []byte
+	err = protoFields(frame, func(num int, val []byte, _ uint64) error {
+		switch num {
+		case 1:
+			typ = string(val)
+		case 2:
+			return protoFields(val, func(num int, val []byte, _ uint64) error {
+				if num == 1 {
+					obj = val
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("cannot parse watch event: %w", err)
+	}
+	raw, err = unknownRaw(obj)
+	if err != nil {
+		return typ, nil, fmt.Errorf("cannot parse watch event object: %w", err)
+	}
+	return typ, raw, nil
 }
