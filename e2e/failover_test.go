@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,22 +18,6 @@ import (
 
 	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
 )
-
-// metricValue reads one unlabelled metric from lazyapi's /metrics.
-func metricValue(url, name string) (float64, error) {
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(v, 64)
-		}
-	}
-	return 0, fmt.Errorf("%s not in /metrics", name)
-}
 
 // waitMetric polls an unlabelled metric of lazyapi at url until it equals
 // want, for 15 s, and returns the time since t0.

@@ -158,9 +158,6 @@ func peakRSS(t *testing.T, p *process) int64 {
 	return 0
 }
 
-// scrape returns the value of a metric line ("name{labels}") or -1.
-func scrape(url, name string) float64 { return scrapeWith(http.DefaultClient, url, name) }
-
 // waitDrained waits until the limiter holds no seat and no byte.
 func (h *hostileEnv) waitDrained(t *testing.T, p *process) {
 	t.Helper()

@@ -539,21 +539,3 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.rt.RoundTrip(r)
 }
-
-// scrapeWith is scrape through hc.
-func scrapeWith(hc *http.Client, url, name string) float64 {
-	resp, err := hc.Get(url + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return -1
-}
