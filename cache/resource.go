@@ -16,10 +16,11 @@ import (
 
 // Resource is the cache of one resource. It is safe for concurrent use.
 //
-// One goroutine (run) fills the tree from a paged etcd list at revision R,
-// then applies the etcd watch from R+1: it is the only writer of t, ring and
-// rev, and writes them holding mu. Readers take mu briefly to cut a snapshot
-// or read the ring; they never hold it while a client writes.
+// One goroutine (run) fills the tree from a paged etcd list at revision R
+// (fill.go), then applies the etcd watch from R+1 (watchloop.go): it is the
+// only writer of t, ring and rev, and writes them holding mu. Readers take
+// mu briefly to cut a snapshot or read the ring; they never hold it while a
+// client writes.
 type Resource struct {
 	c       *Cache
 	cancel  context.CancelFunc // stops run; nil when run never started

@@ -33,30 +33,15 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	r.mu.Lock()
-	r.t = t
-	r.rev = rev
-	r.ring = newRing(r.history, rev)
-	r.mu.Unlock()
-	r.curRev.Store(rev)
-	r.etcdRev.Store(max(r.etcdRev.Load(), target))
+	r.install(t, rev, target)
 	replaying := rev < target
 	if !replaying {
 		r.ready()
 	}
 
-	from := rev + 1
-	var (
-		moved <-chan struct{} // closed when the etcd client switches endpoints
-		ws    *watchStream
-	)
-	open := func() {
-		ws.close()
-		_, moved = r.c.etcdMoved()
-		ws = r.openWatch(wctx, from)
-	}
-	open()
-	defer func() { ws.close() }()
+	w := &followedWatch{r: r, ctx: wctx}
+	w.open(rev + 1)
+	defer func() { w.ws.close() }()
 	// Progress: while the replay runs, every replayProgress (etcd
 	// notifies only once the watch is synced, i.e. has been sent
 	// everything up to its current revision: the replay's end); once
@@ -75,7 +60,7 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 	for {
 		var wr clientv3.WatchResponse
 		select {
-		case resp, ok := <-ws.ch:
+		case resp, ok := <-w.ws.ch:
 			if !ok {
 				if ctx.Err() != nil {
 					return !replaying, ctx.Err()
@@ -88,78 +73,131 @@ func (r *Resource) fillAndWatch(ctx context.Context) (filled bool, err error) {
 			}
 		case <-tick.C:
 			if replaying || idle {
-				ws.requestProgress(r)
+				w.ws.requestProgress(r)
 			}
 			idle = true
 			tick.Reset(interval())
 			continue
 		case <-r.progressReq:
-			ws.requestProgress(r)
+			w.ws.requestProgress(r)
 			continue
-		case <-moved:
-			// The client reads from other endpoints now: follow them
-			// from the revision held, on a new stream.
-			r.mu.RLock()
-			from = r.rev + 1
-			r.mu.RUnlock()
-			r.c.cfg.Logger.Info("etcd endpoints moved: re-opening the watch", zap.String("resource", r.name), zap.Int64("from", from))
-			open()
+		case <-w.moved:
+			w.reopen()
 			continue
 		}
-		if err := wr.Err(); err != nil {
-			if errors.Is(err, rpctypes.ErrCompacted) || wr.CompactRevision != 0 {
-				return !replaying, fmt.Errorf("etcd compacted revision %d: %w", wr.CompactRevision, err)
-			}
-			return !replaying, fmt.Errorf("etcd watch failed: %w", err)
-		}
-		if wr.Canceled {
-			return !replaying, fmt.Errorf("etcd canceled the watch: %s", wr.CancelReason)
-		}
-		if wr.Header.Revision > 0 {
-			r.etcdRev.Store(max(r.etcdRev.Load(), wr.Header.Revision))
-		}
-		if wr.IsProgressNotify() {
-			r.progress(wr.Header.Revision)
-		} else if len(wr.Events) > 0 {
-			if replaying {
-				var n int
-				for _, ev := range wr.Events {
-					n += len(ev.Kv.Key) + len(ev.Kv.Value)
-				}
-				r.replayed.Add(n)
-			}
-			if err := r.apply(d, wr.Events); err != nil {
-				if replaying && errors.Is(err, errEvicted) {
-					// Not ready yet: it did not fit.
-					r.lastRefusal = refusal{objects: int64(r.t.n), bytes: r.bytes.Load(), sampleMean: r.sampleMean}
-					err = fmt.Errorf("%w: %s (replaying the history from revision %d to %d)", errRefused, strings.TrimPrefix(err.Error(), errEvicted.Error()+": "), rev, target)
-				}
-				return !replaying, err
-			}
+		if err := r.applyResponse(d, wr, replaying, rev, target); err != nil {
+			return !replaying, err
 		}
 		if !replaying {
 			continue
 		}
-		r.mu.RLock()
-		caughtUp := r.rev >= target
-		r.mu.RUnlock()
-		if caughtUp {
-			// Everything up to the revision the fill aimed at is
-			// applied (checkReplay): ready; the same watch goes on.
-			if replayChecked {
-				ok, err := r.checkReplay(ctx, rev, &incomplete)
-				if err != nil {
-					return false, err
-				}
-				if !ok {
-					continue
-				}
-			}
+		done, err := r.replayDone(ctx, rev, target, &incomplete)
+		if err != nil {
+			return false, err
+		}
+		if done {
 			replaying = false
 			r.ready()
 			tick.Reset(interval())
 		}
 	}
+}
+
+// followedWatch is the resource's etcd watch and the endpoints it was
+// opened on: when the etcd client moves to other endpoints, the watch is
+// re-opened there on a new stream.
+type followedWatch struct {
+	r     *Resource
+	ctx   context.Context
+	ws    *watchStream
+	moved <-chan struct{} // closed when the etcd client switches endpoints
+}
+
+// open (re-)opens the watch from revision from.
+func (w *followedWatch) open(from int64) {
+	w.ws.close()
+	_, w.moved = w.r.c.etcdMoved()
+	w.ws = w.r.openWatch(w.ctx, from)
+}
+
+// reopen follows the endpoints the client reads from now: the watch from
+// the revision held, on a new stream.
+func (w *followedWatch) reopen() {
+	r := w.r
+	r.mu.RLock()
+	from := r.rev + 1
+	r.mu.RUnlock()
+	r.c.cfg.Logger.Info("etcd endpoints moved: re-opening the watch", zap.String("resource", r.name), zap.Int64("from", from))
+	w.open(from)
+}
+
+// install makes t, filled at rev, the resource's tree, with an empty
+// history from rev; target is the revision the replay aims at.
+func (r *Resource) install(t *tree, rev, target int64) {
+	r.mu.Lock()
+	r.t = t
+	r.rev = rev
+	r.ring = newRing(r.history, rev)
+	r.mu.Unlock()
+	r.curRev.Store(rev)
+	r.etcdRev.Store(max(r.etcdRev.Load(), target))
+}
+
+// applyResponse applies one response of the watch: its error, a progress
+// notification or its events. While replaying (the history from rev to
+// target), the events' bytes are counted, and a replay that does not fit
+// is refused.
+func (r *Resource) applyResponse(d *deriver, wr clientv3.WatchResponse, replaying bool, rev, target int64) error {
+	if err := wr.Err(); err != nil {
+		if errors.Is(err, rpctypes.ErrCompacted) || wr.CompactRevision != 0 {
+			return fmt.Errorf("etcd compacted revision %d: %w", wr.CompactRevision, err)
+		}
+		return fmt.Errorf("etcd watch failed: %w", err)
+	}
+	if wr.Canceled {
+		return fmt.Errorf("etcd canceled the watch: %s", wr.CancelReason)
+	}
+	if wr.Header.Revision > 0 {
+		r.etcdRev.Store(max(r.etcdRev.Load(), wr.Header.Revision))
+	}
+	if wr.IsProgressNotify() {
+		r.progress(wr.Header.Revision)
+		return nil
+	}
+	if len(wr.Events) == 0 {
+		return nil
+	}
+	if replaying {
+		var n int
+		for _, ev := range wr.Events {
+			n += len(ev.Kv.Key) + len(ev.Kv.Value)
+		}
+		r.replayed.Add(n)
+	}
+	err := r.apply(d, wr.Events)
+	if err != nil && replaying && errors.Is(err, errEvicted) {
+		// Not ready yet: it did not fit.
+		r.lastRefusal = refusal{objects: int64(r.t.n), bytes: r.bytes.Load(), sampleMean: r.sampleMean}
+		err = fmt.Errorf("%w: %s (replaying the history from revision %d to %d)", errRefused, strings.TrimPrefix(err.Error(), errEvicted.Error()+": "), rev, target)
+	}
+	return err
+}
+
+// replayDone reports whether the replay from rev has applied everything
+// up to target, the revision the fill aimed at, and (replayChecked) was
+// found complete by checkReplay: then the resource is ready and the same
+// watch goes on.
+func (r *Resource) replayDone(ctx context.Context, rev, target int64, incomplete *time.Time) (bool, error) {
+	r.mu.RLock()
+	caughtUp := r.rev >= target
+	r.mu.RUnlock()
+	if !caughtUp {
+		return false, nil
+	}
+	if replayChecked {
+		return r.checkReplay(ctx, rev, incomplete)
+	}
+	return true, nil
 }
 
 // replayProgress is how often a replay asks etcd for progress.
