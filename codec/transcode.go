@@ -183,44 +183,14 @@ func (st *state) fields(dst []byte, m *message, b []byte, top bool) ([]byte, err
 	n := len(m.fields)
 	st.slots = slices.Grow(st.slots, n)[:base+n]
 	clear(st.slots[base:])
-	for i := 0; i < len(b); {
-		var o occ
-		var next int
-		// fast path: one-byte tag of a length-delimited field with a
-		// one-byte length
-		if t := b[i]; t&0x87 == 2 && t>>3 != 0 && i+1 < len(b) && b[i+1] < 0x80 && int(b[i+1]) <= len(b)-i-2 {
-			l := int(b[i+1])
-			o = occ{num: uint64(t >> 3), wt: 2, p: b[i+2 : i+2+l], start: i}
-			next = i + 2 + l
-		} else if t&0x87 == 0 && t>>3 != 0 && i+1 < len(b) && b[i+1] < 0x80 {
-			// one-byte tag of a varint field with a one-byte value
-			o = occ{num: uint64(t >> 3), u: uint64(b[i+1]), start: i}
-			next = i + 2
-		} else {
-			var err error
-			if o, next, err = readField(b, i); err != nil {
-				return dst, corrupt(b, i, err.Error())
-			}
-		}
-		if idx := m.index(o.num); idx >= 0 {
-			f := &m.fields[idx]
-			if o.wt != f.v.wire && !(f.card == cSlice && o.wt == 2 && f.v.wire != 2) {
-				return dst, corrupt(b, i, fmt.Sprintf("wrong wire type %d for field %s of %v", o.wt, f.name, m.goType))
-			}
-			s := &st.slots[base+idx]
-			if s.count == 0 {
-				s.first = i
-			}
-			s.count++
-			s.last = o
-		}
-		i = next
-	}
-	var err error
 	// slots of this message are not written again while nested messages
 	// run; a pointer stays valid even if st.slots is reallocated (the old
 	// array is only read).
 	slots := st.slots[base : base+n]
+	if err := occurrences(m, b, slots); err != nil {
+		return dst, err
+	}
+	var err error
 	for i := range m.fields {
 		f := &m.fields[i]
 		s := &slots[i]
@@ -230,14 +200,7 @@ func (st *state) fields(dst []byte, m *message, b []byte, top bool) ([]byte, err
 		switch {
 		case f.v.kind == kTypeMeta:
 			if top && !st.omitTM {
-				if st.kind != "" {
-					dst = append(appendComma(dst), `"kind":`...)
-					dst = appendJSONString(dst, bytesutil.ToUnsafeBytes(st.kind))
-				}
-				if st.apiVer != "" {
-					dst = append(appendComma(dst), `"apiVersion":`...)
-					dst = appendJSONString(dst, bytesutil.ToUnsafeBytes(st.apiVer))
-				}
+				dst = st.typeMeta(dst)
 			}
 		case f.inline:
 			var p []byte
@@ -269,6 +232,60 @@ func (st *state) fields(dst []byte, m *message, b []byte, top bool) ([]byte, err
 	st.slots = st.slots[:base]
 	st.depth--
 	return dst, nil
+}
+
+// occurrences records in slots (one per field of m, zeroed) where each
+// field of m occurs in b: the first occurrence's offset, their count and
+// the last one. Unknown fields are skipped.
+func occurrences(m *message, b []byte, slots []slot) error {
+	for i := 0; i < len(b); {
+		var o occ
+		var next int
+		// fast path: one-byte tag of a length-delimited field with a
+		// one-byte length
+		if t := b[i]; t&0x87 == 2 && t>>3 != 0 && i+1 < len(b) && b[i+1] < 0x80 && int(b[i+1]) <= len(b)-i-2 {
+			l := int(b[i+1])
+			o = occ{num: uint64(t >> 3), wt: 2, p: b[i+2 : i+2+l], start: i}
+			next = i + 2 + l
+		} else if t&0x87 == 0 && t>>3 != 0 && i+1 < len(b) && b[i+1] < 0x80 {
+			// one-byte tag of a varint field with a one-byte value
+			o = occ{num: uint64(t >> 3), u: uint64(b[i+1]), start: i}
+			next = i + 2
+		} else {
+			var err error
+			if o, next, err = readField(b, i); err != nil {
+				return corrupt(b, i, err.Error())
+			}
+		}
+		if idx := m.index(o.num); idx >= 0 {
+			f := &m.fields[idx]
+			if o.wt != f.v.wire && !(f.card == cSlice && o.wt == 2 && f.v.wire != 2) {
+				return corrupt(b, i, fmt.Sprintf("wrong wire type %d for field %s of %v", o.wt, f.name, m.goType))
+			}
+			s := &slots[idx]
+			if s.count == 0 {
+				s.first = i
+			}
+			s.count++
+			s.last = o
+		}
+		i = next
+	}
+	return nil
+}
+
+// typeMeta writes the stored object's kind and apiVersion fields (those
+// set), which protobuf leaves out.
+func (st *state) typeMeta(dst []byte) []byte {
+	if st.kind != "" {
+		dst = append(appendComma(dst), `"kind":`...)
+		dst = appendJSONString(dst, bytesutil.ToUnsafeBytes(st.kind))
+	}
+	if st.apiVer != "" {
+		dst = append(appendComma(dst), `"apiVersion":`...)
+		dst = appendJSONString(dst, bytesutil.ToUnsafeBytes(st.apiVer))
+	}
+	return dst
 }
 
 // mergedPayload returns the payload of a non-repeated message field: the
