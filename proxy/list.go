@@ -133,7 +133,10 @@ const listRestarts = 3
 // a list in one range and never answers it 410 (the 1-hour robustness run
 // found lazyapi's size pass answering 410 after a compaction to etcd's
 // head). A continue token's or an Exact revision's compaction stays 410.
-// The returned lister's pre buffer is the caller's to release.
+// A streamed list (no limit, not protobuf) compacted after its first byte
+// was prepared but before any byte left is read again the same way
+// (listStream.write). The returned lister's pre buffer is the caller's to
+// release.
 func (s *Server) prepareList(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState) (*lister, *StatusError) {
 	for attempt := 0; ; attempt++ {
 		l, se := s.newLister(ctx, rc, st)
