@@ -1,3 +1,13 @@
+//go:build !race
+
+// TestEstimateHoldsStalled measures the live heap of stalled streams
+// against the limiter's reservation: it runs in CI's plain pass (.ci/run,
+// the !race tests), where the heap is the server's own and not the race
+// detector's, in 12 s (116 s under -race, the slowest test of CI's race
+// pass). The estimate code it checks runs under -race in the other tests
+// that stall streams (TestStalledReaderAborted, TestTLSStalledClientAborted,
+// TestSharedScanStalledMember).
+
 package proxy_test
 
 import (

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -79,7 +80,11 @@ type lister struct {
 	pre           *[]byte      // the items encoded by the size pass (sizeEmit), or nil
 	preFormat     codec.Format // of the objects in pre (metrics)
 	firstComplete bool         // the first page is the whole answer
-	lm            codec.ListMeta
+	// ownRev: the revision is etcd's current one, chosen by lazyapi (no
+	// continue token, not Exact); compacted: a read before the first
+	// byte failed with store.ErrCompacted (prepareList).
+	ownRev, compacted bool
+	lm                codec.ListMeta
 	// ctx is the request's (for KMS calls); gr the resource's
 	// "resource[.group]" (for decryption).
 	ctx context.Context
@@ -106,16 +111,57 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 			cancel()
 		}
 	}()
-	l, se := s.newLister(ctx, rc, st)
-	if se == nil {
-		defer l.releasePre()
-		se = l.prepare(ctx)
-	}
+	l, se := s.prepareList(ctx, rc, st)
 	if se != nil {
 		st.fail(rc, ef, se)
 		return
 	}
+	defer l.releasePre()
 	streaming = l.respond(ctx, cancel, rc, ef)
+}
+
+// listRestarts bounds how often prepareList reads a LIST again after etcd
+// compacted the revision it chose.
+const listRestarts = 3
+
+// prepareList makes a lister and runs its phases before the first byte
+// (newLister, prepare). A LIST read from etcd at a revision lazyapi chose
+// (etcd's current one: no continue token, resourceVersion "", "0" or
+// NotOlderThan) that etcd compacted between two of its pages before the
+// first byte is read again from its start at the new current revision, up
+// to listRestarts times (then 503 with Retry-After); the pages of one read are never mixed with
+// another's. The client asked for no revision: kube-apiserver reads such
+// a list in one range and never answers it 410 (the 1-hour robustness run
+// found lazyapi's size pass answering 410 after a compaction to etcd's
+// head). A continue token's or an Exact revision's compaction stays 410.
+// A streamed list (no limit, not protobuf) compacted after its first byte
+// was prepared but before any byte left is read again the same way
+// (listStream.write). The returned lister's pre buffer is the caller's to
+// release.
+func (s *Server) prepareList(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState) (*lister, *StatusError) {
+	for attempt := 0; ; attempt++ {
+		l, se := s.newLister(ctx, rc, st)
+		if se != nil {
+			return nil, se
+		}
+		if se = l.prepare(ctx); se == nil {
+			return l, nil
+		}
+		l.releasePre()
+		if l.pg != nil {
+			l.pg.Close()
+		}
+		if !l.compacted || !l.ownRev || l.snap != nil || ctx.Err() != nil {
+			return nil, se
+		}
+		if attempt == listRestarts {
+			// Not 410: the client named no revision. Retry later.
+			return nil, &StatusError{Status: codec.Status{Code: 503, Reason: "ServiceUnavailable",
+				Message: fmt.Sprintf("etcd compacted the list's revision %d times while it was read", attempt+1),
+				Details: &codec.StatusDetails{RetryAfterSeconds: 1}}, RetryAfter: 1}
+		}
+		s.listRestarts.Inc()
+	}
 }
 
 // readStatus is storeStatus for an error of the LIST's etcd read. A
@@ -124,6 +170,7 @@ func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *f
 // a token in the Status's metadata.continue that resumes the list where
 // the client stopped, at the latest revision (resourceVersion -1).
 func (l *lister) readStatus(err error) *StatusError {
+	l.compacted = errors.Is(err, store.ErrCompacted)
 	se := storeStatus(err, l.st.q.Continue != "", l.rev)
 	if l.st.q.Continue != "" && errors.Is(err, store.ErrCompacted) && se.Status.Code == 410 {
 		if tok, terr := request.ContinueAt(l.start, l.prefix, -1); terr == nil {
@@ -140,8 +187,10 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 	r, q := st.r, st.q
 	l := &lister{s: s, st: st, prefix: s.listPrefix(r, st.p.Namespace), limit: q.Limit, now: time.Now(),
 		enc: st.enc, layout: st.enc.Layout(), ctx: ctx, gr: r.GroupResource()}
-	if rc != nil { // nil: a shared LIST's group (sharedlist.go)
+	if rc != nil {
 		l.uri = string(rc.RequestURI())
+	} else { // a shared LIST's group (sharedlist.go)
+		l.uri = "shared list of " + r.GroupResource()
 	}
 	if c := st.enc.Cached(); c != nil && c.Row == nil {
 		// A JSON list's items, as Server.listItem serves them.
@@ -194,6 +243,7 @@ func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *req
 			}
 		}
 	}
+	l.ownRev = q.Continue == "" && l.rev == 0
 	// metadata.name=x in one namespace (or of a cluster-scoped resource)
 	// names one key: read only that key.
 	if l.f.Name != "" && (st.p.Namespace != "" || !r.Namespaced) {
@@ -268,6 +318,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 	}
 	if err := l.walk(ctx, l.pg, page, &l.ws, passFirstPage, l.sizeEmit); err != nil {
 		s.logListError(l.uri, err)
+		l.compacted = errors.Is(err, store.ErrCompacted)
 		return statusOf(err)
 	}
 	l.firstComplete = !l.ws.partial
@@ -381,6 +432,7 @@ func (l *lister) planPass(ctx context.Context) *StatusError {
 		l.pg.Close()
 		if err != nil {
 			s.logListError(l.uri, err)
+			l.compacted = errors.Is(err, store.ErrCompacted)
 			return statusOf(err)
 		}
 	}

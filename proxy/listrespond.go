@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/valyala/fasthttp"
@@ -13,6 +14,7 @@ import (
 	"github.com/lazyapi/lazyapi/encryption"
 	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/lazyapi/lazyapi/proxy/encoding"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 // A prepared LIST's answer (list.go): whole, with a Content-Length (the
@@ -158,11 +160,46 @@ func (ls *listStream) write(ctx context.Context, sw *streamWriter) error {
 		defer putBuf(ls.pre)
 		encoded = *ls.pre
 	}
+	mark := len(sw.buf)
 	err := ls.l.write(ctx, sw, ls.pg, ls.page, encoded, ls.lm, ls.planned, false)
+	for i := 0; i < listRestarts && encoded == nil && sw.n == 0 && ls.l.restartable(err); i++ {
+		// Nothing of the list has left yet: read it again at etcd's
+		// new revision (prepareList), instead of cutting it off.
+		sw.buf = sw.buf[:mark]
+		err = ls.restart(ctx, sw)
+	}
 	if err == nil {
 		err = sw.flush()
 	}
 	return err
+}
+
+// restartable reports whether a write pass that failed with err may read
+// the list again from its start at etcd's current revision: etcd compacted
+// the revision lazyapi chose (prepareList), and no metadata planned before
+// the first byte depends on it (no limit; not protobuf, whose head holds the
+// items' size).
+func (l *lister) restartable(err error) bool {
+	return errors.Is(err, store.ErrCompacted) && l.ownRev && l.snap == nil && l.limit == 0 && l.layout != encoding.LayoutSized
+}
+
+// restart writes the list again from a first page read at etcd's current
+// revision.
+func (ls *listStream) restart(ctx context.Context, sw *streamWriter) error {
+	l := ls.l
+	l.s.listRestarts.Inc()
+	opts := l.opts
+	opts.Rev = 0
+	pg := l.newPager(opts)
+	page, err := pg.Next(ctx)
+	if err != nil {
+		pg.Close()
+		return err
+	}
+	l.rev, l.opts.Rev = pg.Rev(), pg.Rev()
+	lm := ls.lm
+	lm.ResourceVersion = l.rev
+	return l.write(ctx, sw, pg, page, nil, lm, walkState{}, false)
 }
 
 // respondStream hands the list to fasthttp as a streamed body, written

@@ -192,6 +192,9 @@ type Server struct {
 	passthru   *metrics.Counter
 	transcoded *metrics.Counter
 	panics     *metrics.Counter
+	// listRestarts counts LISTs read again at etcd's current revision
+	// after a compaction of the one they chose (prepareList).
+	listRestarts *metrics.Counter
 	// sizes, with Config.Encryption, remembers the plaintext sizes of
 	// values a protobuf LIST from etcd decrypted (estimate.SizeMemo).
 	sizes *estimate.SizeMemo
@@ -267,6 +270,7 @@ func New(cfg Config) (*Server, error) {
 	s.passthru = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="passthrough"}`)
 	s.transcoded = s.ms.GetOrCreateCounter(`lazyapi_objects_served_total{path="transcoded"}`)
 	s.panics = s.ms.GetOrCreateCounter("lazyapi_handler_panics_total")
+	s.listRestarts = s.ms.GetOrCreateCounter("lazyapi_list_restarts_total")
 	s.frames = newFrameCache(s.ms, frameCacheBytes)
 	s.scans = newScanGroups(s.ms)
 	s.lists = newListGroups(s.ms)

@@ -461,16 +461,12 @@ func (g *listGroup) run(client string) {
 	g.mu.Lock()
 	g.pinned = true
 	g.mu.Unlock()
-	l, se := s.newLister(ctx, nil, st)
-	if se == nil {
-		defer l.releasePre()
-		l.uri = "shared list of " + st.r.GroupResource()
-		se = l.prepare(ctx)
-	}
+	l, se := s.prepareList(ctx, nil, st)
 	if se != nil {
 		g.answer(se)
 		return
 	}
+	defer l.releasePre()
 	if d := l.delivery(); d != deliverStreamed {
 		g.runWhole(ctx, l, d)
 		return

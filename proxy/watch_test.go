@@ -403,3 +403,74 @@ func TestWatchAdmission(t *testing.T) {
 		t.Fatal("watch still open 10s after Shutdown")
 	}
 }
+
+// TestWatchTooOldAdmitted: a watch older than the watch cache's history
+// (not compacted), which etcd's watch serves (TestWatchTooOld), holds a
+// watch seat and the bytes of any watch while it is open: with one watch
+// seat and no queue a second watch is 429, and once it ends the seat and
+// its bytes are given back.
+func TestWatchTooOldAdmitted(t *testing.T) {
+	cfg := ratelimit.DefaultConfig()
+	cfg.MaxWatchesInflight = 1
+	cfg.MaxQueued = 0
+	cfg.MaxInflightBytes = 1 << 30
+	lim, err := ratelimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *cache.Cache
+	e := startEnv(t, func(pc *proxy.Config) {
+		c, err = cache.New(cache.Config{Client: pc.Client, MemoryBytes: 64 << 20, DefaultHistory: 5,
+			BookmarkInterval: 200 * time.Millisecond, ProgressInterval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		pc.Cache, pc.Limiter = c, lim
+	})
+	waitCached(t, c.Resource(cache.Spec{Name: "configmaps", Prefix: "/registry/configmaps/", Namespaced: true}), "configmaps cached")
+	ctx := context.Background()
+	first := e.put(t, "configmaps", cm("a", "web", "0"))
+	var last int64
+	for i := range 20 {
+		last = e.put(t, "configmaps", cm("a", "web", strconv.Itoa(i)))
+	}
+	released := func(what string) {
+		waitFor(t, what, func() error {
+			if st := lim.Stats(); st.InflightWatches != 0 || st.WatchReservedBytes != 0 {
+				return fmt.Errorf("%d watches admitted, %d bytes reserved", st.InflightWatches, st.WatchReservedBytes)
+			}
+			return nil
+		})
+	}
+	// An ordinary watch, from the cache: what a watch holds.
+	w, err := e.cs.CoreV1().ConfigMaps("ns").Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatInt(last, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := lim.Stats()
+	w.Stop()
+	released("the cached watch's seat released")
+	fallbacks := func() float64 { v, _ := metricValue(e.ms, "lazyapi_watch_etcd_fallback_total"); return v }
+	before := fallbacks()
+
+	w, err = e.cs.CoreV1().ConfigMaps("ns").Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatInt(first, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	expect(t, nextEvent(t, w), watch.Modified, "a", "0", first+1)
+	if got := fallbacks() - before; got != 1 {
+		t.Fatalf("lazyapi_watch_etcd_fallback_total grew by %v, want 1 (the watch must be etcd's)", got)
+	}
+	if st := lim.Stats(); st.InflightWatches != 1 || st.WatchReservedBytes != cached.WatchReservedBytes || st.WatchReservedBytes == 0 {
+		t.Errorf("the too-old watch holds %d watch seats and %d bytes, want 1 and %d as a cached watch",
+			st.InflightWatches, st.WatchReservedBytes, cached.WatchReservedBytes)
+	}
+	// (raw HTTP: client-go retries 429s for ~10 s)
+	if code, _, body := e.raw(t, "GET", "/api/v1/namespaces/ns/configmaps?watch=true&resourceVersion="+strconv.FormatInt(first, 10), ""); code != 429 {
+		t.Errorf("second too-old watch with the seat held = %d %s, want 429", code, body)
+	}
+	w.Stop()
+	released("the too-old watch's seat released")
+}
