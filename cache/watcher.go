@@ -333,9 +333,7 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 		}
 		r.mu.RUnlock()
 		if lagged {
-			r.lagging.Inc()
-			w.closeWith(fmt.Errorf("%w: %s watcher's next event left the history", ErrLagging, r.name))
-			w.Close()
+			w.lag()
 			continue
 		}
 		if ok {
@@ -349,24 +347,9 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 			}
 			continue
 		}
-		var wake <-chan time.Time
-		if w.o.Bookmarks {
-			wait := interval - sinceBookmark
-			switch {
-			case rev > w.lastRev && wait <= 0:
-				w.lastRev = rev
-				w.lastBookmark = time.Now()
-				return Event{Type: Bookmark, Rev: rev}, nil
-			case wait > 0 && (rev > w.lastRev || w.indexed):
-				// A watcher on the scan path is woken by every change;
-				// an indexed one looks again when the bookmark is due.
-				if timer == nil {
-					timer = time.NewTimer(wait)
-				} else {
-					timer.Reset(wait)
-				}
-				wake = timer.C
-			}
+		bm, due, wake := w.bookmark(rev, interval-sinceBookmark, &timer)
+		if due {
+			return bm, nil
 		}
 		select {
 		case <-ch:
@@ -376,6 +359,40 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 			return Event{}, ctx.Err()
 		}
 	}
+}
+
+// lag ends a watcher whose next event left the history (ErrLagging).
+func (w *Watcher) lag() {
+	w.r.lagging.Inc()
+	w.closeWith(fmt.Errorf("%w: %s watcher's next event left the history", ErrLagging, w.r.name))
+	w.Close()
+}
+
+// bookmark returns a BOOKMARK at rev (due) when the watcher asked for
+// bookmarks and one is due: wait, the time until the bookmark interval
+// ends, has passed and rev is newer than what the watcher sent. Otherwise
+// wake, when not nil, fires when it will be (*timer is created or reset
+// for it).
+func (w *Watcher) bookmark(rev int64, wait time.Duration, timer **time.Timer) (bm Event, due bool, wake <-chan time.Time) {
+	if !w.o.Bookmarks {
+		return Event{}, false, nil
+	}
+	switch {
+	case rev > w.lastRev && wait <= 0:
+		w.lastRev = rev
+		w.lastBookmark = time.Now()
+		return Event{Type: Bookmark, Rev: rev}, true, nil
+	case wait > 0 && (rev > w.lastRev || w.indexed):
+		// A watcher on the scan path is woken by every change; an
+		// indexed one looks again when the bookmark is due.
+		if *timer == nil {
+			*timer = time.NewTimer(wait)
+		} else {
+			(*timer).Reset(wait)
+		}
+		return Event{}, false, (*timer).C
+	}
+	return Event{}, false, nil
 }
 
 // nextInitial returns the next initial ADDED event, or the initial-events-end

@@ -292,34 +292,9 @@ func convertHPA(o runtime.Object) (runtime.Object, error) {
 		return nil
 	}
 
-	sp := &in.Spec
-	out.Spec = autoscalingv1.HorizontalPodAutoscalerSpec{
-		ScaleTargetRef: autoscalingv1.CrossVersionObjectReference{Kind: sp.ScaleTargetRef.Kind, Name: sp.ScaleTargetRef.Name,
-			APIVersion: sp.ScaleTargetRef.APIVersion},
-		MinReplicas: sp.MinReplicas,
-		MaxReplicas: sp.MaxReplicas,
-	}
-	for i := range sp.Metrics {
-		if isCPUUtilization(&sp.Metrics[i]) {
-			v := *sp.Metrics[i].Resource.Target.AverageUtilization
-			out.Spec.TargetCPUUtilizationPercentage = &v
-			break
-		}
-	}
-	st := &in.Status
-	out.Status = autoscalingv1.HorizontalPodAutoscalerStatus{
-		ObservedGeneration: st.ObservedGeneration,
-		LastScaleTime:      st.LastScaleTime,
-		CurrentReplicas:    st.CurrentReplicas,
-		DesiredReplicas:    st.DesiredReplicas,
-	}
-	for _, m := range st.CurrentMetrics {
-		if m.Type == autoscalingv2.ResourceMetricSourceType && m.Resource != nil && m.Resource.Name == corev1.ResourceCPU &&
-			m.Resource.Current.AverageUtilization != nil {
-			v := *m.Resource.Current.AverageUtilization
-			out.Status.CurrentCPUUtilizationPercentage = &v
-		}
-	}
+	sp, st := &in.Spec, &in.Status
+	out.Spec = hpaV1Spec(sp)
+	out.Status = hpaV1Status(st)
 
 	other := make([]autoscalingv1.MetricSpec, 0, len(sp.Metrics))
 	for i := range sp.Metrics {
@@ -358,6 +333,44 @@ func convertHPA(o runtime.Object) (runtime.Object, error) {
 		}
 	}
 	return out, nil
+}
+
+// hpaV1Spec is the autoscaling/v1 spec of an autoscaling/v2 one: the
+// target, the replica bounds and the CPU utilization target.
+func hpaV1Spec(sp *autoscalingv2.HorizontalPodAutoscalerSpec) autoscalingv1.HorizontalPodAutoscalerSpec {
+	out := autoscalingv1.HorizontalPodAutoscalerSpec{
+		ScaleTargetRef: autoscalingv1.CrossVersionObjectReference{Kind: sp.ScaleTargetRef.Kind, Name: sp.ScaleTargetRef.Name,
+			APIVersion: sp.ScaleTargetRef.APIVersion},
+		MinReplicas: sp.MinReplicas,
+		MaxReplicas: sp.MaxReplicas,
+	}
+	for i := range sp.Metrics {
+		if isCPUUtilization(&sp.Metrics[i]) {
+			v := *sp.Metrics[i].Resource.Target.AverageUtilization
+			out.TargetCPUUtilizationPercentage = &v
+			break
+		}
+	}
+	return out
+}
+
+// hpaV1Status is the autoscaling/v1 status of an autoscaling/v2 one: the
+// replica counts and the current CPU utilization.
+func hpaV1Status(st *autoscalingv2.HorizontalPodAutoscalerStatus) autoscalingv1.HorizontalPodAutoscalerStatus {
+	out := autoscalingv1.HorizontalPodAutoscalerStatus{
+		ObservedGeneration: st.ObservedGeneration,
+		LastScaleTime:      st.LastScaleTime,
+		CurrentReplicas:    st.CurrentReplicas,
+		DesiredReplicas:    st.DesiredReplicas,
+	}
+	for _, m := range st.CurrentMetrics {
+		if m.Type == autoscalingv2.ResourceMetricSourceType && m.Resource != nil && m.Resource.Name == corev1.ResourceCPU &&
+			m.Resource.Current.AverageUtilization != nil {
+			v := *m.Resource.Current.AverageUtilization
+			out.CurrentCPUUtilizationPercentage = &v
+		}
+	}
+	return out
 }
 
 func ref(in autoscalingv2.CrossVersionObjectReference) autoscalingv1.CrossVersionObjectReference {

@@ -169,26 +169,13 @@ func appendMetaPatched(dst, m []byte, rv int64) ([]byte, error) {
 		if m[i] == ',' {
 			i = skipSpace(m, i+1)
 		}
-		if i >= len(m) || m[i] != '"' {
-			return dst, corrupt(m, i, "expected a JSON object key in metadata")
-		}
-		ks := i
-		ke, err := skipString(m, i)
-		if err != nil {
-			return dst, err
-		}
-		i = skipSpace(m, ke)
-		if i >= len(m) || m[i] != ':' {
-			return dst, corrupt(m, i, "expected ':' in metadata")
-		}
-		i = skipSpace(m, i+1)
-		ve, err := skipValue(m, i)
+		ks, ke, vs, ve, err := metaMember(m, i)
 		if err != nil {
 			return dst, err
 		}
 		k := m[ks+1 : ke-1]
 		if keyEquals(k, "resourceVersion") {
-			dst = append(dst, m[:i]...)
+			dst = append(dst, m[:vs]...)
 			dst = append(dst, '"')
 			dst = strconv.AppendInt(dst, rv, 10)
 			dst = append(dst, '"')
@@ -218,6 +205,34 @@ func appendMetaPatched(dst, m []byte, rv int64) ([]byte, error) {
 	if sorted {
 		at = sortedIns
 	}
+	return insertRV(dst, m, at, closing, rv), nil
+}
+
+// metaMember reads the member of the metadata object m at i: its key,
+// quotes included, at m[ks:ke] and its value at m[vs:ve].
+func metaMember(m []byte, i int) (ks, ke, vs, ve int, err error) {
+	if i >= len(m) || m[i] != '"' {
+		return 0, 0, 0, 0, corrupt(m, i, "expected a JSON object key in metadata")
+	}
+	ks = i
+	if ke, err = skipString(m, i); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	i = skipSpace(m, ke)
+	if i >= len(m) || m[i] != ':' {
+		return 0, 0, 0, 0, corrupt(m, i, "expected ':' in metadata")
+	}
+	vs = skipSpace(m, i+1)
+	if ve, err = skipValue(m, vs); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	return ks, ke, vs, ve, nil
+}
+
+// insertRV appends the metadata object m with a resourceVersion of rv
+// inserted before the member at offset at, or last when at < 0 (closing
+// is the offset of m's closing brace).
+func insertRV(dst, m []byte, at, closing int, rv int64) []byte {
 	if at < 0 {
 		dst = append(dst, m[:closing]...)
 		if !emptyObjectBefore(m, closing) {
@@ -226,13 +241,13 @@ func appendMetaPatched(dst, m []byte, rv int64) ([]byte, error) {
 		dst = append(dst, `"resourceVersion":"`...)
 		dst = strconv.AppendInt(dst, rv, 10)
 		dst = append(dst, '"')
-		return append(dst, m[closing:]...), nil
+		return append(dst, m[closing:]...)
 	}
 	dst = append(dst, m[:at]...)
 	dst = append(dst, `"resourceVersion":"`...)
 	dst = strconv.AppendInt(dst, rv, 10)
 	dst = append(dst, `",`...)
-	return append(dst, m[at:]...), nil
+	return append(dst, m[at:]...)
 }
 
 // Protobuf passthrough.

@@ -140,22 +140,9 @@ func (m *Meta) peekObjectMeta(b []byte) error {
 				return err
 			}
 		case 11, 12:
-			kv := KV{Key: []byte{}, Value: []byte{}}
-			for j := 0; j < len(o.p); {
-				e, jn, err := readField(o.p, j)
-				if err != nil {
-					return corrupt(o.p, j, err.Error())
-				}
-				if (e.num == 1 || e.num == 2) && e.wt != 2 {
-					return corrupt(o.p, j, "wrong wire type in map entry")
-				}
-				switch e.num {
-				case 1:
-					kv.Key = e.p
-				case 2:
-					kv.Value = e.p
-				}
-				j = jn
+			kv, err := protoMapEntry(o.p)
+			if err != nil {
+				return err
 			}
 			if o.num == 11 {
 				m.Labels = append(m.Labels, kv)
@@ -163,43 +150,74 @@ func (m *Meta) peekObjectMeta(b []byte) error {
 				m.Annotations = append(m.Annotations, kv)
 			}
 		case 13:
-			var r OwnerRef
-			for j := 0; j < len(o.p); {
-				e, jn, err := readField(o.p, j)
-				if err != nil {
-					return corrupt(o.p, j, err.Error())
-				}
-				switch e.num {
-				case 1, 3, 4, 5:
-					if e.wt != 2 {
-						return corrupt(o.p, j, "wrong wire type in ownerReference")
-					}
-				case 6, 7:
-					if e.wt != 0 {
-						return corrupt(o.p, j, "wrong wire type in ownerReference")
-					}
-				}
-				switch e.num {
-				case 1:
-					r.Kind = e.p
-				case 3:
-					r.Name = e.p
-				case 4:
-					r.UID = e.p
-				case 5:
-					r.APIVersion = e.p
-				case 6:
-					r.Controller = e.u != 0
-				case 7:
-					r.BlockOwnerDeletion = e.u != 0
-				}
-				j = jn
+			r, err := protoOwnerRef(o.p)
+			if err != nil {
+				return err
 			}
 			m.OwnerReferences = append(m.OwnerReferences, r)
 		}
 		i = next
 	}
 	return nil
+}
+
+// protoMapEntry reads a map<string, string> entry (labels, annotations).
+func protoMapEntry(p []byte) (KV, error) {
+	kv := KV{Key: []byte{}, Value: []byte{}}
+	for j := 0; j < len(p); {
+		e, jn, err := readField(p, j)
+		if err != nil {
+			return kv, corrupt(p, j, err.Error())
+		}
+		if (e.num == 1 || e.num == 2) && e.wt != 2 {
+			return kv, corrupt(p, j, "wrong wire type in map entry")
+		}
+		switch e.num {
+		case 1:
+			kv.Key = e.p
+		case 2:
+			kv.Value = e.p
+		}
+		j = jn
+	}
+	return kv, nil
+}
+
+// protoOwnerRef reads an OwnerReference message.
+func protoOwnerRef(p []byte) (OwnerRef, error) {
+	var r OwnerRef
+	for j := 0; j < len(p); {
+		e, jn, err := readField(p, j)
+		if err != nil {
+			return r, corrupt(p, j, err.Error())
+		}
+		switch e.num {
+		case 1, 3, 4, 5:
+			if e.wt != 2 {
+				return r, corrupt(p, j, "wrong wire type in ownerReference")
+			}
+		case 6, 7:
+			if e.wt != 0 {
+				return r, corrupt(p, j, "wrong wire type in ownerReference")
+			}
+		}
+		switch e.num {
+		case 1:
+			r.Kind = e.p
+		case 3:
+			r.Name = e.p
+		case 4:
+			r.UID = e.p
+		case 5:
+			r.APIVersion = e.p
+		case 6:
+			r.Controller = e.u != 0
+		case 7:
+			r.BlockOwnerDeletion = e.u != 0
+		}
+		j = jn
+	}
+	return r, nil
 }
 
 func (m *Meta) peekTimestamp(p []byte) error {
@@ -280,50 +298,61 @@ func (m *Meta) peekJSON(raw []byte) error {
 			if v[0] != '{' {
 				return nil
 			}
-			labels := keyEquals(k, "labels")
-			return eachKey(v, func(mk, mv []byte) error {
-				kv := KV{Key: m.jsonKey(mk), Value: m.jsonString(mv)}
-				if kv.Value == nil {
-					kv.Value = []byte{}
-				}
-				if labels {
-					m.Labels = append(m.Labels, kv)
-				} else {
-					m.Annotations = append(m.Annotations, kv)
-				}
-				return nil
-			})
+			return m.jsonStringMap(v, keyEquals(k, "labels"))
 		case keyEquals(k, "ownerReferences"):
 			if v[0] != '[' {
 				return nil
 			}
-			return eachElem(v, func(e []byte) error {
-				if e[0] != '{' {
-					return corrupt(e, 0, "ownerReference is not an object")
-				}
-				var r OwnerRef
-				err := eachKey(e, func(rk, rv []byte) error {
-					switch {
-					case keyEquals(rk, "apiVersion"):
-						r.APIVersion = m.jsonString(rv)
-					case keyEquals(rk, "kind"):
-						r.Kind = m.jsonString(rv)
-					case keyEquals(rk, "name"):
-						r.Name = m.jsonString(rv)
-					case keyEquals(rk, "uid"):
-						r.UID = m.jsonString(rv)
-					case keyEquals(rk, "controller"):
-						r.Controller = string(rv) == "true"
-					case keyEquals(rk, "blockOwnerDeletion"):
-						r.BlockOwnerDeletion = string(rv) == "true"
-					}
-					return nil
-				})
-				m.OwnerReferences = append(m.OwnerReferences, r)
-				return err
-			})
+			return m.jsonOwnerRefs(v)
 		}
 		return nil
+	})
+}
+
+// jsonStringMap appends the members of the JSON object v (labels or
+// annotations) to m.Labels (labels) or m.Annotations.
+func (m *Meta) jsonStringMap(v []byte, labels bool) error {
+	return eachKey(v, func(mk, mv []byte) error {
+		kv := KV{Key: m.jsonKey(mk), Value: m.jsonString(mv)}
+		if kv.Value == nil {
+			kv.Value = []byte{}
+		}
+		if labels {
+			m.Labels = append(m.Labels, kv)
+		} else {
+			m.Annotations = append(m.Annotations, kv)
+		}
+		return nil
+	})
+}
+
+// jsonOwnerRefs appends the elements of the JSON array v to
+// m.OwnerReferences.
+func (m *Meta) jsonOwnerRefs(v []byte) error {
+	return eachElem(v, func(e []byte) error {
+		if e[0] != '{' {
+			return corrupt(e, 0, "ownerReference is not an object")
+		}
+		var r OwnerRef
+		err := eachKey(e, func(rk, rv []byte) error {
+			switch {
+			case keyEquals(rk, "apiVersion"):
+				r.APIVersion = m.jsonString(rv)
+			case keyEquals(rk, "kind"):
+				r.Kind = m.jsonString(rv)
+			case keyEquals(rk, "name"):
+				r.Name = m.jsonString(rv)
+			case keyEquals(rk, "uid"):
+				r.UID = m.jsonString(rv)
+			case keyEquals(rk, "controller"):
+				r.Controller = string(rv) == "true"
+			case keyEquals(rk, "blockOwnerDeletion"):
+				r.BlockOwnerDeletion = string(rv) == "true"
+			}
+			return nil
+		})
+		m.OwnerReferences = append(m.OwnerReferences, r)
+		return err
 	})
 }
 

@@ -191,106 +191,19 @@ func (b *builder) message(rt reflect.Type) (*message, error) {
 	maxNum := int32(0)
 	for i := 0; i < rt.NumField(); i++ {
 		sf := rt.Field(i)
-		if !sf.IsExported() && !sf.Anonymous {
+		f, ft, ok, err := jsonField(sf)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
 			continue
 		}
-		jtag := sf.Tag.Get("json")
-		if jtag == "-" {
-			continue
+		if f.num, err = protobufNum(sf); err != nil {
+			return nil, err
 		}
-		jname, jopts, _ := strings.Cut(jtag, ",")
-		f := field{name: jname}
-		for _, o := range strings.Split(jopts, ",") {
-			switch o {
-			case "omitempty":
-				f.omitEmpty = true
-			case "omitzero":
-				f.omitZero = true
-			case "string":
-				return nil, fmt.Errorf("field %s: json ,string option is not supported", sf.Name)
-			}
-		}
-		ft := sf.Type
-		if sf.Anonymous && jname == "" {
-			et := ft
-			if et.Kind() == reflect.Pointer {
-				return nil, fmt.Errorf("field %s: embedded pointer is not supported", sf.Name)
-			}
-			if et.Kind() == reflect.Struct {
-				f.inline = true
-			} else if !sf.IsExported() {
-				continue
-			}
-		}
-		if f.name == "" {
-			f.name = sf.Name
-		}
-		f.key = strconv.AppendQuote(nil, f.name) // JSON names in k8s are plain ASCII
-		f.key = append(f.key, ':')
-		if ft.Kind() == reflect.Pointer {
-			f.ptr = true
-			ft = ft.Elem()
-		}
-		// Only the field number is taken from the protobuf tag. The wire
-		// type and cardinality follow the Go type, as in the generated
-		// code: some tags disagree with it (DeleteOptions.propagationPolicy
-		// says varint and is written as a string, flowcontrol
-		// resourceRules says opt and is repeated). Packed and unpacked
-		// repeated scalars are both accepted when reading.
-		if ptag := sf.Tag.Get("protobuf"); ptag != "" {
-			parts := strings.Split(ptag, ",")
-			if len(parts) < 2 {
-				return nil, fmt.Errorf("field %s: bad protobuf tag %q", sf.Name, ptag)
-			}
-			n, err := strconv.Atoi(parts[1])
-			if err != nil || n <= 0 || n > 1<<15 {
-				return nil, fmt.Errorf("field %s: bad protobuf tag %q", sf.Name, ptag)
-			}
-			f.num = int32(n)
-			if f.num > maxNum {
-				maxNum = f.num
-			}
-		}
-		switch {
-		case ft == typeTypeMeta && f.inline:
-			f.v = vdesc{kind: kTypeMeta}
-			f.num = 0
-			f.inline = false
-		case ft.Kind() == reflect.Map:
-			if ft.Key().Kind() != reflect.String {
-				return nil, fmt.Errorf("field %s: map key %v is not supported", sf.Name, ft.Key())
-			}
-			f.card = cMap
-			vt := ft.Elem()
-			vd, err := b.value(vt)
-			if err != nil {
-				return nil, fmt.Errorf("field %s: %w", sf.Name, err)
-			}
-			if vd.wire != 2 || f.ptr {
-				return nil, fmt.Errorf("field %s: map value %v is not supported", sf.Name, vt)
-			}
-			f.mapVal = &vd
-			f.v = vdesc{kind: kMessage, wire: 2}
-		case ft.Kind() == reflect.Slice && ft != typeBytes && !isWrapped(ft):
-			f.card = cSlice
-			et := ft.Elem()
-			if et.Kind() == reflect.Pointer {
-				et = et.Elem()
-			}
-			vd, err := b.value(et)
-			if err != nil {
-				return nil, fmt.Errorf("field %s: %w", sf.Name, err)
-			}
-			f.v = vd
-		default:
-			vd, err := b.value(ft)
-			if err != nil {
-				return nil, fmt.Errorf("field %s: %w", sf.Name, err)
-			}
-			f.v = vd
-			if f.inline && vd.kind != kMessage {
-				return nil, fmt.Errorf("field %s: inline %v is not a plain struct", sf.Name, ft)
-			}
+		maxNum = max(maxNum, f.num)
+		if err := b.fieldValue(&f, sf.Name, ft); err != nil {
+			return nil, err
 		}
 		if rt == typeObjectMeta && f.name == "resourceVersion" {
 			f.isRV = true
@@ -300,6 +213,138 @@ func (b *builder) message(rt reflect.Type) (*message, error) {
 		}
 		m.fields = append(m.fields, f)
 	}
+	setSkipAbsent(m)
+	if err := checkNames(m); err != nil {
+		return nil, err
+	}
+	if err := indexByNum(m, maxNum); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// jsonField returns the field of struct field sf as its json tag has it
+// (name, key, options, inline) and the Go type it holds (a pointer's
+// element: f.ptr); ok is false for a field JSON leaves out.
+func jsonField(sf reflect.StructField) (f field, ft reflect.Type, ok bool, err error) {
+	if !sf.IsExported() && !sf.Anonymous {
+		return f, nil, false, nil
+	}
+	jtag := sf.Tag.Get("json")
+	if jtag == "-" {
+		return f, nil, false, nil
+	}
+	jname, jopts, _ := strings.Cut(jtag, ",")
+	f = field{name: jname}
+	for _, o := range strings.Split(jopts, ",") {
+		switch o {
+		case "omitempty":
+			f.omitEmpty = true
+		case "omitzero":
+			f.omitZero = true
+		case "string":
+			return f, nil, false, fmt.Errorf("field %s: json ,string option is not supported", sf.Name)
+		}
+	}
+	ft = sf.Type
+	if sf.Anonymous && jname == "" {
+		et := ft
+		if et.Kind() == reflect.Pointer {
+			return f, nil, false, fmt.Errorf("field %s: embedded pointer is not supported", sf.Name)
+		}
+		if et.Kind() == reflect.Struct {
+			f.inline = true
+		} else if !sf.IsExported() {
+			return f, nil, false, nil
+		}
+	}
+	if f.name == "" {
+		f.name = sf.Name
+	}
+	f.key = strconv.AppendQuote(nil, f.name) // JSON names in k8s are plain ASCII
+	f.key = append(f.key, ':')
+	if ft.Kind() == reflect.Pointer {
+		f.ptr = true
+		ft = ft.Elem()
+	}
+	return f, ft, true, nil
+}
+
+// protobufNum returns the field number of sf's protobuf tag (0 without
+// one).
+//
+// Only the field number is taken from the protobuf tag. The wire type and
+// cardinality follow the Go type, as in the generated code: some tags
+// disagree with it (DeleteOptions.propagationPolicy says varint and is
+// written as a string, flowcontrol resourceRules says opt and is
+// repeated). Packed and unpacked repeated scalars are both accepted when
+// reading.
+func protobufNum(sf reflect.StructField) (int32, error) {
+	ptag := sf.Tag.Get("protobuf")
+	if ptag == "" {
+		return 0, nil
+	}
+	parts := strings.Split(ptag, ",")
+	if len(parts) < 2 {
+		return 0, fmt.Errorf("field %s: bad protobuf tag %q", sf.Name, ptag)
+	}
+	n, err := strconv.Atoi(parts[1])
+	if err != nil || n <= 0 || n > 1<<15 {
+		return 0, fmt.Errorf("field %s: bad protobuf tag %q", sf.Name, ptag)
+	}
+	return int32(n), nil
+}
+
+// fieldValue sets f's cardinality and value description from the Go type
+// ft it holds (name is the Go field's, for errors).
+func (b *builder) fieldValue(f *field, name string, ft reflect.Type) error {
+	switch {
+	case ft == typeTypeMeta && f.inline:
+		f.v = vdesc{kind: kTypeMeta}
+		f.num = 0
+		f.inline = false
+	case ft.Kind() == reflect.Map:
+		if ft.Key().Kind() != reflect.String {
+			return fmt.Errorf("field %s: map key %v is not supported", name, ft.Key())
+		}
+		f.card = cMap
+		vt := ft.Elem()
+		vd, err := b.value(vt)
+		if err != nil {
+			return fmt.Errorf("field %s: %w", name, err)
+		}
+		if vd.wire != 2 || f.ptr {
+			return fmt.Errorf("field %s: map value %v is not supported", name, vt)
+		}
+		f.mapVal = &vd
+		f.v = vdesc{kind: kMessage, wire: 2}
+	case ft.Kind() == reflect.Slice && ft != typeBytes && !isWrapped(ft):
+		f.card = cSlice
+		et := ft.Elem()
+		if et.Kind() == reflect.Pointer {
+			et = et.Elem()
+		}
+		vd, err := b.value(et)
+		if err != nil {
+			return fmt.Errorf("field %s: %w", name, err)
+		}
+		f.v = vd
+	default:
+		vd, err := b.value(ft)
+		if err != nil {
+			return fmt.Errorf("field %s: %w", name, err)
+		}
+		f.v = vd
+		if f.inline && vd.kind != kMessage {
+			return fmt.Errorf("field %s: inline %v is not a plain struct", name, ft)
+		}
+	}
+	return nil
+}
+
+// setSkipAbsent marks the fields of m that are left out when absent from
+// the protobuf message (as encoding/json leaves out their zero values).
+func setSkipAbsent(m *message) {
 	for i := range m.fields {
 		f := &m.fields[i]
 		if f.v.kind == kTypeMeta || f.inline || f.isRV || f.name == "metadata" {
@@ -314,9 +359,11 @@ func (b *builder) message(rt reflect.Type) (*message, error) {
 			f.skipAbsent = f.omitZero || (f.omitEmpty && zeroIsEmpty(f.v.kind))
 		}
 	}
-	if err := checkNames(m); err != nil {
-		return nil, err
-	}
+}
+
+// indexByNum builds m.byNum, the index of m's fields by protobuf field
+// number (up to maxNum).
+func indexByNum(m *message, maxNum int32) error {
 	m.byNum = make([]int16, maxNum+1)
 	for i := range m.byNum {
 		m.byNum[i] = -1
@@ -324,12 +371,12 @@ func (b *builder) message(rt reflect.Type) (*message, error) {
 	for i, f := range m.fields {
 		if f.num != 0 {
 			if m.byNum[f.num] != -1 {
-				return nil, fmt.Errorf("duplicate protobuf field number %d in %v", f.num, rt)
+				return fmt.Errorf("duplicate protobuf field number %d in %v", f.num, m.goType)
 			}
 			m.byNum[f.num] = int16(i)
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // checkNames rejects structs whose flattened JSON names collide: encoding/json

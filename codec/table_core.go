@@ -14,7 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// corePrinters are the printers of the core group ("", v1).
+// corePrinters are the printers of the core group ("", v1), with
+// coreStatusPrinters.
 func corePrinters(c stdColumns) []printerDef {
 	return []printerDef{
 		def("", "configmaps", configMapCells, c.name,
@@ -52,6 +53,13 @@ func corePrinters(c stdColumns) []printerDef {
 			c.age, c.containers, c.images,
 			metav1.TableColumnDefinition{Name: "Selector", Type: "string", Priority: 1, Description: corev1.ReplicationControllerSpec{}.SwaggerDoc()["selector"]},
 		),
+	}
+}
+
+// coreStatusPrinters are the rest of the core group's printers: pods,
+// nodes, events and persistent volumes and their claims.
+func coreStatusPrinters(c stdColumns) []printerDef {
+	return []printerDef{
 		def("", "pods", podCells, c.name,
 			metav1.TableColumnDefinition{Name: "Ready", Type: "string", Description: "The aggregate readiness state of this pod for accepting traffic."},
 			metav1.TableColumnDefinition{Name: "Status", Type: "string", Description: "The aggregate status of the containers in this pod."},
@@ -203,6 +211,31 @@ func serviceAccountCells(js []byte, now time.Time) ([]any, []tableRowCondition, 
 	return []any{o.Metadata.Name, translateTimestampSince(o.Metadata.CreationTimestamp, now)}, nil, nil
 }
 
+// lbIngress is a Service's status.loadBalancer.ingress entry.
+type lbIngress struct {
+	IP       string `json:"ip"`
+	Hostname string `json:"hostname"`
+}
+
+// loadBalancerAddresses returns a LoadBalancer Service's addresses as the
+// wide output prints them: sorted, unique, unclipped.
+func loadBalancerAddresses(ingress []lbIngress) []string {
+	set := map[string]bool{}
+	for _, in := range ingress {
+		if in.IP != "" {
+			set[in.IP] = true
+		} else if in.Hostname != "" {
+			set[in.Hostname] = true
+		}
+	}
+	lb := make([]string, 0, len(set))
+	for a := range set {
+		lb = append(lb, a)
+	}
+	sort.Strings(lb)
+	return lb
+}
+
 func serviceCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 	var s struct {
 		Metadata objMeta `json:"metadata"`
@@ -220,10 +253,7 @@ func serviceCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) 
 		} `json:"spec"`
 		Status struct {
 			LoadBalancer struct {
-				Ingress []struct {
-					IP       string `json:"ip"`
-					Hostname string `json:"hostname"`
-				} `json:"ingress"`
+				Ingress []lbIngress `json:"ingress"`
 			} `json:"loadBalancer"`
 		} `json:"status"`
 	}
@@ -243,20 +273,7 @@ func serviceCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) 
 			externalIP = strings.Join(s.Spec.ExternalIPs, ",")
 		}
 	case corev1.ServiceTypeLoadBalancer:
-		// Wide output: load balancer addresses sorted, unique, unclipped.
-		set := map[string]bool{}
-		for _, in := range s.Status.LoadBalancer.Ingress {
-			if in.IP != "" {
-				set[in.IP] = true
-			} else if in.Hostname != "" {
-				set[in.Hostname] = true
-			}
-		}
-		lb := make([]string, 0, len(set))
-		for a := range set {
-			lb = append(lb, a)
-		}
-		sort.Strings(lb)
+		lb := loadBalancerAddresses(s.Status.LoadBalancer.Ingress)
 		switch {
 		case len(s.Spec.ExternalIPs) > 0:
 			externalIP = strings.Join(append(lb, s.Spec.ExternalIPs...), ",")

@@ -14,6 +14,28 @@ const (
 	nodeLabelRole       = "kubernetes.io/role"
 )
 
+// nodeRoles returns a Node's roles from its labels
+// (node-role.kubernetes.io/ROLE and kubernetes.io/role), sorted.
+func nodeRoles(labels map[string]string) []string {
+	roleSet := map[string]bool{}
+	for k, v := range labels {
+		switch {
+		case strings.HasPrefix(k, labelNodeRolePrefix):
+			if role := strings.TrimPrefix(k, labelNodeRolePrefix); role != "" {
+				roleSet[role] = true
+			}
+		case k == nodeLabelRole && v != "":
+			roleSet[v] = true
+		}
+	}
+	roles := make([]string, 0, len(roleSet))
+	for r := range roleSet {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	return roles
+}
+
 func nodeCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 	var n struct {
 		Metadata objMeta `json:"metadata"`
@@ -61,22 +83,7 @@ func nodeCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 		status = append(status, "SchedulingDisabled")
 	}
 
-	roleSet := map[string]bool{}
-	for k, v := range n.Metadata.Labels {
-		switch {
-		case strings.HasPrefix(k, labelNodeRolePrefix):
-			if role := strings.TrimPrefix(k, labelNodeRolePrefix); role != "" {
-				roleSet[role] = true
-			}
-		case k == nodeLabelRole && v != "":
-			roleSet[v] = true
-		}
-	}
-	roles := make([]string, 0, len(roleSet))
-	for r := range roleSet {
-		roles = append(roles, r)
-	}
-	sort.Strings(roles)
+	roles := nodeRoles(n.Metadata.Labels)
 
 	address := func(typ string) string {
 		for _, a := range n.Status.Addresses {

@@ -80,19 +80,16 @@ func podCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 	if err := gojson.Unmarshal(js, &pod); err != nil {
 		return nil, nil, err
 	}
-	restarts, restartableInitRestarts := 0, 0
 	totalContainers := len(pod.Spec.Containers)
-	readyContainers := 0
-	var lastRestartDate, lastRestartableInitRestartDate metav1.Time
 
 	phase := pod.Status.Phase
-	reason := phase
+	r := podRow{reason: phase}
 	if pod.Status.Reason != "" {
-		reason = pod.Status.Reason
+		r.reason = pod.Status.Reason
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == string(corev1.PodScheduled) && c.Reason == corev1.PodReasonSchedulingGated {
-			reason = corev1.PodReasonSchedulingGated
+			r.reason = corev1.PodReasonSchedulingGated
 		}
 	}
 
@@ -106,23 +103,67 @@ func podCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 
 	restartable := make(map[string]bool, len(pod.Spec.InitContainers))
 	for _, c := range pod.Spec.InitContainers {
-		r := c.RestartPolicy != nil && *c.RestartPolicy == string(corev1.ContainerRestartPolicyAlways)
-		restartable[c.Name] = r
-		if r {
+		rs := c.RestartPolicy != nil && *c.RestartPolicy == string(corev1.ContainerRestartPolicyAlways)
+		restartable[c.Name] = rs
+		if rs {
 			totalContainers++
 		}
 	}
 
-	initializing := false
+	initializing := r.initContainers(&pod, restartable)
+	if !initializing || podConditionTrue(pod.Status.Conditions, string(corev1.PodInitialized)) {
+		r.containers(&pod)
+	}
+
+	terminal := phase == string(corev1.PodSucceeded) || phase == string(corev1.PodFailed)
+	if pod.Metadata.DeletionTimestamp != nil && pod.Status.Reason == "NodeLost" {
+		r.reason = "Unknown"
+	} else if pod.Metadata.DeletionTimestamp != nil && !terminal {
+		r.reason = "Terminating"
+	}
+
+	restartsStr := strconv.Itoa(r.restarts)
+	if r.restarts != 0 && !r.lastRestartDate.IsZero() {
+		restartsStr = fmt.Sprintf("%d (%s ago)", r.restarts, translateTimestampSince(r.lastRestartDate, now))
+	}
+
+	podIP := ""
+	if len(pod.Status.PodIPs) > 0 {
+		podIP = pod.Status.PodIPs[0].IP
+	}
+	return []any{
+		pod.Metadata.Name,
+		fmt.Sprintf("%d/%d", r.readyContainers, totalContainers),
+		r.reason,
+		restartsStr,
+		translateTimestampSince(pod.Metadata.CreationTimestamp, now),
+		orNone(podIP), orNone(pod.Spec.NodeName), orNone(pod.Status.NominatedNodeName), readinessGatesCell(&pod),
+	}, conds, nil
+}
+
+// podRow is what podCells gathers from a Pod's container statuses, as
+// printPod does: the STATUS reason, the restarts and the last restart's
+// time (of all containers, and of the restartable init containers alone),
+// the ready containers.
+type podRow struct {
+	reason                                          string
+	restarts, restartableInitRestarts               int
+	readyContainers                                 int
+	lastRestartDate, lastRestartableInitRestartDate metav1.Time
+}
+
+// initContainers reads the init container statuses, up to the first that
+// has not completed; it reports whether the pod is still initializing.
+func (r *podRow) initContainers(pod *podForTable, restartable map[string]bool) (initializing bool) {
 	for i, c := range pod.Status.InitContainerStatuses {
-		restarts += int(c.RestartCount)
-		if t := c.LastTerminationState.Terminated; t != nil && lastRestartDate.Before(&t.FinishedAt) {
-			lastRestartDate = t.FinishedAt
+		r.restarts += int(c.RestartCount)
+		if t := c.LastTerminationState.Terminated; t != nil && r.lastRestartDate.Before(&t.FinishedAt) {
+			r.lastRestartDate = t.FinishedAt
 		}
 		if restartable[c.Name] {
-			restartableInitRestarts += int(c.RestartCount)
-			if t := c.LastTerminationState.Terminated; t != nil && lastRestartableInitRestartDate.Before(&t.FinishedAt) {
-				lastRestartableInitRestartDate = t.FinishedAt
+			r.restartableInitRestarts += int(c.RestartCount)
+			if t := c.LastTerminationState.Terminated; t != nil && r.lastRestartableInitRestartDate.Before(&t.FinishedAt) {
+				r.lastRestartableInitRestartDate = t.FinishedAt
 			}
 		}
 		switch {
@@ -130,103 +171,86 @@ func podCells(js []byte, now time.Time) ([]any, []tableRowCondition, error) {
 			continue
 		case restartable[c.Name] && c.Started != nil && *c.Started:
 			if c.Ready {
-				readyContainers++
+				r.readyContainers++
 			}
 			continue
 		case c.State.Terminated != nil:
 			switch {
 			case c.State.Terminated.Reason != "":
-				reason = "Init:" + c.State.Terminated.Reason
+				r.reason = "Init:" + c.State.Terminated.Reason
 			case c.State.Terminated.Signal != 0:
-				reason = fmt.Sprintf("Init:Signal:%d", c.State.Terminated.Signal)
+				r.reason = fmt.Sprintf("Init:Signal:%d", c.State.Terminated.Signal)
 			default:
-				reason = fmt.Sprintf("Init:ExitCode:%d", c.State.Terminated.ExitCode)
+				r.reason = fmt.Sprintf("Init:ExitCode:%d", c.State.Terminated.ExitCode)
 			}
 			initializing = true
 		case c.State.Waiting != nil && c.State.Waiting.Reason != "" && c.State.Waiting.Reason != "PodInitializing":
-			reason = "Init:" + c.State.Waiting.Reason
+			r.reason = "Init:" + c.State.Waiting.Reason
 			initializing = true
 		default:
-			reason = fmt.Sprintf("Init:%d/%d", i, len(pod.Spec.InitContainers))
+			r.reason = fmt.Sprintf("Init:%d/%d", i, len(pod.Spec.InitContainers))
 			initializing = true
 		}
 		break
 	}
+	return initializing
+}
 
-	if !initializing || podConditionTrue(pod.Status.Conditions, string(corev1.PodInitialized)) {
-		restarts = restartableInitRestarts
-		lastRestartDate = lastRestartableInitRestartDate
-		hasRunning := false
-		for i := len(pod.Status.ContainerStatuses) - 1; i >= 0; i-- {
-			c := pod.Status.ContainerStatuses[i]
-			restarts += int(c.RestartCount)
-			if t := c.LastTerminationState.Terminated; t != nil && lastRestartDate.Before(&t.FinishedAt) {
-				lastRestartDate = t.FinishedAt
-			}
-			switch {
-			case c.State.Waiting != nil && c.State.Waiting.Reason != "":
-				reason = c.State.Waiting.Reason
-			case c.State.Terminated != nil && c.State.Terminated.Reason != "":
-				reason = c.State.Terminated.Reason
-			case c.State.Terminated != nil && c.State.Terminated.Signal != 0:
-				reason = fmt.Sprintf("Signal:%d", c.State.Terminated.Signal)
-			case c.State.Terminated != nil:
-				reason = fmt.Sprintf("ExitCode:%d", c.State.Terminated.ExitCode)
-			case c.Ready && c.State.Running != nil:
-				hasRunning = true
-				readyContainers++
-			}
+// containers reads the (non-init) container statuses of an initialized
+// pod: its restarts count the restartable init containers' and its own.
+func (r *podRow) containers(pod *podForTable) {
+	r.restarts = r.restartableInitRestarts
+	r.lastRestartDate = r.lastRestartableInitRestartDate
+	hasRunning := false
+	for i := len(pod.Status.ContainerStatuses) - 1; i >= 0; i-- {
+		c := pod.Status.ContainerStatuses[i]
+		r.restarts += int(c.RestartCount)
+		if t := c.LastTerminationState.Terminated; t != nil && r.lastRestartDate.Before(&t.FinishedAt) {
+			r.lastRestartDate = t.FinishedAt
 		}
-		// A pod whose containers completed but one still runs is Running
-		// (or NotReady without the Ready condition).
-		if reason == "Completed" && hasRunning {
-			if hasPodReadyCondition(pod.Status.Conditions) {
-				reason = "Running"
-			} else {
-				reason = "NotReady"
-			}
+		switch {
+		case c.State.Waiting != nil && c.State.Waiting.Reason != "":
+			r.reason = c.State.Waiting.Reason
+		case c.State.Terminated != nil && c.State.Terminated.Reason != "":
+			r.reason = c.State.Terminated.Reason
+		case c.State.Terminated != nil && c.State.Terminated.Signal != 0:
+			r.reason = fmt.Sprintf("Signal:%d", c.State.Terminated.Signal)
+		case c.State.Terminated != nil:
+			r.reason = fmt.Sprintf("ExitCode:%d", c.State.Terminated.ExitCode)
+		case c.Ready && c.State.Running != nil:
+			hasRunning = true
+			r.readyContainers++
 		}
 	}
-
-	terminal := phase == string(corev1.PodSucceeded) || phase == string(corev1.PodFailed)
-	if pod.Metadata.DeletionTimestamp != nil && pod.Status.Reason == "NodeLost" {
-		reason = "Unknown"
-	} else if pod.Metadata.DeletionTimestamp != nil && !terminal {
-		reason = "Terminating"
+	// A pod whose containers completed but one still runs is Running
+	// (or NotReady without the Ready condition).
+	if r.reason == "Completed" && hasRunning {
+		if hasPodReadyCondition(pod.Status.Conditions) {
+			r.reason = "Running"
+		} else {
+			r.reason = "NotReady"
+		}
 	}
+}
 
-	restartsStr := strconv.Itoa(restarts)
-	if restarts != 0 && !lastRestartDate.IsZero() {
-		restartsStr = fmt.Sprintf("%d (%s ago)", restarts, translateTimestampSince(lastRestartDate, now))
+// readinessGatesCell is the READINESS GATES cell: the gates whose
+// condition is True, of all.
+func readinessGatesCell(pod *podForTable) string {
+	if len(pod.Spec.ReadinessGates) == 0 {
+		return "<none>"
 	}
-
-	podIP := ""
-	if len(pod.Status.PodIPs) > 0 {
-		podIP = pod.Status.PodIPs[0].IP
-	}
-	readinessGates := "<none>"
-	if len(pod.Spec.ReadinessGates) > 0 {
-		trueConditions := 0
-		for _, g := range pod.Spec.ReadinessGates {
-			for _, c := range pod.Status.Conditions {
-				if c.Type == g.ConditionType {
-					if c.Status == string(corev1.ConditionTrue) {
-						trueConditions++
-					}
-					break
+	trueConditions := 0
+	for _, g := range pod.Spec.ReadinessGates {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == g.ConditionType {
+				if c.Status == string(corev1.ConditionTrue) {
+					trueConditions++
 				}
+				break
 			}
 		}
-		readinessGates = fmt.Sprintf("%d/%d", trueConditions, len(pod.Spec.ReadinessGates))
 	}
-	return []any{
-		pod.Metadata.Name,
-		fmt.Sprintf("%d/%d", readyContainers, totalContainers),
-		reason,
-		restartsStr,
-		translateTimestampSince(pod.Metadata.CreationTimestamp, now),
-		orNone(podIP), orNone(pod.Spec.NodeName), orNone(pod.Status.NominatedNodeName), readinessGates,
-	}, conds, nil
+	return fmt.Sprintf("%d/%d", trueConditions, len(pod.Spec.ReadinessGates))
 }
 
 // podConditionTrue reports whether the first condition of type typ is True.

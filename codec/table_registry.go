@@ -57,6 +57,7 @@ func newStdColumns() stdColumns {
 // printerGroups lists every group's printers.
 var printerGroups = []func(stdColumns) []printerDef{
 	corePrinters,
+	coreStatusPrinters,
 	appsPrinters,
 	batchPrinters,
 	coordinationPrinters,
@@ -72,6 +73,8 @@ var printerGroups = []func(stdColumns) []printerDef{
 	storagePrinters,
 	storagemigrationPrinters,
 	morePrinters,
+	moreNetworkingPrinters,
+	moreAutoscalingPrinters,
 	apiextensionsPrinters,
 }
 

@@ -19,7 +19,8 @@ import (
 // morePrinters are kube-apiserver's printers of the less listed kinds of
 // the core, apps, networking.k8s.io, autoscaling and
 // flowcontrol.apiserver.k8s.io groups, written against the k8s.io/api types
-// (typedCells).
+// (typedCells); those of the core and apps groups here, the others in
+// moreNetworkingPrinters and moreAutoscalingPrinters.
 func morePrinters(c stdColumns) []printerDef {
 	return []printerDef{
 		def("", "podtemplates", typedCells(func(o *corev1.PodTemplate, now time.Time) []any {
@@ -48,6 +49,12 @@ func morePrinters(c stdColumns) []printerDef {
 			metav1.TableColumnDefinition{Name: "Revision", Type: "string", Description: appsv1.ControllerRevision{}.SwaggerDoc()["revision"]},
 			c.age,
 		),
+	}
+}
+
+// moreNetworkingPrinters are morePrinters' of networking.k8s.io.
+func moreNetworkingPrinters(c stdColumns) []printerDef {
+	return []printerDef{
 		def("networking.k8s.io", "ingressclasses", typedCells(func(o *networkingv1.IngressClass, now time.Time) []any {
 			name := o.Name
 			if o.Annotations[networkingv1.AnnotationIsDefaultIngressClass] == "true" {
@@ -87,6 +94,13 @@ func morePrinters(c stdColumns) []printerDef {
 		}), c.name,
 			metav1.TableColumnDefinition{Name: "ParentRef", Type: "string", Description: networkingv1.IPAddressSpec{}.SwaggerDoc()["parentRef"]},
 		),
+	}
+}
+
+// moreAutoscalingPrinters are morePrinters' of autoscaling and
+// flowcontrol.apiserver.k8s.io.
+func moreAutoscalingPrinters(c stdColumns) []printerDef {
+	return []printerDef{
 		def("autoscaling", "horizontalpodautoscalers", typedCells(func(o *autoscalingv2.HorizontalPodAutoscaler, now time.Time) []any {
 			minPods := "<unset>"
 			if o.Spec.MinReplicas != nil {

@@ -421,82 +421,9 @@ func (c *compactor) value(dst []byte, depth int) ([]byte, bool) {
 	}
 	switch b := c.src[c.i]; {
 	case b == '{':
-		if depth >= maxJSONDepth {
-			return dst, false
-		}
-		c.i++
-		dst = append(dst, '{')
-		c.skipSpace()
-		if c.i < len(c.src) && c.src[c.i] == '}' {
-			c.i++
-			return append(dst, '}'), true
-		}
-		for {
-			c.skipSpace()
-			if c.i >= len(c.src) || c.src[c.i] != '"' {
-				return dst, false
-			}
-			var ok bool
-			if dst, ok = c.str(dst); !ok {
-				return dst, false
-			}
-			c.skipSpace()
-			if c.i >= len(c.src) || c.src[c.i] != ':' {
-				return dst, false
-			}
-			c.i++
-			dst = append(dst, ':')
-			c.skipSpace()
-			if dst, ok = c.value(dst, depth+1); !ok {
-				return dst, false
-			}
-			c.skipSpace()
-			if c.i >= len(c.src) {
-				return dst, false
-			}
-			switch c.src[c.i] {
-			case ',':
-				c.i++
-				dst = append(dst, ',')
-			case '}':
-				c.i++
-				return append(dst, '}'), true
-			default:
-				return dst, false
-			}
-		}
+		return c.object(dst, depth)
 	case b == '[':
-		if depth >= maxJSONDepth {
-			return dst, false
-		}
-		c.i++
-		dst = append(dst, '[')
-		c.skipSpace()
-		if c.i < len(c.src) && c.src[c.i] == ']' {
-			c.i++
-			return append(dst, ']'), true
-		}
-		for {
-			c.skipSpace()
-			var ok bool
-			if dst, ok = c.value(dst, depth+1); !ok {
-				return dst, false
-			}
-			c.skipSpace()
-			if c.i >= len(c.src) {
-				return dst, false
-			}
-			switch c.src[c.i] {
-			case ',':
-				c.i++
-				dst = append(dst, ',')
-			case ']':
-				c.i++
-				return append(dst, ']'), true
-			default:
-				return dst, false
-			}
-		}
+		return c.array(dst, depth)
 	case b == '"':
 		return c.str(dst)
 	case b == 't':
@@ -509,6 +436,89 @@ func (c *compactor) value(dst []byte, depth int) ([]byte, bool) {
 		return c.num(dst)
 	}
 	return dst, false
+}
+
+// object writes the JSON object at c.i compacted (value's case '{').
+func (c *compactor) object(dst []byte, depth int) ([]byte, bool) {
+	if depth >= maxJSONDepth {
+		return dst, false
+	}
+	c.i++
+	dst = append(dst, '{')
+	c.skipSpace()
+	if c.i < len(c.src) && c.src[c.i] == '}' {
+		c.i++
+		return append(dst, '}'), true
+	}
+	for {
+		c.skipSpace()
+		if c.i >= len(c.src) || c.src[c.i] != '"' {
+			return dst, false
+		}
+		var ok bool
+		if dst, ok = c.str(dst); !ok {
+			return dst, false
+		}
+		c.skipSpace()
+		if c.i >= len(c.src) || c.src[c.i] != ':' {
+			return dst, false
+		}
+		c.i++
+		dst = append(dst, ':')
+		c.skipSpace()
+		if dst, ok = c.value(dst, depth+1); !ok {
+			return dst, false
+		}
+		c.skipSpace()
+		if c.i >= len(c.src) {
+			return dst, false
+		}
+		switch c.src[c.i] {
+		case ',':
+			c.i++
+			dst = append(dst, ',')
+		case '}':
+			c.i++
+			return append(dst, '}'), true
+		default:
+			return dst, false
+		}
+	}
+}
+
+// array writes the JSON array at c.i compacted (value's case '[').
+func (c *compactor) array(dst []byte, depth int) ([]byte, bool) {
+	if depth >= maxJSONDepth {
+		return dst, false
+	}
+	c.i++
+	dst = append(dst, '[')
+	c.skipSpace()
+	if c.i < len(c.src) && c.src[c.i] == ']' {
+		c.i++
+		return append(dst, ']'), true
+	}
+	for {
+		c.skipSpace()
+		var ok bool
+		if dst, ok = c.value(dst, depth+1); !ok {
+			return dst, false
+		}
+		c.skipSpace()
+		if c.i >= len(c.src) {
+			return dst, false
+		}
+		switch c.src[c.i] {
+		case ',':
+			c.i++
+			dst = append(dst, ',')
+		case ']':
+			c.i++
+			return append(dst, ']'), true
+		default:
+			return dst, false
+		}
+	}
 }
 
 func (c *compactor) lit(dst []byte, s string) ([]byte, bool) {

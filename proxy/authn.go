@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 )
 
 // userKey is the fasthttp user value holding a request's *authn.User.
@@ -87,7 +88,7 @@ func (s *Server) authenticate(rc *fasthttp.RequestCtx) bool {
 		// err never contains the token.
 		s.log.Debug("cannot authenticate request", zap.String("remote", rc.RemoteAddr().String()),
 			zap.ByteString("uri", rc.RequestURI()), zap.Error(err))
-		s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), unauthorized())
+		s.writeStatus(rc, encoding.ErrorFormat(string(rc.Request.Header.Peek("Accept"))), unauthorized())
 		return false
 	}
 	switch u.Method {

@@ -7,6 +7,7 @@ import (
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 )
 
 // authorize asks Config.Authorizer whether the request's user may make
@@ -66,7 +67,7 @@ func internalErrorText(rc *fasthttp.RequestCtx, err error) {
 // responsewriters.Forbidden.
 func (s *Server) forbid(rc *fasthttp.RequestCtx, a *authz.Attributes, reason string) {
 	s.log.Debug("forbidden", zap.String("user", a.User), zap.String("verb", a.Verb), zap.String("path", a.Path))
-	s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), &StatusError{Status: codec.Status{
+	s.writeStatus(rc, encoding.ErrorFormat(string(rc.Request.Header.Peek("Accept"))), &StatusError{Status: codec.Status{
 		Code: 403, Reason: "Forbidden", Message: authz.ForbiddenMessage(a, reason),
 		Details: &codec.StatusDetails{Group: a.APIGroup, Kind: a.Resource, Name: a.Name}}})
 }

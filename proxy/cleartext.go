@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/proxy/conn"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 )
 
 // ClearText wraps ln, a listener without TLS, for Serve: a request on its
@@ -31,6 +32,6 @@ func (s *Server) refuseClearTextCredentials(rc *fasthttp.RequestCtx) bool {
 	s.authn.failures.Inc()
 	s.log.Debug("credentials over clear text refused (--plain-port-tokens is off)",
 		zap.String("remote", rc.RemoteAddr().String()), zap.ByteString("uri", rc.RequestURI()))
-	s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), unauthorized())
+	s.writeStatus(rc, encoding.ErrorFormat(string(rc.Request.Header.Peek("Accept"))), unauthorized())
 	return true
 }

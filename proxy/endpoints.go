@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/proxy/conn"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/store"
 )
 
@@ -292,7 +293,7 @@ func (s *Server) healthChecks(rc *fasthttp.RequestCtx, kind string) []healthChec
 func (s *Server) serveDiscovery(rc *fasthttp.RequestCtx, path string) {
 	accept := string(rc.Request.Header.Peek("Accept"))
 	if !rc.IsGet() && !rc.IsHead() {
-		s.writeStatus(rc, errorFormat(accept), methodNotAllowed(string(rc.Method())))
+		s.writeStatus(rc, encoding.ErrorFormat(accept), methodNotAllowed(string(rc.Method())))
 		return
 	}
 	t := s.cfg.Resources
@@ -329,10 +330,10 @@ func (s *Server) serveDiscovery(rc *fasthttp.RequestCtx, path string) {
 		ok = false
 	}
 	if !ok {
-		s.writeNotFound(rc, errorFormat(accept), path)
+		s.writeNotFound(rc, encoding.ErrorFormat(accept), path)
 		return
 	}
-	rc.SetContentType(mediaJSON)
+	rc.SetContentType(encoding.MediaJSON)
 	rc.Response.Header.Set("Vary", "Accept")
 	rc.SetBody(body)
 }
@@ -340,16 +341,16 @@ func (s *Server) serveDiscovery(rc *fasthttp.RequestCtx, path string) {
 // wantsAggregated reports whether the Accept header prefers the
 // apidiscovery.k8s.io/v2 APIGroupDiscoveryList to the legacy documents.
 func wantsAggregated(accept string) bool {
-	var arr [8]acceptClause
-	for _, c := range parseAccept(accept, arr[:0]) {
-		if c.q <= 0 {
+	var arr [8]encoding.AcceptClause
+	for _, c := range encoding.ParseAccept(accept, arr[:0]) {
+		if c.Q <= 0 {
 			continue
 		}
-		if c.as == "APIGroupDiscoveryList" && c.g == "apidiscovery.k8s.io" && c.v == "v2" &&
-			c.typ == "application" && c.sub == "json" {
+		if c.As == "APIGroupDiscoveryList" && c.G == "apidiscovery.k8s.io" && c.V == "v2" &&
+			c.Type == "application" && c.Sub == "json" {
 			return true
 		}
-		if !c.hasParams && (c.typ == "*" || c.typ == "application" && (c.sub == "json" || c.sub == "*")) {
+		if !c.HasParams && (c.Type == "*" || c.Type == "application" && (c.Sub == "json" || c.Sub == "*")) {
 			return false
 		}
 	}

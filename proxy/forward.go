@@ -15,6 +15,7 @@ import (
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/forward"
 	"github.com/lazyapi/lazyapi/proxy/conn"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/resource"
 )
 
@@ -136,7 +137,7 @@ func (s *Server) serveUpstreamFirst(rc *fasthttp.RequestCtx, ri *RequestInfo) bo
 // who acted as well as the one impersonated.
 func (s *Server) forward(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	if e := s.tryForward(rc, ri, 0); e != nil {
-		ef := errorFormat(string(rc.Request.Header.Peek("Accept")))
+		ef := encoding.ErrorFormat(string(rc.Request.Header.Peek("Accept")))
 		s.writeStatus(rc, ef, &StatusError{Status: codec.Status{Code: int32(e.Code), Reason: e.Reason, Message: e.Message,
 			Details: retryDetails(e.RetryAfter)}, RetryAfter: e.RetryAfter})
 	}

@@ -19,8 +19,9 @@ const (
 
 // servingPath is the tree the bounds hold for, relative to this
 // directory: proxy and its sub-packages, the upstream forwarder, the
-// etcd store and the command that builds and starts them.
-var servingPath = []string{".", "../forward", "../store", "../cmd/lazyapi"}
+// etcd store, the watch cache, the codec and the command that builds and
+// starts them.
+var servingPath = []string{".", "../forward", "../store", "../cache", "../codec", "../cmd/lazyapi"}
 
 // servingFiles lists the non-test Go files under servingPath (testdata
 // skipped).

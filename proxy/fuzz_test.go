@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lazyapi/lazyapi/authz"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/proxy/request"
 )
 
@@ -77,12 +78,12 @@ func FuzzParseRequest(f *testing.F) {
 		if _, err := request.ParseFilter(labelSel, fieldSel, convert); err != nil && !request.IsBadRequest(err) {
 			t.Fatalf("parseFilter(%q, %q) = %v", labelSel, fieldSel, err)
 		}
-		for _, kind := range []answerKind{answerObject, answerList, answerStream} {
-			if o, ok := negotiate(accept, kind, false); ok && o.target == targetTable && o.format != formatJSON {
+		for _, kind := range []encoding.AnswerKind{encoding.AnswerObject, encoding.AnswerList, encoding.AnswerStream} {
+			if o, ok := encoding.Negotiate(accept, kind, false); ok && o.Target == encoding.TargetTable && o.Format != encoding.FormatJSON {
 				t.Fatalf("negotiate(%q) = %v", accept, o)
 			}
 		}
-		_ = errorFormat(accept)
+		_ = encoding.ErrorFormat(accept)
 		_ = wantsAggregated(accept)
 	})
 }

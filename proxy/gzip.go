@@ -9,6 +9,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/lazyapi/lazyapi/proxy/conn"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/valyala/fasthttp"
 )
 
@@ -100,7 +101,7 @@ func setGzipHeaders(rc *fasthttp.RequestCtx) {
 // object far above its resource's average size) first reserves the
 // excess (reqState.reserve); when that is refused, setBody answers the
 // refusal's 429 in ef and returns false.
-func (st *reqState) setBody(rc *fasthttp.RequestCtx, ef format, b []byte) bool {
+func (st *reqState) setBody(rc *fasthttp.RequestCtx, ef encoding.Format, b []byte) bool {
 	return st.setBodyOwned(rc, ef, b, nil)
 }
 
@@ -108,7 +109,7 @@ func (st *reqState) setBody(rc *fasthttp.RequestCtx, ef format, b []byte) bool {
 // puts back: when the body is held (not compressed, admitted), it takes
 // the buffer instead of a copy of b and leaves *buf empty (putBuf then
 // pools nothing).
-func (st *reqState) setBodyOwned(rc *fasthttp.RequestCtx, ef format, b []byte, buf *[]byte) bool {
+func (st *reqState) setBodyOwned(rc *fasthttp.RequestCtx, ef encoding.Format, b []byte, buf *[]byte) bool {
 	compress := st.gzip && len(b) > gzipThreshold
 	if st.release == nil {
 		if !compress {

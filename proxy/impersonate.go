@@ -18,6 +18,7 @@ import (
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 )
 
 // Impersonation as kube-apiserver 1.37 does it (k8s.io/apiserver's
@@ -93,7 +94,7 @@ func wantedUser(h *fasthttp.RequestHeader) (*user.DefaultInfo, string) {
 // user, or false after answering 400 or 403.
 func (s *Server) impersonate(rc *fasthttp.RequestCtx, c *authz.Chain, requestor *authn.User, req *authz.Attributes) (*authn.User, bool) {
 	w, bad := wantedUser(&rc.Request.Header)
-	ef := errorFormat(string(rc.Request.Header.Peek("Accept")))
+	ef := encoding.ErrorFormat(string(rc.Request.Header.Peek("Accept")))
 	if bad != "" {
 		s.writeStatus(rc, ef, badRequestErr(bad))
 		return nil, false

@@ -13,6 +13,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -59,8 +60,8 @@ type lister struct {
 	meta   codec.Meta
 	now    time.Time
 	uri    string // for logs from the stream writer
-	enc    encoder
-	layout listLayout // enc's
+	enc    encoding.Encoder
+	layout encoding.ListLayout // enc's
 	// snap, when set, is the watch cache snapshot the list is served
 	// from instead of etcd; attrs: the filter can be evaluated on its
 	// items' cache.Attrs.
@@ -103,7 +104,7 @@ func (l *lister) newPager(opts store.ListOptions) pager {
 // whole answer?), plan (the metadata that must precede the first byte) and
 // respond (one buffer, or a stream). cancel ends ctx; it is called when
 // the response is complete (in the stream writer when streaming).
-func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState, ef format) {
+func (s *Server) serveList(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState, ef encoding.Format) {
 	streaming := false
 	defer func() {
 		if !streaming {
@@ -133,7 +134,10 @@ const listRestarts = 3
 // a list in one range and never answers it 410 (the 1-hour robustness run
 // found lazyapi's size pass answering 410 after a compaction to etcd's
 // head). A continue token's or an Exact revision's compaction stays 410.
-// The returned lister's pre buffer is the caller's to release.
+// A streamed list (no limit, not protobuf) compacted after its first byte
+// was prepared but before any byte left is read again the same way
+// (listStream.write). The returned lister's pre buffer is the caller's to
+// release.
 func (s *Server) prepareList(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState) (*lister, *StatusError) {
 	for attempt := 0; ; attempt++ {
 		l, se := s.newLister(ctx, rc, st)
@@ -182,13 +186,13 @@ func (l *lister) readStatus(err error) *StatusError {
 func (s *Server) newLister(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState) (*lister, *StatusError) {
 	r, q := st.r, st.q
 	l := &lister{s: s, st: st, prefix: s.listPrefix(r, st.p.Namespace), limit: q.Limit, now: time.Now(),
-		enc: st.enc, layout: st.enc.layout(), ctx: ctx, gr: r.GroupResource()}
+		enc: st.enc, layout: st.enc.Layout(), ctx: ctx, gr: r.GroupResource()}
 	if rc != nil {
 		l.uri = string(rc.RequestURI())
 	} else { // a shared LIST's group (sharedlist.go)
 		l.uri = "shared list of " + r.GroupResource()
 	}
-	if c := st.enc.cached(); c != nil && c.row == nil {
+	if c := st.enc.Cached(); c != nil && c.Row == nil {
 		// A JSON list's items, as Server.listItem serves them.
 		l.render = s.render
 	}
@@ -296,7 +300,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 	// and streaming avoids growing and copying a buffer of the whole
 	// answer (a cached protobuf LIST of 800 KB spent more CPU per byte
 	// than the JSON one because of it).
-	if l.layout == layoutSized && l.snap == nil {
+	if l.layout == encoding.LayoutSized && l.snap == nil {
 		valueBytes := 0
 		for _, kv := range page {
 			valueBytes += len(kv.Value)
@@ -331,7 +335,7 @@ func (l *lister) firstPage(ctx context.Context) *StatusError {
 func (l *lister) sizePassDecrypts(page []*mvccpb.KeyValue) bool {
 	enc := l.s.cfg.Encryption
 	if enc == nil || l.f.Empty() || (l.snap != nil && (l.attrs || l.s.cfg.CacheDecrypted)) ||
-		(l.layout != layoutSized && l.limit == 0) {
+		(l.layout != encoding.LayoutSized && l.limit == 0) {
 		return false
 	}
 	if enc.Transforms(l.gr, nil) {
@@ -368,7 +372,7 @@ func (l *lister) sizesRecorded(page []*mvccpb.KeyValue) bool {
 		if !ok {
 			return false
 		}
-		n, ok := l.enc.itemSizeOf(z, kv.ModRevision)
+		n, ok := l.enc.ItemSizeOf(z, kv.ModRevision)
 		if !ok {
 			return false
 		}
@@ -387,10 +391,10 @@ func (l *lister) sizesRecorded(page []*mvccpb.KeyValue) bool {
 // written last (layoutMetaLast).
 func (l *lister) plan(ctx context.Context) *StatusError {
 	l.lm = codec.ListMeta{ResourceVersion: l.rev}
-	if l.layout == layoutMetaLast {
+	if l.layout == encoding.LayoutMetaLast {
 		return nil // the write pass learns the metadata
 	}
-	if l.ws.partial && (l.layout == layoutSized || l.limit > 0) {
+	if l.ws.partial && (l.layout == encoding.LayoutSized || l.limit > 0) {
 		if se := l.planPass(ctx); se != nil {
 			return se
 		}
@@ -409,7 +413,7 @@ func (l *lister) plan(ctx context.Context) *StatusError {
 func (l *lister) planPass(ctx context.Context) *StatusError {
 	s := l.s
 	l.page = nil
-	if l.layout != layoutSized && l.f.Empty() && l.snap == nil {
+	if l.layout != encoding.LayoutSized && l.f.Empty() && l.snap == nil {
 		l.pg.Close()
 		// Only the limit-th key is needed: read keys only.
 		var n int64

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/valyala/fasthttp"
@@ -12,6 +13,8 @@ import (
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/encryption"
 	"github.com/lazyapi/lazyapi/proxy/conn"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
+	"github.com/lazyapi/lazyapi/store"
 )
 
 // A prepared LIST's answer (list.go): whole, with a Content-Length (the
@@ -46,9 +49,9 @@ func (l *lister) delivery() listDelivery {
 
 // respond writes the 200 as delivery says. It reports whether it streams
 // (the stream writer then ends the request).
-func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef format) (streaming bool) {
+func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef encoding.Format) (streaming bool) {
 	rc.SetStatusCode(200)
-	rc.SetContentType(l.enc.output().contentType(true))
+	rc.SetContentType(l.enc.Output().ContentType(true))
 	switch l.delivery() {
 	case deliverEncoded:
 		l.respondEncoded(rc, ef)
@@ -65,14 +68,14 @@ func (l *lister) respond(ctx context.Context, cancel context.CancelFunc, rc *fas
 // size pass encoded between the list's head and tail.
 func (l *lister) encodedBody(dst []byte) ([]byte, error) {
 	lm := l.lm
-	if l.layout == layoutMetaLast {
+	if l.layout == encoding.LayoutMetaLast {
 		if err := l.setContinue(&lm, &l.ws); err != nil {
 			return dst, err
 		}
 	}
-	dst = l.enc.listHead(dst, lm, l.ws.size)
+	dst = l.enc.ListHead(dst, lm, l.ws.size)
 	dst = append(dst, *l.pre...)
-	return l.enc.listTail(dst, lm), nil
+	return l.enc.ListTail(dst, lm), nil
 }
 
 // countEncoded counts the served answer of deliverEncoded.
@@ -92,7 +95,7 @@ func (l *lister) inlineBody(ctx context.Context, dst []byte) ([]byte, error) {
 }
 
 // respondEncoded answers with the items encoded by the size pass.
-func (l *lister) respondEncoded(rc *fasthttp.RequestCtx, ef format) {
+func (l *lister) respondEncoded(rc *fasthttp.RequestCtx, ef encoding.Format) {
 	buf := getBuf()
 	b, err := l.encodedBody((*buf)[:0])
 	if err != nil {
@@ -111,7 +114,7 @@ func (l *lister) respondEncoded(rc *fasthttp.RequestCtx, ef format) {
 
 // respondInline encodes the whole answer, all in the first page and small,
 // in the handler: sent with a Content-Length.
-func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef format) {
+func (l *lister) respondInline(ctx context.Context, rc *fasthttp.RequestCtx, ef encoding.Format) {
 	buf := getBuf()
 	defer putBuf(buf)
 	b, err := l.inlineBody(ctx, (*buf)[:0])
@@ -143,7 +146,7 @@ type listStream struct {
 // owns the buffer.
 func (l *lister) stream() *listStream {
 	ls := &listStream{l: l, pg: l.pg, page: l.page, lm: l.lm, planned: l.ws}
-	if l.pre != nil && l.layout == layoutMetaLast && ls.planned.partial {
+	if l.pre != nil && l.layout == encoding.LayoutMetaLast && ls.planned.partial {
 		ls.pre, ls.page = l.pre, nil
 		l.pre = nil
 	}
@@ -157,17 +160,52 @@ func (ls *listStream) write(ctx context.Context, sw *streamWriter) error {
 		defer putBuf(ls.pre)
 		encoded = *ls.pre
 	}
+	mark := len(sw.buf)
 	err := ls.l.write(ctx, sw, ls.pg, ls.page, encoded, ls.lm, ls.planned, false)
+	for i := 0; i < listRestarts && encoded == nil && sw.n == 0 && ls.l.restartable(err); i++ {
+		// Nothing of the list has left yet: read it again at etcd's
+		// new revision (prepareList), instead of cutting it off.
+		sw.buf = sw.buf[:mark]
+		err = ls.restart(ctx, sw)
+	}
 	if err == nil {
 		err = sw.flush()
 	}
 	return err
 }
 
+// restartable reports whether a write pass that failed with err may read
+// the list again from its start at etcd's current revision: etcd compacted
+// the revision lazyapi chose (prepareList), and no metadata planned before
+// the first byte depends on it (no limit; not protobuf, whose head holds the
+// items' size).
+func (l *lister) restartable(err error) bool {
+	return errors.Is(err, store.ErrCompacted) && l.ownRev && l.snap == nil && l.limit == 0 && l.layout != encoding.LayoutSized
+}
+
+// restart writes the list again from a first page read at etcd's current
+// revision.
+func (ls *listStream) restart(ctx context.Context, sw *streamWriter) error {
+	l := ls.l
+	l.s.listRestarts.Inc()
+	opts := l.opts
+	opts.Rev = 0
+	pg := l.newPager(opts)
+	page, err := pg.Next(ctx)
+	if err != nil {
+		pg.Close()
+		return err
+	}
+	l.rev, l.opts.Rev = pg.Rev(), pg.Rev()
+	lm := ls.lm
+	lm.ResourceVersion = l.rev
+	return l.write(ctx, sw, pg, page, nil, lm, walkState{}, false)
+}
+
 // respondStream hands the list to fasthttp as a streamed body, written
 // item by item on the connection's goroutine.
 // A request that accepts gzip is answered by serveGzipStream (gzip.go).
-func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef format) {
+func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef encoding.Format) {
 	s, st := l.s, l.st
 	ls := l.stream()
 	guard := s.guardWrites(ctx, rc, "list")
@@ -252,7 +290,7 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 		pg.SetPrefetch(ctx, true)
 	}
 	enc := l.enc
-	sw.buf = enc.listHead(sw.buf, lm, planned.size)
+	sw.buf = enc.ListHead(sw.buf, lm, planned.size)
 	var (
 		ws      walkState
 		lastObj codec.Object
@@ -274,7 +312,7 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 		}
 		written += len(sw.buf) - start
 		lastObj = it.obj
-		if l.snap == nil && l.layout == layoutSized && it.decoded && l.s.sizes != nil && encryption.Encrypted(kv.Value) {
+		if l.snap == nil && l.layout == encoding.LayoutSized && it.decoded && l.s.sizes != nil && encryption.Encrypted(kv.Value) {
 			// For the size pass of the next LIST of this value.
 			l.s.sizes.Put(kv.Key, kv.ModRevision, codec.SizesOf(it.obj))
 		}
@@ -294,18 +332,18 @@ func (l *lister) write(ctx context.Context, sw *streamWriter, pg pager, page []*
 			return err
 		}
 	}
-	if l.layout == layoutSized && written != planned.size {
+	if l.layout == encoding.LayoutSized && written != planned.size {
 		// The head announced planned.size bytes: a client would read a
 		// corrupt list. Abort instead (never expected: the sizes of the
 		// size pass are those of the same objects).
 		return fmt.Errorf("BUG: list items took %d bytes, the size pass counted %d", written, planned.size)
 	}
 	l.s.countServed(enc, lastObj, int(ws.n))
-	if l.layout == layoutMetaLast {
+	if l.layout == encoding.LayoutMetaLast {
 		if err := l.setContinue(&lm, &ws); err != nil {
 			return err
 		}
 	}
-	sw.buf = enc.listTail(sw.buf, lm)
+	sw.buf = enc.ListTail(sw.buf, lm)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 )
 
 // A LIST's walks over its range (list.go): the size passes of firstPage
@@ -85,7 +86,7 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, pass walkPass) (walk
 		// only values it could decrypt (Valid): one that failed fails
 		// here, before the first byte.
 		known := (cached && attrs.Valid() && (l.f.Empty() || byAttrs)) || (!cached && l.f.Empty())
-		if l.layout != layoutSized && (known || l.limit == 0) {
+		if l.layout != encoding.LayoutSized && (known || l.limit == 0) {
 			return walkItem{}, true, nil
 		}
 		z, ok := attrs.PlainSizes()
@@ -95,7 +96,7 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, pass walkPass) (walk
 			z, ok = l.s.sizes.Get(kv.Key, kv.ModRevision)
 		}
 		if known && ok {
-			if n, ok := l.enc.itemSizeOf(z, kv.ModRevision); ok {
+			if n, ok := l.enc.ItemSizeOf(z, kv.ModRevision); ok {
 				return walkItem{size: n}, true, nil
 			}
 		}
@@ -130,8 +131,8 @@ func (l *lister) item(pg pager, i int, kv *mvccpb.KeyValue, pass walkPass) (walk
 			return it, false, nil
 		}
 	}
-	if sizing && l.layout == layoutSized {
-		if it.size, err = l.enc.itemSize(obj, kv.ModRevision); err != nil {
+	if sizing && l.layout == encoding.LayoutSized {
+		if it.size, err = l.enc.ItemSize(obj, kv.ModRevision); err != nil {
 			return it, false, &decodeError{key: string(kv.Key), err: err}
 		}
 	}
@@ -223,7 +224,7 @@ func (l *lister) walk(ctx context.Context, pg pager, page []*mvccpb.KeyValue, ws
 // it fits.
 func (l *lister) sizeEmit(it *walkItem, kv *mvccpb.KeyValue) error {
 	l.pageBytes += len(kv.Value)
-	if l.layout == layoutSized {
+	if l.layout == encoding.LayoutSized {
 		l.ws.size += it.size
 		if l.pre != nil && l.ws.size > protoBufferBytes {
 			l.dropPre() // too large: stream in a second pass

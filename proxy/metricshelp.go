@@ -21,7 +21,7 @@ var metricHelp = map[string]string{
 	"lazyapi_objects_served_total":               "Objects served as stored (passthrough) or transcoded (protobuf to JSON).",
 	"lazyapi_decode_errors_total":                "Stored values that could not be decoded.",
 	"lazyapi_handler_panics_total":               "Handler panics recovered (answered 500).",
-	"lazyapi_list_restarts_total":                "LISTs read from etcd again at its current revision because etcd compacted the revision they had chosen between two of their pages, before their first byte.",
+	"lazyapi_list_restarts_total":                "LISTs read from etcd again at its current revision because etcd compacted the revision they had chosen between two of their pages, before any byte of theirs left.",
 	"lazyapi_streams_aborted_total":              "Responses aborted because the client took none of their bytes for --write-timeout, or the request overran --request-timeout.",
 	"lazyapi_write_coalesce_buffer_bytes":        "Bytes of the buffers collecting a TLS stream's sealed records into one socket write.",
 	"lazyapi_render_cache_bytes":                 "Bytes of JSON renderings of hot objects kept (charged to --watch-cache-memory).",

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/openapi"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/resource"
 )
@@ -76,7 +77,7 @@ func NewOpenAPI(table *resource.Table) *openapi.Service {
 func (s *Server) serveOpenAPI(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	path := ri.Path
 	if !rc.IsGet() && !rc.IsHead() {
-		s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), methodNotAllowed(string(rc.Method())))
+		s.writeStatus(rc, encoding.ErrorFormat(string(rc.Request.Header.Peek("Accept"))), methodNotAllowed(string(rc.Method())))
 		return
 	}
 	svc := s.openapi
@@ -188,12 +189,12 @@ func negotiateOpenAPI(accept string, v2 bool) (proto, ok bool) {
 	if v2 {
 		pb, pbOld = "com.github.proto-openapi.spec.v2.v1.0+protobuf", "com.github.proto-openapi.spec.v2@v1.0+protobuf"
 	}
-	var arr [8]acceptClause
-	for _, c := range parseAccept(accept, arr[:0]) {
-		if c.typ != "application" && c.typ != "*" {
+	var arr [8]encoding.AcceptClause
+	for _, c := range encoding.ParseAccept(accept, arr[:0]) {
+		if c.Type != "application" && c.Type != "*" {
 			continue
 		}
-		switch c.sub {
+		switch c.Sub {
 		case "json", "*":
 			return false, true
 		case pb, pbOld:

@@ -11,6 +11,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 )
 
 // Rendered JSON of hot objects.
@@ -151,53 +152,53 @@ func (s *Server) renderOf(stored []byte) *renderCache {
 // listItem is enc.listItem, with a JSON item's bytes (or the JSON a
 // Table row is printed from) from the rendering cache when they are kept
 // there. key is the item's etcd key, stored its value as stored.
-func (s *Server) listItem(enc encoder, dst, key, stored []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
-	c, rc := enc.cached(), s.renderOf(stored)
+func (s *Server) listItem(enc encoding.Encoder, dst, key, stored []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
+	c, rc := enc.Cached(), s.renderOf(stored)
 	if c == nil || rc == nil || obj.Format != codec.FormatProtobuf {
-		return enc.listItem(dst, obj, rv, first)
+		return enc.ListItem(dst, obj, rv, first)
 	}
-	if c.row != nil {
+	if c.Row != nil {
 		return tableRow(rc, c, dst, key, obj, rv, first)
 	}
 	if !first {
 		dst = codec.AppendJSONListSep(dst)
 	}
 	// Items of a built-in list carry no apiVersion and kind.
-	return rc.appendJSON(c.sc, dst, key, obj, rv, codec.JSONOptions{OmitTypeMeta: true})
+	return rc.appendJSON(c.Schema, dst, key, obj, rv, codec.JSONOptions{OmitTypeMeta: true})
 }
 
 // tableRow is a Table encoder's listItem whose printer reads the object's
 // JSON from the rendering cache (the row's cells read the clock: rows are
 // not cached, the object's JSON is).
-func tableRow(rc *renderCache, c *cachedJSON, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
+func tableRow(rc *renderCache, c *encoding.CachedJSON, dst, key []byte, obj codec.Object, rv int64, first bool) ([]byte, error) {
 	bp := getBuf()
 	defer putBuf(bp)
-	js, err := rc.appendJSON(c.sc, (*bp)[:0], key, obj, rv, codec.JSONOptions{})
+	js, err := rc.appendJSON(c.Schema, (*bp)[:0], key, obj, rv, codec.JSONOptions{})
 	*bp = js
 	if err != nil {
 		return dst, err
 	}
-	return c.row(dst, js, obj, rv, first)
+	return c.Row(dst, js, obj, rv, first)
 }
 
 // jsonCache returns the rendering cache and the schema when enc's objects
 // are their JSON (a Table's are not) and obj, stored as stored, may be
 // served from the cache; else nil.
-func (s *Server) jsonCache(enc encoder, stored []byte, obj codec.Object) (*renderCache, *codec.Schema) {
-	c := enc.cached()
-	if c == nil || c.row != nil || obj.Format != codec.FormatProtobuf {
+func (s *Server) jsonCache(enc encoding.Encoder, stored []byte, obj codec.Object) (*renderCache, *codec.Schema) {
+	c := enc.Cached()
+	if c == nil || c.Row != nil || obj.Format != codec.FormatProtobuf {
 		return nil, nil
 	}
-	return s.renderOf(stored), c.sc
+	return s.renderOf(stored), c.Schema
 }
 
 // object is enc.object, with a JSON object's bytes from the rendering
 // cache when they are kept there. key is the object's etcd key, stored its
 // value as stored.
-func (s *Server) object(enc encoder, dst, key, stored []byte, obj codec.Object, rv int64) ([]byte, error) {
+func (s *Server) object(enc encoding.Encoder, dst, key, stored []byte, obj codec.Object, rv int64) ([]byte, error) {
 	rc, sc := s.jsonCache(enc, stored, obj)
 	if rc == nil {
-		return enc.object(dst, obj, rv)
+		return enc.Object(dst, obj, rv)
 	}
 	dst, err := rc.appendJSON(sc, dst, key, obj, rv, codec.JSONOptions{})
 	if err != nil {
@@ -210,8 +211,8 @@ func (s *Server) object(enc encoder, dst, key, stored []byte, obj codec.Object, 
 // the object Server.object would copy from the rendering cache, looked up
 // before value (stored, or its plaintext) is unwrapped. key is the
 // object's etcd key, stored its value as stored, rev its mod revision.
-func (s *Server) keptObject(enc encoder, key, stored, value []byte, rev int64) []byte {
-	if c := enc.cached(); c == nil || c.row != nil || !codec.IsProtobuf(value) {
+func (s *Server) keptObject(enc encoding.Encoder, key, stored, value []byte, rev int64) []byte {
+	if c := enc.Cached(); c == nil || c.Row != nil || !codec.IsProtobuf(value) {
 		return nil
 	}
 	rc := s.renderOf(stored)
@@ -233,13 +234,13 @@ func (s *Server) keptObject(enc encoder, key, stored, value []byte, rev int64) [
 // taken from nor kept in the rendering cache. Kept, a GET or LIST of the
 // object at rv was served its previous state (found by the robustness
 // suite; TestRenderCacheNotPoisonedByDeleted).
-func (s *Server) watchEvent(enc encoder, dst, key, stored []byte, t codec.EventType, obj codec.Object, rv int64) ([]byte, error) {
+func (s *Server) watchEvent(enc encoding.Encoder, dst, key, stored []byte, t codec.EventType, obj codec.Object, rv int64) ([]byte, error) {
 	if t == codec.EventDeleted {
-		return enc.watchEvent(dst, t, obj, rv)
+		return enc.WatchEvent(dst, t, obj, rv)
 	}
 	rc, sc := s.jsonCache(enc, stored, obj)
 	if rc == nil {
-		return enc.watchEvent(dst, t, obj, rv)
+		return enc.WatchEvent(dst, t, obj, rv)
 	}
 	start := len(dst)
 	// codec.AppendJSONWatchEvent's frame; event types need no escaping.

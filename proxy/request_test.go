@@ -174,53 +174,6 @@ func TestContinueToken(t *testing.T) {
 	}
 }
 
-func TestNegotiate(t *testing.T) {
-	tests := []struct {
-		accept       string
-		list, custom bool
-		want         output
-		ok           bool
-	}{
-		{"", true, false, output{format: formatJSON}, true},
-		{"*/*", true, false, output{format: formatJSON}, true},
-		{"application/json", false, false, output{format: formatJSON}, true},
-		{"application/vnd.kubernetes.protobuf, */*", true, false, output{format: formatProtobuf}, true},
-		{"application/vnd.kubernetes.protobuf,application/json", true, true, output{format: formatJSON}, true},
-		{"application/vnd.kubernetes.protobuf", true, true, output{}, false},
-		{"text/html", true, false, output{}, false},
-		{"application/json;q=0.5, application/vnd.kubernetes.protobuf;q=0.9", true, false, output{format: formatProtobuf}, true},
-		{"*/*;q=0.1, application/vnd.kubernetes.protobuf", true, false, output{format: formatProtobuf}, true},
-		{"application/json;q=0", true, false, output{}, false},
-		{"application/json;as=Table;v=v1beta1;g=meta.k8s.io, application/xml", true, false, output{}, false},
-	}
-	{
-		tests = append(tests, []struct {
-			accept       string
-			list, custom bool
-			want         output
-			ok           bool
-		}{
-			{"application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json", true, false, output{formatJSON, targetTable}, true},
-			{"application/json;as=Table;v=v1;g=meta.k8s.io", false, false, output{formatJSON, targetTable}, true},
-			{"application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json", true, false, output{formatProtobuf, targetPartial}, true},
-			{"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", false, false, output{}, false},
-			{"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", false, false, output{formatJSON, targetPartial}, true},
-			{"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", true, false, output{}, false},
-			{"application/yaml", true, false, output{format: formatYAML}, true},
-		}...)
-	}
-	for _, tt := range tests {
-		kind := answerObject
-		if tt.list {
-			kind = answerList
-		}
-		got, ok := negotiate(tt.accept, kind, tt.custom)
-		if ok != tt.ok || (ok && got != tt.want) {
-			t.Errorf("negotiate(%q, list=%v, custom=%v) = %v, %v; want %v, %v", tt.accept, tt.list, tt.custom, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestWantsAggregated(t *testing.T) {
 	tests := []struct {
 		accept string

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/resource"
 )
 
@@ -155,9 +156,9 @@ func jsonPathValue(obj map[string]any, path string) (any, bool) {
 
 // serveScale answers a GET of a scale subresource in the negotiated format
 // (JSON, YAML or protobuf, as kube-apiserver's serializers write a Scale).
-func (s *Server) serveScale(rc *fasthttp.RequestCtx, st *reqState, ef format, value []byte, rv int64) {
-	out := st.enc.output()
-	if out.target != targetObject {
+func (s *Server) serveScale(rc *fasthttp.RequestCtx, st *reqState, ef encoding.Format, value []byte, rv int64) {
+	out := st.enc.Output()
+	if out.Target != encoding.TargetObject {
 		st.fail(rc, ef, notAcceptable())
 		return
 	}
@@ -168,10 +169,10 @@ func (s *Server) serveScale(rc *fasthttp.RequestCtx, st *reqState, ef format, va
 	}
 	sc.APIVersion, sc.Kind = "autoscaling/v1", "Scale"
 	var ser runtime.Encoder
-	switch out.format {
-	case formatProtobuf:
+	switch out.Format {
+	case encoding.FormatProtobuf:
 		ser = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	case formatYAML:
+	case encoding.FormatYAML:
 		ser = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{Yaml: true})
 	default:
 		ser = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{})
@@ -182,7 +183,7 @@ func (s *Server) serveScale(rc *fasthttp.RequestCtx, st *reqState, ef format, va
 		return
 	}
 	rc.SetStatusCode(200)
-	rc.SetContentType(out.contentType(false))
+	rc.SetContentType(out.ContentType(false))
 	rc.SetBody(b.Bytes())
 	st.finish(200, b.Len())
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/authn"
 	"github.com/lazyapi/lazyapi/authz"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 )
 
 // The self reviews lazyapi answers (POST, the only writes it accepts:
@@ -128,7 +129,7 @@ func readOnlyRule(p authz.PolicyRule) (out authz.PolicyRule, ok bool) {
 // selfsubjectreviews: 201 Created with the review and its status, in JSON
 // or protobuf as the client accepts.
 func (s *Server) serveSelfReview(rc *fasthttp.RequestCtx, path string) {
-	ef := errorFormat(string(rc.Request.Header.Peek("Accept")))
+	ef := encoding.ErrorFormat(string(rc.Request.Header.Peek("Accept")))
 	u, _ := rc.UserValue(userKey).(*authn.User)
 	if u == nil {
 		u = authn.Anonymous
@@ -161,9 +162,9 @@ func (s *Server) serveSelfReview(rc *fasthttp.RequestCtx, path string) {
 		s.writeStatus(rc, ef, se)
 		return
 	}
-	mediaType := mediaJSON
-	if ef == formatProtobuf {
-		mediaType = mediaProtobuf
+	mediaType := encoding.MediaJSON
+	if ef == encoding.FormatProtobuf {
+		mediaType = encoding.MediaProtobuf
 	}
 	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
 	if !ok {

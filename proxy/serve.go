@@ -15,6 +15,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
@@ -47,10 +48,10 @@ func (e *decodeError) Unwrap() error { return e.err }
 type reqState struct {
 	s       *Server
 	r       *resource.Resource
-	ri      *RequestInfo  // the resolved request; nil for a cache fill
-	p       request.Route // ri's route
-	q       Params        // ri's parameters
-	enc     encoder       // the negotiated representation; nil before negotiation
+	ri      *RequestInfo     // the resolved request; nil for a cache fill
+	p       request.Route    // ri's route
+	q       Params           // ri's parameters
+	enc     encoding.Encoder // the negotiated representation; nil before negotiation
 	verb    string
 	start   time.Time
 	release func()
@@ -80,9 +81,9 @@ func (st *reqState) finish(code int, bytes int) {
 	if st.r != nil {
 		res = st.r.GroupResource()
 	}
-	out := output{}
+	out := encoding.Output{}
 	if st.enc != nil {
-		out = st.enc.output()
+		out = st.enc.Output()
 	}
 	labels := `{verb="` + verbLabel(st.verb) + `",resource="` + res + `"`
 	ms := st.s.ms
@@ -124,7 +125,7 @@ func metricVerb(method []byte) string {
 }
 
 // fail writes a Status error and records the request.
-func (st *reqState) fail(rc *fasthttp.RequestCtx, ef format, e *StatusError) {
+func (st *reqState) fail(rc *fasthttp.RequestCtx, ef encoding.Format, e *StatusError) {
 	if e.Status.Code == 503 && !st.s.etcdMovedSince(st.start) {
 		st.s.etcdDownAt.Store(time.Now().UnixNano())
 	}
@@ -138,7 +139,7 @@ func (st *reqState) fail(rc *fasthttp.RequestCtx, ef format, e *StatusError) {
 // watch, or the encoder (chooseEncoder) and the GET or LIST.
 func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	accept := string(rc.Request.Header.Peek("Accept"))
-	ef := errorFormat(accept)
+	ef := encoding.ErrorFormat(accept)
 	p := ri.Route
 	named := p.Name != "" || p.Subresource != ""
 	// A watch is what kube-apiserver's router serves as one: a /watch/
@@ -200,7 +201,7 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 // there: connect subresources, methods other than GET and HEAD, unknown
 // groups and routes, create-only subresources, versions converted by a
 // webhook. It returns false when it answered.
-func (s *Server) resourceOf(rc *fasthttp.RequestCtx, st *reqState, ef format) bool {
+func (s *Server) resourceOf(rc *fasthttp.RequestCtx, st *reqState, ef encoding.Format) bool {
 	p := st.p
 	r, ok := s.cfg.Resources.Lookup(p.Group, p.Version, p.Resource)
 	if ok && routed(r, &p) && r.Subresource(p.Subresource) == resource.SubConnect {
@@ -258,7 +259,7 @@ func (s *Server) resourceOf(rc *fasthttp.RequestCtx, st *reqState, ef format) bo
 // reading, what kube-apiserver refuses: parameters that did not convert,
 // and on a GET a namespaced route without a namespace or an invalid name.
 // It returns false when it answered.
-func checkRead(rc *fasthttp.RequestCtx, st *reqState, ef format, watch, named bool) bool {
+func checkRead(rc *fasthttp.RequestCtx, st *reqState, ef encoding.Format, watch, named bool) bool {
 	ri, p := st.ri, &st.p
 	if ri.ParamsErr != nil {
 		st.fail(rc, ef, badRequestErr(ri.ParamsErr.Error()))
@@ -283,23 +284,23 @@ func checkRead(rc *fasthttp.RequestCtx, st *reqState, ef format, watch, named bo
 // chooseEncoder negotiates the response's media type from accept and
 // sets st.enc; it answers 406 (or 500 for a table without columns) and
 // returns false when it cannot.
-func (s *Server) chooseEncoder(rc *fasthttp.RequestCtx, st *reqState, ef format, accept string) bool {
+func (s *Server) chooseEncoder(rc *fasthttp.RequestCtx, st *reqState, ef encoding.Format, accept string) bool {
 	r := st.r
-	kind := answerObject
+	kind := encoding.AnswerObject
 	if st.p.Name == "" {
-		kind = answerList
+		kind = encoding.AnswerList
 	}
-	out, ok := negotiate(accept, kind, r.JSONStorage)
+	out, ok := encoding.Negotiate(accept, kind, r.JSONStorage)
 	if !ok {
 		st.fail(rc, ef, notAcceptable())
 		return false
 	}
-	cc, err := tableColumns(r, out)
+	cc, err := encoding.TableColumns(r, out)
 	if err != nil {
 		st.fail(rc, ef, internalErr(err.Error()))
 		return false
 	}
-	st.enc = newEncoder(s.schema, r, out, cc, includeObject(st.q.IncludeObject), time.Now())
+	st.enc = encoding.NewEncoder(s.schema, r, out, cc, includeObject(st.q.IncludeObject), time.Now())
 	return true
 }
 
@@ -482,7 +483,7 @@ func (s *Server) getObject(ctx context.Context, st *reqState, key string) (kv st
 }
 
 // serveGet serves one object: read (getObject), decrypted, encoded.
-func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState, ef format) {
+func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState, ef encoding.Format) {
 	r := st.r
 	key := s.listPrefix(r, st.p.Namespace) + st.p.Name
 	kv, found, cached, se := s.getObject(ctx, st, key)
@@ -548,7 +549,7 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 	}
 	s.countServed(st.enc, obj, 1)
 	rc.SetStatusCode(200)
-	rc.SetContentType(st.enc.output().contentType(false))
+	rc.SetContentType(st.enc.Output().ContentType(false))
 	if st.setBodyOwned(rc, ef, b, buf) {
 		st.finish(200, len(b))
 	}
@@ -556,11 +557,11 @@ func (s *Server) serveGet(ctx context.Context, rc *fasthttp.RequestCtx, st *reqS
 
 // countServed counts n objects (the last of them obj) as passthrough
 // (stored bytes copied with the RV patched) or transcoded.
-func (s *Server) countServed(enc encoder, obj codec.Object, n int) {
+func (s *Server) countServed(enc encoding.Encoder, obj codec.Object, n int) {
 	if n == 0 {
 		return
 	}
-	if enc.passthrough(obj) {
+	if enc.Passthrough(obj) {
 		s.passthru.Add(n)
 	} else {
 		s.transcoded.Add(n)

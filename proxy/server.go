@@ -35,6 +35,7 @@ import (
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
 	"github.com/lazyapi/lazyapi/openapi"
 	"github.com/lazyapi/lazyapi/proxy/conn"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/proxy/estimate"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
@@ -552,7 +553,7 @@ func (s *Server) handle(rc *fasthttp.RequestCtx) {
 		if !rc.IsPost() {
 			// Create-only: kube-apiserver registers no other method and
 			// answers this Status.
-			s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), &StatusError{Status: codec.Status{Code: 405,
+			s.writeStatus(rc, encoding.ErrorFormat(string(rc.Request.Header.Peek("Accept"))), &StatusError{Status: codec.Status{Code: 405,
 				Reason: "MethodNotAllowed", Message: "the server does not allow this method on the requested resource",
 				Details: &codec.StatusDetails{}}})
 			return
@@ -589,6 +590,6 @@ func (s *Server) recoverPanic(rc *fasthttp.RequestCtx) {
 	if v := recover(); v != nil {
 		s.panics.Inc()
 		s.log.Error("panic serving request", zap.ByteString("uri", rc.RequestURI()), zap.Any("panic", v), zap.Stack("stack"))
-		s.writeStatus(rc, errorFormat(string(rc.Request.Header.Peek("Accept"))), internalErr(fmt.Sprintf("panic: %v", v)))
+		s.writeStatus(rc, encoding.ErrorFormat(string(rc.Request.Header.Peek("Accept"))), internalErr(fmt.Sprintf("panic: %v", v)))
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/resource"
 )
 
@@ -82,7 +83,7 @@ var errListLagged = errors.New("shared list: the client fell behind the shared r
 // listKey identifies the LISTs whose responses are byte-identical.
 type listKey struct {
 	r    *resource.Resource
-	out  output
+	out  encoding.Output
 	ns   string
 	q    Params
 	gzip bool // the requests accept gzip (reqState.gzip)
@@ -132,7 +133,7 @@ type listGroup struct {
 // rows read the clock), from etcd (the watch cache does not serve the
 // resource and the request does not wait for it).
 func (s *Server) sharesList(st *reqState) bool {
-	if s.lists == nil || st.enc.output().target == targetTable {
+	if s.lists == nil || st.enc.Output().Target == encoding.TargetTable {
 		return false
 	}
 	cr := s.cacheResource(st.r)
@@ -141,10 +142,10 @@ func (s *Server) sharesList(st *reqState) bool {
 
 // serveSharedList serves the LIST as a member of a group (joined or
 // started). The group holds the admission; the member holds none.
-func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef format) {
+func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef encoding.Format) {
 	q := st.q
 	q.TimeoutSeconds = 0
-	key := listKey{r: st.r, out: st.enc.output(), ns: st.p.Namespace, q: q, gzip: st.gzip}
+	key := listKey{r: st.r, out: st.enc.Output(), ns: st.p.Namespace, q: q, gzip: st.gzip}
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.RequestTimeout)
 	if s.cfg.Admit != nil {
 		// The admission hook, per request (the group holds the
@@ -173,7 +174,7 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 		return
 	}
 	rc.SetStatusCode(200)
-	rc.SetContentType(st.enc.output().contentType(true))
+	rc.SetContentType(st.enc.Output().ContentType(true))
 	if g.inline {
 		respondWhole(m, ctx, cancel, rc, st, ef)
 		return
@@ -186,7 +187,7 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef forma
 
 // respondWhole answers with the group's one chunk, the whole body, sent
 // with a Content-Length.
-func respondWhole(m *listMember, ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState, ef format) {
+func respondWhole(m *listMember, ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState, ef encoding.Format) {
 	c, _, err := m.take(ctx)
 	if err != nil || c == nil {
 		m.leave()
@@ -291,7 +292,7 @@ func (s *Server) joinList(st *reqState, key listKey, client string) (*listGroup,
 	// The group lives while it has members (each with its request's
 	// timeout): the last one out cancels it.
 	g.init(true, scanWindowBytes, 0, &r.held, r.lagged, s.baseCtx, func() { r.forget(key, g) })
-	g.st.enc = newEncoder(s.schema, st.r, key.out, nil, includeObject(st.q.IncludeObject), time.Now())
+	g.st.enc = encoding.NewEncoder(s.schema, st.r, key.out, nil, includeObject(st.q.IncludeObject), time.Now())
 	g.st.release, g.st.drain, g.st.reserve, g.st.yield = nil, nil, nil, nil
 	m := addMember(&g.sharedRead, g, false)
 	r.startLocked(key, g)

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -91,7 +92,7 @@ var errScanEnded = errors.New("shared scan ended")
 // initial events.
 type scanKey struct {
 	r            *resource.Resource
-	out          output
+	out          encoding.Output
 	prefix       string
 	selectors    string
 	serializable bool
@@ -147,8 +148,8 @@ type scanGroup struct {
 // scanKeyOf returns the group key of a watch with initial events, ok
 // false when it cannot share (Table output: its frames read the clock).
 func (w *watchReq) scanKeyOf() (scanKey, bool) {
-	out := w.enc.enc.output()
-	if out.target == targetTable || w.s.scans == nil {
+	out := w.enc.enc.Output()
+	if out.Target == encoding.TargetTable || w.s.scans == nil {
 		return scanKey{}, false
 	}
 	sel := w.q.LabelSelector + "\x00" + w.q.FieldSelector
@@ -249,7 +250,7 @@ func (w *watchReq) newScanGroup(key scanKey) *scanGroup {
 	g := &scanGroup{reg: s.scans, s: s, key: key, client: clientKey(w.rc), ns: w.ns, pinned: make(chan struct{})}
 	g.init(false, s.sharedWindowBytes(), scanSegmentOverhead, &s.scans.held, s.scans.lagged, s.baseCtx,
 		func() { s.scans.forget(key, g) })
-	enc := newEncoder(s.schema, w.r, key.out, nil, includeObject(w.q.IncludeObject), time.Time{})
+	enc := encoding.NewEncoder(s.schema, w.r, key.out, nil, includeObject(w.q.IncludeObject), time.Time{})
 	f := w.f
 	g.gw = &etcdWatch{s: s, enc: &watchEncoder{s: s, r: w.r, enc: enc, ctx: g.ctx, gr: w.r.GroupResource()},
 		f: &f, prefix: w.prefix, ws: w.ws}

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
@@ -113,8 +113,8 @@ func storeStatus(err error, withContinue bool, rev int64) *StatusError {
 }
 
 // writeStatus writes st as the whole response in format f (see
-// errorFormat), with f's encoder.
-func (s *Server) writeStatus(rc *fasthttp.RequestCtx, f format, st *StatusError) {
+// ErrorFormat), with f's encoder.
+func (s *Server) writeStatus(rc *fasthttp.RequestCtx, f encoding.Format, st *StatusError) {
 	// Warnings (a deprecated version's) outlive the reset, as they do in
 	// kube-apiserver, whose warning recorder writes them before the handler.
 	var warnings [2][]byte
@@ -135,17 +135,10 @@ func (s *Server) writeStatus(rc *fasthttp.RequestCtx, f format, st *StatusError)
 	}
 	buf := getBuf()
 	var ct string
-	*buf, ct = statusEncoders[f].status((*buf)[:0], &st.Status)
+	*buf, ct = encoding.AppendStatus((*buf)[:0], f, &st.Status)
 	rc.SetContentType(ct)
 	rc.SetBody(*buf)
 	putBuf(buf)
-}
-
-// statusEncoders encode error Statuses, by format.
-var statusEncoders = [...]encoder{
-	formatJSON:     newEncoder(nil, nil, output{format: formatJSON}, nil, 0, time.Time{}),
-	formatProtobuf: newEncoder(nil, nil, output{format: formatProtobuf}, nil, 0, time.Time{}),
-	formatYAML:     newEncoder(nil, nil, output{format: formatYAML}, nil, 0, time.Time{}),
 }
 
 // restfulPath reports whether kube-apiserver answers an unknown path with
@@ -167,7 +160,7 @@ func restfulPath(path string) bool {
 
 // writeNotFound answers a path nothing is served at, as kube-apiserver:
 // a NotFound Status (restfulPath) or http.NotFound's plain text.
-func (s *Server) writeNotFound(rc *fasthttp.RequestCtx, f format, path string) {
+func (s *Server) writeNotFound(rc *fasthttp.RequestCtx, f encoding.Format, path string) {
 	if restfulPath(path) {
 		s.writeStatus(rc, f, notFoundPath())
 		return

@@ -17,6 +17,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/proxy/conn"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
@@ -125,10 +126,10 @@ func watchTimeout(q *Params) time.Duration {
 // kube-apiserver v1.37 does: 200, and the watch cache's error for the
 // expired context as the one event (instead of 429 from an admission that
 // could not wait).
-func expiredWatch(rc *fasthttp.RequestCtx, enc encoder) {
+func expiredWatch(rc *fasthttp.RequestCtx, enc encoding.Encoder) {
 	rc.SetStatusCode(200)
-	rc.SetContentType(enc.output().watchContentType())
-	rc.SetBody(enc.watchStatus(nil, &codec.Status{Code: 500, Reason: "InternalError", Message: "context deadline exceeded"}))
+	rc.SetContentType(enc.Output().WatchContentType())
+	rc.SetBody(enc.WatchStatus(nil, &codec.Status{Code: 500, Reason: "InternalError", Message: "context deadline exceeded"}))
 }
 
 // watchStart is where a watch starts, from its parameters.
@@ -157,7 +158,7 @@ func parseWatchStart(q *Params) watchStart {
 // filter, where to start), admit (the limiter), source (the watch cache
 // when it can serve the watch, else etcd) and stream (the response). The
 // request is recorded when the response starts.
-func (s *Server) serveWatch(rc *fasthttp.RequestCtx, st *reqState, accept string, ef format) {
+func (s *Server) serveWatch(rc *fasthttp.RequestCtx, st *reqState, accept string, ef encoding.Format) {
 	defer func() { st.finish(rc.Response.StatusCode(), 0) }()
 	w, se := s.newWatch(rc, st, accept)
 	if se != nil {
@@ -225,7 +226,7 @@ func (s *Server) newWatch(rc *fasthttp.RequestCtx, st *reqState, accept string) 
 	if err := validateWatch(q); err != nil {
 		return nil, badRequestErr(err.Error())
 	}
-	out, ok := negotiate(accept, answerStream, r.JSONStorage)
+	out, ok := encoding.Negotiate(accept, encoding.AnswerStream, r.JSONStorage)
 	if !ok {
 		return nil, statusErr(406, "NotAcceptable",
 			"only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch")
@@ -233,11 +234,11 @@ func (s *Server) newWatch(rc *fasthttp.RequestCtx, st *reqState, accept string) 
 	if st.p.Name != "" { // legacy /watch/.../{name}
 		f.Fields = append(f.Fields, request.FieldReq{Field: "metadata.name", Value: st.p.Name})
 	}
-	cc, err := tableColumns(r, out)
+	cc, err := encoding.TableColumns(r, out)
 	if err != nil {
 		return nil, internalErr(err.Error())
 	}
-	st.enc = newEncoder(s.schema, r, out, cc, includeObject(q.IncludeObject), time.Time{})
+	st.enc = encoding.NewEncoder(s.schema, r, out, cc, includeObject(q.IncludeObject), time.Time{})
 	w := &watchReq{s: s, rc: rc, r: r, q: q, ns: st.p.Namespace, prefix: s.listPrefix(r, st.p.Namespace), f: f,
 		ws: parseWatchStart(q), enc: &watchEncoder{s: s, r: r, enc: st.enc}}
 	// The watch's context: its timeout, server shutdown (watchCtx ends
@@ -398,7 +399,7 @@ func (w *watchReq) fromCache(cr *cache.Resource) (run func(sw *watchWriter) erro
 		return nil, nil, false
 	case errors.As(err, &tooOld):
 		return func(sw *watchWriter) error {
-			sw.buf = enc.enc.watchStatus(sw.buf, &expired(tooOld.Message()).Status)
+			sw.buf = enc.enc.WatchStatus(sw.buf, &expired(tooOld.Message()).Status)
 			return nil
 		}, nil, true
 	case errors.Is(err, cache.ErrTooLarge):
@@ -414,7 +415,7 @@ func (w *watchReq) fromCache(cr *cache.Resource) (run func(sw *watchWriter) erro
 func (w *watchReq) stream(run func(sw *watchWriter) error) {
 	s, rc, prefix, cancel := w.s, w.rc, w.prefix, w.cancel
 	rc.SetStatusCode(200)
-	rc.SetContentType(w.enc.enc.output().watchContentType())
+	rc.SetContentType(w.enc.enc.Output().WatchContentType())
 	// Headers go out now, as kube-apiserver's: a watch may stay quiet.
 	rc.Response.ImmediateHeaderFlush = true
 	// The stream writer sets write deadlines on the connection itself

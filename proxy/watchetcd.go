@@ -124,7 +124,7 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 func (ew *etcdWatch) endInitial(sw *watchWriter) error {
 	if ew.ws.initialEnd {
 		sw.take()
-		sw.buf = ew.enc.enc.watchBookmark(sw.buf, ew.rev, true)
+		sw.buf = ew.enc.enc.WatchBookmark(sw.buf, ew.rev, true)
 		sw.m.events.Inc()
 	}
 	return sw.flush()
@@ -178,7 +178,7 @@ func (ew *etcdWatch) runPages(ctx context.Context, sw *watchWriter) (stop bool, 
 func (ew *etcdWatch) follow(ctx, wctx context.Context, sw *watchWriter, w clientv3.Watcher, wch clientv3.WatchChan) error {
 	e := ew.enc
 	var tick <-chan time.Time
-	bookmarks := ew.bookmarks && e.enc.bookmarks()
+	bookmarks := ew.bookmarks && e.enc.Bookmarks()
 	if bookmarks {
 		t := time.NewTicker(etcdBookmarkInterval)
 		defer t.Stop()
@@ -201,7 +201,7 @@ func (ew *etcdWatch) follow(ctx, wctx context.Context, sw *watchWriter, w client
 				return ctx.Err()
 			}
 			if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
-				sw.buf = e.enc.watchStatus(sw.buf, &expired(fmt.Sprintf("too old resource version: %d (%d)", ew.rev, resp.CompactRevision)).Status)
+				sw.buf = e.enc.WatchStatus(sw.buf, &expired(fmt.Sprintf("too old resource version: %d (%d)", ew.rev, resp.CompactRevision)).Status)
 				return nil
 			}
 			if err := resp.Err(); err != nil {
@@ -211,7 +211,7 @@ func (ew *etcdWatch) follow(ctx, wctx context.Context, sw *watchWriter, w client
 				if rev := resp.Header.Revision; rev > last && bookmarks {
 					last = rev
 					sw.take()
-					sw.buf = e.enc.watchBookmark(sw.buf, rev, false)
+					sw.buf = e.enc.WatchBookmark(sw.buf, rev, false)
 					sw.m.events.Inc()
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/resource"
 )
 
@@ -69,7 +70,7 @@ const (
 // frameKey identifies the bytes of one watch event frame.
 type frameKey struct {
 	r   *resource.Resource
-	out output
+	out encoding.Output
 	t   codec.EventType
 	rev int64
 	key string
@@ -124,10 +125,10 @@ func newFrameCache(ms *metrics.Set, maxBytes int64) *frameCache {
 // pending) is frameShareBacklog or more. backlog < 0 means "do not share"
 // (initial events).
 func (c *frameCache) appendEvent(dst []byte, e *watchEncoder, t codec.EventType, key string, value, plain []byte, rev int64, backlog int) []byte {
-	if backlog < 0 || !e.enc.shareable() || c.maxBytes.Load() <= 0 || e.s.keepsNoPlaintext(value) {
+	if backlog < 0 || !e.enc.Shareable() || c.maxBytes.Load() <= 0 || e.s.keepsNoPlaintext(value) {
 		return e.event(dst, t, key, value, plain, rev)
 	}
-	k := frameKey{r: e.r, out: e.enc.output(), t: t, rev: rev, key: key}
+	k := frameKey{r: e.r, out: e.enc.Output(), t: t, rev: rev, key: key}
 	c.mu.Lock()
 	if f := c.m[k]; f != nil {
 		c.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
+	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
 	"go.uber.org/zap"
@@ -176,7 +177,7 @@ func (sw *watchWriter) flush() error {
 type watchEncoder struct {
 	s   *Server
 	r   *resource.Resource
-	enc encoder
+	enc encoding.Encoder
 	// For decryption (decrypt.go): the watch's context, the resource's
 	// "resource[.group]", whether events come from the watch cache; failed
 	// is set when a value did not decrypt: the ERROR event went out and
@@ -199,7 +200,7 @@ func (e *watchEncoder) event(dst []byte, t codec.EventType, key string, value, p
 			e.failed = true
 			e.s.log.Error("cannot decrypt watch event; ending the watch", zap.Error(err))
 			se, _ := decryptStatus(err)
-			return e.enc.watchStatus(dst, &se.Status)
+			return e.enc.WatchStatus(dst, &se.Status)
 		}
 	}
 	obj, err := codec.Unwrap(plain)
@@ -275,11 +276,11 @@ func (e *watchEncoder) fromCache(ctx context.Context, sw *watchWriter, w *cache.
 			}
 		}
 		if ev.Type == cache.Bookmark {
-			if !ev.InitialEventsEnd && !e.enc.bookmarks() {
+			if !ev.InitialEventsEnd && !e.enc.Bookmarks() {
 				continue
 			}
 			sw.take()
-			sw.buf = e.enc.watchBookmark(sw.buf, ev.Rev, ev.InitialEventsEnd)
+			sw.buf = e.enc.WatchBookmark(sw.buf, ev.Rev, ev.InitialEventsEnd)
 		} else {
 			sw.batch(frameBytes(len(ev.Value)))
 			backlog := ev.Backlog

@@ -113,13 +113,13 @@ func TestBoundaries(t *testing.T) {
 
 // TestProxyLayers fails when an arrow between proxy and its sub-packages
 // runs up: proxy (the handlers and the server) imports its sub-packages
-// (proxy/conn, proxy/estimate, proxy/request, ...), and a sub-package never reaches proxy itself, nor
+// (proxy/conn, proxy/encoding, proxy/estimate, proxy/request, ...), and a sub-package never reaches proxy itself, nor
 // the commands; sub-packages import each other only in the order
 // proxyLayers lists them (a package may import those before it).
 func TestProxyLayers(t *testing.T) {
 	pkgs := listPackages(t)
 	// Lowest first.
-	proxyLayers := []string{"proxy/conn", "proxy/estimate", "proxy/request"}
+	proxyLayers := []string{"proxy/conn", "proxy/encoding", "proxy/estimate", "proxy/request"}
 	for name, p := range pkgs {
 		if !strings.HasPrefix(name, "proxy/") {
 			continue
@@ -149,5 +149,15 @@ func TestProxyLayers(t *testing.T) {
 		if _, ok := pkgs[name]; !ok {
 			t.Errorf("package %s not found by go list", name)
 		}
+	}
+	// proxy/encoding writes bytes: no HTTP server, no etcd server, no cache
+	// (what it encodes comes in as codec values).
+	for _, bad := range []string{"github.com/valyala/fasthttp/", "go.etcd.io/etcd/server/", module + "cache", module + "store"} {
+		if dep, found := hasPrefix(pkgs["proxy/encoding"].deps, bad); found {
+			t.Errorf("proxy/encoding depends on %s (forbidden: %s)", dep, bad)
+		}
+	}
+	if slices.Contains(pkgs["proxy/encoding"].imports, "net/http") {
+		t.Error("proxy/encoding imports net/http")
 	}
 }

@@ -66,6 +66,8 @@ type op struct {
 	Compacted int64     `json:"compacted"`        // etcd's compaction revision when the answer came (counting one in flight)
 	FromRV    int64     `json:"fromRV,omitempty"`
 	Gen       int64     `json:"gen"`               // the server's restarts when the request was sent
+	EndGen    int64     `json:"endGen"`            // ... when its answer (or error) came
+	Stopped   bool      `json:"stopped,omitempty"` // the run's end cut it off
 	FromGen   int64     `json:"fromGen,omitempty"` // ... when FromRV was seen (a resume or a watch after a LIST)
 	FromComp  int64     `json:"fromCompacted"`     // etcd's compaction revision when FromRV was seen
 	Pages     []page    `json:"pages,omitempty"`
@@ -293,7 +295,10 @@ func (r *reader) listOnce(ctx context.Context, k bench.Kind, o *op, mode string,
 	o.Query = fmt.Sprintf("%+v", opts)
 	o.Acked, o.Gen = r.h.acked.rev.Load(), r.h.gen.Load()
 	o.Start = time.Now()
-	defer func() { o.End = time.Now(); o.Compacted = r.h.compacted.Load() }()
+	defer func() {
+		o.End, o.EndGen, o.Stopped = time.Now(), r.h.gen.Load(), ctx.Err() != nil
+		o.Compacted = r.h.compacted.Load()
+	}()
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		obj, err := r.h.clients.list(cctx, k, o.Format, o.Namespace, opts)
@@ -327,7 +332,7 @@ func (r *reader) getOnce(ctx context.Context, k bench.Kind, o *op, name string, 
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	obj, err := r.h.clients.get(cctx, k, o.Format, o.Namespace, name, opts)
 	cancel()
-	o.End, o.Compacted = time.Now(), r.h.compacted.Load()
+	o.End, o.EndGen, o.Stopped, o.Compacted = time.Now(), r.h.gen.Load(), ctx.Err() != nil, r.h.compacted.Load()
 	if err != nil {
 		o.setErr(err)
 		if o.Code == 404 {

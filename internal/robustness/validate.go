@@ -47,7 +47,18 @@ func (h *harness) validate(o *op) *violation {
 		if strings.HasPrefix(o.Err, "undecodable") {
 			return bad("answers are Kubernetes objects", "%s", o.Err)
 		}
-		h.stats.count("transport error (server killed or restarting)")
+		switch {
+		case o.Stopped:
+			h.stats.count("transport error (the run's end)")
+		case o.EndGen != o.Gen || strings.Contains(o.Err, "connection refused"):
+			// (Refused: a restarted server that does not listen yet.)
+			h.stats.count("transport error (server killed or restarting)")
+		default:
+			// No SIGKILL while it ran: the server ended the response
+			// (a LIST aborted after its first byte, a stalled write)
+			// or the client's 60 s timeout. Counted apart.
+			h.stats.count(o.Verb + " transport error (server running)")
+		}
 		return nil
 	}
 	if o.Code != 0 {

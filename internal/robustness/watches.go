@@ -102,7 +102,10 @@ func (w *watcher) watchOnce(ctx context.Context, k bench.Kind, o *op, bookmarks 
 	o.Query = fmt.Sprintf("%+v for %s", opts, d)
 	o.Acked, o.Gen = w.h.acked.rev.Load(), w.h.gen.Load()
 	o.Start = time.Now()
-	defer func() { o.End = time.Now(); o.Compacted = w.h.compacted.Load() }()
+	defer func() {
+		o.End, o.EndGen, o.Stopped = time.Now(), w.h.gen.Load(), ctx.Err() != nil
+		o.Compacted = w.h.compacted.Load()
+	}()
 	cctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	wi, err := w.h.clients.watch(cctx, k, o.Format, o.Namespace, opts)
