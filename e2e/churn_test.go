@@ -96,11 +96,8 @@ func TestWatchChurn(t *testing.T) {
 	w := &churnWorld{t: t, etcd: etcd}
 	w.seed(sz)
 	audit := filepath.Join(t.TempDir(), "audit.log")
-	old := lazyapiBin
-	lazyapiBin = plainBin
-	p := start(t, "--etcd-servers="+etcd.Endpoint, "--memory-limit="+sz.memoryLimit, "--write-timeout=2s",
+	p := startBin(t, plainBin, "--etcd-servers="+etcd.Endpoint, "--memory-limit="+sz.memoryLimit, "--write-timeout=2s",
 		"--audit-log-path="+audit)
-	lazyapiBin = old
 	waitCached(t, p)
 
 	stop := make(chan struct{})

@@ -74,18 +74,13 @@ func TestWatchConnectionCost(t *testing.T) {
 	seedIdleConfigMaps(t, etcd, n)
 	ca := testpki.NewCA(t, "conn-ca")
 	serving := ca.Server(t)
-	securePort := freePort(t)
-	old := lazyapiBin
-	lazyapiBin = plainBin
-	p := start(t, "--etcd-servers="+etcd.Endpoint, "--profiling", "--secure-port="+strconv.Itoa(securePort),
-		"--tls-cert-file="+serving.CertFile, "--tls-private-key-file="+serving.KeyFile)
-	lazyapiBin = old
+	p, secureURL := startTLSBin(t, plainBin, etcd, serving)
 	waitCached(t, p)
 	kube := startKubeAPIServer(t, script, etcd.Endpoint)
 	kubeHC := &http.Client{Timeout: time.Minute, Transport: &bearer{bench.KubeAPIServerToken, kube.hc.Transport}}
 	lazyHC := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // loopback test server
 	servers := []connCostServer{
-		{name: "lazyapi (HTTP/1.1)", url: "https://127.0.0.1:" + strconv.Itoa(securePort), pid: p.cmd.Process.Pid, hc: lazyHC},
+		{name: "lazyapi (HTTP/1.1)", url: secureURL, pid: p.cmd.Process.Pid, hc: lazyHC},
 		{name: "kube-apiserver (HTTP/2)", url: kube.url, token: bench.KubeAPIServerToken, pid: kube.pid, hc: kubeHC},
 		{name: "kube-apiserver (HTTP/1.1)", url: kube.url, token: bench.KubeAPIServerToken, pid: kube.pid, hc: kubeHC, h1: true},
 	}

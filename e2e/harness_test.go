@@ -182,6 +182,17 @@ func start(t *testing.T, args ...string) *process {
 	return p
 }
 
+// startBin is start with the binary bin (plainBin for the tests that
+// measure memory without the race detector, or a baseline build) instead
+// of lazyapiBin.
+func startBin(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	old := lazyapiBin
+	lazyapiBin = bin
+	defer func() { lazyapiBin = old }()
+	return start(t, args...)
+}
+
 // run starts the binary without waiting for it to serve.
 func run(t *testing.T, args ...string) *process {
 	t.Helper()

@@ -135,10 +135,7 @@ func (h *hostileEnv) start(t *testing.T, extra ...string) *process {
 	if !h.baseline {
 		args = append(args, "--write-timeout=2s")
 	}
-	old := lazyapiBin
-	lazyapiBin = h.bin
-	defer func() { lazyapiBin = old }()
-	return start(t, append(args, extra...)...)
+	return startBin(t, h.bin, append(args, extra...)...)
 }
 
 // peakRSS returns the process's peak resident set (VmHWM) in bytes.

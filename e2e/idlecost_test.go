@@ -125,6 +125,17 @@ func TestIdleWatchCost(t *testing.T) {
 // idle watch over TLS reserves.
 const idleWatchTLSBytes = 49 << 10
 
+// startTLSBin starts bin on etcd with --profiling and a TLS --secure-port
+// (serving's certificate) beside the plain port, and returns the process
+// and the TLS port's URL.
+func startTLSBin(t *testing.T, bin string, etcd *etcdtest.Server, serving *testpki.Cert) (*process, string) {
+	t.Helper()
+	securePort := freePort(t)
+	p := startBin(t, bin, "--etcd-servers="+etcd.Endpoint, "--profiling", "--secure-port="+strconv.Itoa(securePort),
+		"--tls-cert-file="+serving.CertFile, "--tls-private-key-file="+serving.KeyFile)
+	return p, "https://127.0.0.1:" + strconv.Itoa(securePort)
+}
+
 // seedIdleConfigMaps writes n small ConfigMaps idle/cm-00000.. to etcd.
 func seedIdleConfigMaps(t *testing.T, etcd *etcdtest.Server, n int) {
 	t.Helper()
@@ -143,15 +154,9 @@ func seedIdleConfigMaps(t *testing.T, etcd *etcdtest.Server, n int) {
 // each.
 func measureIdleCost(t *testing.T, etcd *etcdtest.Server, bin string, tlsConf *tls.Config, serving *testpki.Cert, n int) []idleCostRow {
 	t.Helper()
-	securePort := freePort(t)
-	old := lazyapiBin
-	lazyapiBin = bin
-	p := start(t, "--etcd-servers="+etcd.Endpoint, "--profiling", "--secure-port="+strconv.Itoa(securePort),
-		"--tls-cert-file="+serving.CertFile, "--tls-private-key-file="+serving.KeyFile)
-	lazyapiBin = old
+	p, secureURL := startTLSBin(t, bin, etcd, serving)
 	defer p.stop(30 * time.Second)
 	waitCached(t, p)
-	secureURL := "https://127.0.0.1:" + strconv.Itoa(securePort)
 	const coll = "/api/v1/namespaces/idle/configmaps"
 	rv := collectionRV(t, p.URL, coll)
 	watchPath := func(i int) string {
