@@ -351,10 +351,9 @@ func TestWatchBadRequests(t *testing.T) {
 	}
 }
 
-// TestWatchAdmission: with one watch slot and no queue, a second watch gets
-// 429 while the first is open; the slot is released when the watch ends,
-// and server shutdown ends an open watch promptly.
-func TestWatchAdmission(t *testing.T) {
+// oneWatchSeat is a limiter with one watch seat and no queue.
+func oneWatchSeat(t *testing.T) *ratelimit.Limiter {
+	t.Helper()
 	cfg := ratelimit.DefaultConfig()
 	cfg.MaxWatchesInflight = 1
 	cfg.MaxQueued = 0
@@ -363,6 +362,14 @@ func TestWatchAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return lim
+}
+
+// TestWatchAdmission: with one watch slot and no queue, a second watch gets
+// 429 while the first is open; the slot is released when the watch ends,
+// and server shutdown ends an open watch promptly.
+func TestWatchAdmission(t *testing.T) {
+	lim := oneWatchSeat(t)
 	e2 := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
 	ctx := context.Background()
 	w, err := e2.cs.CoreV1().ConfigMaps("ns").Watch(ctx, metav1.ListOptions{})
@@ -410,14 +417,8 @@ func TestWatchAdmission(t *testing.T) {
 // seat and no queue a second watch is 429, and once it ends the seat and
 // its bytes are given back.
 func TestWatchTooOldAdmitted(t *testing.T) {
-	cfg := ratelimit.DefaultConfig()
-	cfg.MaxWatchesInflight = 1
-	cfg.MaxQueued = 0
-	cfg.MaxInflightBytes = 1 << 30
-	lim, err := ratelimit.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lim := oneWatchSeat(t)
+	var err error
 	var c *cache.Cache
 	e := startEnv(t, func(pc *proxy.Config) {
 		c, err = cache.New(cache.Config{Client: pc.Client, MemoryBytes: 64 << 20, DefaultHistory: 5,
