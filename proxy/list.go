@@ -151,7 +151,7 @@ func (s *Server) prepareList(ctx context.Context, rc *fasthttp.RequestCtx, st *r
 		if l.pg != nil {
 			l.pg.Close()
 		}
-		if !l.compacted || !l.ownRev || l.snap != nil || ctx.Err() != nil {
+		if !l.rereadable(l.compacted) || ctx.Err() != nil {
 			return nil, se
 		}
 		if attempt == listRestarts {

@@ -180,7 +180,16 @@ func (ls *listStream) write(ctx context.Context, sw *streamWriter) error {
 // the first byte depends on it (no limit; not protobuf, whose head holds the
 // items' size).
 func (l *lister) restartable(err error) bool {
-	return errors.Is(err, store.ErrCompacted) && l.ownRev && l.snap == nil && l.limit == 0 && l.layout != encoding.LayoutSized
+	return l.rereadable(errors.Is(err, store.ErrCompacted)) && l.limit == 0 && l.layout != encoding.LayoutSized
+}
+
+// rereadable is the one rule of both restarts (prepareList before the
+// first byte, listStream.write after it was prepared): a read etcd
+// compacted may start again at etcd's current revision only when lazyapi
+// chose its revision from etcd (no continue token, no Exact revision, not
+// the watch cache's snapshot).
+func (l *lister) rereadable(compacted bool) bool {
+	return compacted && l.ownRev && l.snap == nil
 }
 
 // restart writes the list again from a first page read at etcd's current
