@@ -19,14 +19,18 @@ const (
 	// Short is a GET or a small LIST, limited by Config.MaxRequestsInflight.
 	Short Kind = iota
 	// Watch is a WATCH (a long-running request), limited by
-	// Config.MaxWatchBytes and by its client's fair share of them: a
-	// client that holds watches may take another only while it holds at
-	// most (MaxWatchBytes - MaxWatchBytes/8) / n, n the clients holding
-	// watches (the active ones), so that a new client's first watch always
-	// finds the last eighth free of the others' excess, and one client
-	// alone may use seven eighths. A client's first watch is limited by
-	// the budget only. Config.MaxWatchesInflight, when set, bounds their
-	// count as well.
+	// Config.MaxWatchBytes and by its client's fair share of them. Any
+	// watch is admitted while the watches' reservations, its own
+	// included, stay within seven eighths of the budget; the last eighth
+	// is for clients' first watches and for clients holding less than
+	// their share, (MaxWatchBytes - MaxWatchBytes/8) / n, n the clients
+	// holding watches (the active ones): such a client gets one more
+	// watch, whatever it reserves, while the budget has room. So a new
+	// client's first watch always finds the last eighth free of the
+	// others' excess, one client alone may use seven eighths, and a
+	// client's watches never wait on its own while the budget is not
+	// contended. Config.MaxWatchesInflight, when set, bounds their count
+	// as well.
 	Watch
 	// Bulk is a large LIST (Limiter.IsBulk), limited by
 	// Config.MaxBulkInflight and by the byte budget minus
@@ -645,11 +649,20 @@ func (l *Limiter) fitsLocked(client string, kind Kind, need int64) bool {
 		if l.cfg.MaxWatchesInflight > 0 && l.inflight[Watch] >= l.cfg.MaxWatchesInflight {
 			return false
 		}
-		if l.watchRes > l.cfg.MaxWatchBytes-need {
+		b := l.cfg.MaxWatchBytes
+		if l.watchRes > b-need {
 			return false
 		}
-		h := l.holding[client]
-		return h == nil || !h.watching() || h.bytes[Watch] <= l.watchShareLocked()-need
+		if h := l.holding[client]; h != nil && h.watching() && l.watchRes > b-b/8-need {
+			// The last eighth: only for a client below its share. Not
+			// h.bytes+need: need is mostly the initial phase's, given back
+			// in seconds, and with a few hundred clients it is about a
+			// share itself, so every client holding two watches waited
+			// for ever (bench/RESULTS.md, "churn: the initial syncs that
+			// never finished").
+			return h.bytes[Watch] < l.watchShareLocked()
+		}
+		return true
 	}
 	if kind == Bulk && l.bulkRes > l.bulkBudget-need {
 		return false
@@ -661,9 +674,10 @@ func (l *Limiter) fitsLocked(client string, kind Kind, need int64) bool {
 	return l.inflight[kind] < l.maxInflight[kind] && l.reserved <= l.cfg.MaxInflightBytes-need
 }
 
-// watchShareLocked is the watch bytes a client holding watches may hold
-// and still be admitted another: seven eighths of the budget shared among
-// the clients holding watches (see Watch).
+// watchShareLocked is the watch bytes a client holding watches must hold
+// less than to be admitted another from the budget's last eighth: seven
+// eighths of the budget shared among the clients holding watches (see
+// Watch).
 func (l *Limiter) watchShareLocked() int64 {
 	b := l.cfg.MaxWatchBytes
 	return (b - b/8) / int64(max(l.watchClients, 1))
