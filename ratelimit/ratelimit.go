@@ -19,14 +19,18 @@ const (
 	// Short is a GET or a small LIST, limited by Config.MaxRequestsInflight.
 	Short Kind = iota
 	// Watch is a WATCH (a long-running request), limited by
-	// Config.MaxWatchBytes and by its client's fair share of them: a
-	// client that holds watches may take another only while it holds at
-	// most (MaxWatchBytes - MaxWatchBytes/8) / n, n the clients holding
-	// watches (the active ones), so that a new client's first watch always
-	// finds the last eighth free of the others' excess, and one client
-	// alone may use seven eighths. A client's first watch is limited by
-	// the budget only. Config.MaxWatchesInflight, when set, bounds their
-	// count as well.
+	// Config.MaxWatchBytes and by its client's fair share of them. Any
+	// watch is admitted while the watches' reservations, its own
+	// included, stay within seven eighths of the budget; the last eighth
+	// is for clients' first watches and for clients holding less than
+	// their share, (MaxWatchBytes - MaxWatchBytes/8) / n, n the clients
+	// holding watches (the active ones): such a client gets one more
+	// watch, whatever it reserves, while the budget has room. So a new
+	// client's first watch always finds the last eighth free of the
+	// others' excess, one client alone may use seven eighths, and a
+	// client's watches never wait on its own while the budget is not
+	// contended. Config.MaxWatchesInflight, when set, bounds their count
+	// as well.
 	Watch
 	// Bulk is a large LIST (Limiter.IsBulk), limited by
 	// Config.MaxBulkInflight and by the byte budget minus

@@ -329,7 +329,7 @@ func (a *admissionOptions) addFlags(fss *cliflag.NamedFlagSets) {
 	fs.Var(&a.maxInflightBytes, "max-inflight-bytes",
 		"Byte budget for the working sets of in-flight requests (quantity, e.g. 256Mi). 0 = half of --memory-limit minus the cache budget.")
 	fs.Var(&a.maxWatchBytes, "max-watch-bytes",
-		"Byte budget of open watches: what each holds idle (25Ki, 49Ki over TLS), its initial events from the watch cache while it sends them, and its queued frames (quantity). A client holding watches gets more while it holds at most 7/8 of it divided among the clients holding watches. 0 = --max-inflight-bytes.")
+		"Byte budget of open watches: what each holds idle (25Ki, 49Ki over TLS), its initial events from the watch cache while it sends them, and its queued frames (quantity). Any watch is admitted while watches reserve at most 7/8 of it; the last 1/8 is for clients' first watches and for clients holding less than 7/8 of it divided among the clients holding watches. 0 = --max-inflight-bytes.")
 	fs.Var(&a.maxSingleRequestBytes, "max-single-request-bytes",
 		"Largest working-set estimate admitted, alone, when above --max-inflight-bytes (quantity). 0 = twice --max-inflight-bytes.")
 	fs.IntVar(&a.maxQueued, "max-queued-requests", d.MaxQueued,
