@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/lazyapi/lazyapi/bench"
 )
 
@@ -31,11 +33,9 @@ func runSuite(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func suiteConfig(args []string, stdout, stderr io.Writer) (*bench.SuiteConfig, error) {
 	d := bench.DefaultSuiteConfig()
 	fs := newFlagSet("suite", "suite [flags]", stdout)
-	var ef etcdFlags
-	ef.add(fs)
+	sb := addSideBySide(fs, d.Repo, d.Out)
 	fs.Lookup("etcd-servers").Usage = "external etcd (default: an embedded etcd started by the suite)"
-	repo := fs.String("repo", d.Repo, "lazyapi source tree (go build ./cmd/lazyapi; bench/kube-apiserver.sh; bench/RESULTS.md)")
-	out := fs.String("out", d.Out, "results folder")
+	fs.Lookup("repo").Usage = "lazyapi source tree (go build ./cmd/lazyapi; bench/kube-apiserver.sh; bench/RESULTS.md)"
 	objects := fs.Int("objects", d.Objects, "ConfigMaps to seed")
 	nss := fs.Int("namespaces", d.Namespaces, "namespaces to spread them over")
 	size := fs.String("size", d.Size.String(), "stored object size distribution")
@@ -60,7 +60,7 @@ func suiteConfig(args []string, stdout, stderr io.Writer) (*bench.SuiteConfig, e
 		return nil, fmt.Errorf("cannot find the lazybench binary: %w", err)
 	}
 	cfg := &bench.SuiteConfig{
-		Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Objects: *objects, Namespaces: *nss, Size: sd,
+		Repo: sb.repo, Out: sb.out, EtcdServers: sb.etcd.servers, Prefix: sb.etcd.prefix, Objects: *objects, Namespaces: *nss, Size: sd,
 		ListDuration: *listDur, FloodDuration: *floodDur, FloodConcurrency: *floodC, Informers: *informers, Watchers: *watchers, Idle: d.Idle,
 		Reference: *reference, SkipLazyAPI: *noLazy, UpdateResults: *update,
 		Command: commandName() + " suite " + strings.Join(args, " "), Self: self, Log: stderr,
@@ -74,11 +74,7 @@ func suiteConfig(args []string, stdout, stderr io.Writer) (*bench.SuiteConfig, e
 func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	d := bench.DefaultCostConfig()
 	fs := newFlagSet("cost", "cost [flags]", stdout)
-	var ef etcdFlags
-	ef.add(fs)
-	fs.Lookup("etcd-servers").Usage = "external etcd (default: an embedded etcd)"
-	repo := fs.String("repo", d.Repo, "lazyapi source tree")
-	out := fs.String("out", d.Out, "results folder")
+	sb := addSideBySide(fs, d.Repo, d.Out)
 	objects := fs.Int("objects", d.Objects, "ConfigMaps to seed")
 	namespaces := fs.Int("namespaces", 1, "namespaces the ConfigMaps are spread over; the phases read the first (the others grow the caches)")
 	size := fs.String("size", d.Size.String(), "stored object size distribution")
@@ -96,7 +92,7 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("invalid --size: %w", err)
 	}
-	cfg := bench.CostConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Objects: *objects, Namespaces: *namespaces, Size: sd,
+	cfg := bench.CostConfig{Repo: sb.repo, Out: sb.out, EtcdServers: sb.etcd.servers, Prefix: sb.etcd.prefix, Objects: *objects, Namespaces: *namespaces, Size: sd,
 		Clients: *clients, Duration: *dur, LinkRate: *link, LazyAPIFlags: *lazyFlags, LazyAPIVariants: *variants, SkipKube: *skipKube, UpdateResults: *update,
 		Command: commandName() + " cost " + strings.Join(args, " "), Log: stderr}
 	rep, err := bench.RunCost(ctx, cfg)
@@ -108,19 +104,13 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("storm", "storm [flags]", stdout)
-	var ef etcdFlags
-	ef.add(fs)
-	fs.Lookup("etcd-servers").Usage = "external etcd (default: an embedded etcd)"
-	repo := fs.String("repo", ".", "lazyapi source tree")
-	out := fs.String("out", filepath.Join(os.TempDir(), "lazybench-storm"), "results folder")
+	sb := addSideBySide(fs, ".", filepath.Join(os.TempDir(), "lazybench-storm"))
 	kind := fs.String("kind", "configmap", "kind to seed and read: configmap, secret, pod")
 	objects := fs.Int("objects", 10000, "objects to seed (one namespace)")
 	size := fs.String("size", "fixed:10KiB", "stored object size distribution")
 	rows := fs.StringSlice("rows", []string{"informers:16", "informers:64", "watchlist:256", "listwatch:256"}, "MODE:CLIENTS rows (informers, watchlist, listwatch)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on one run of a row")
-	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
-	skipKube := fs.Bool("skip-kube-apiserver", false, "measure lazyapi only")
-	skipLazy := fs.Bool("skip-lazyapi", false, "measure kube-apiserver only")
+	sv := addServers(fs)
 	update := updateResultsFlag(fs, "## informer storm")
 	profile := fs.Bool("profile", false, "run lazyapi with --profiling and save its heap profile and metrics at each run's peak RSS to OUT/profiles")
 	transform := fs.String("informer-transform", "", "what the informers rows' informers keep of each object (client-go SetTransform): empty keeps it whole; strip-data counts its data (checked against etcd's) and keeps its metadata only")
@@ -155,8 +145,8 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		rs = append(rs, bench.StormRow{Mode: mode, Clients: c})
 	}
-	cfg := bench.StormConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix, Kind: k, Objects: *objects, Size: sd,
-		Rows: rs, Timeout: *timeout, InformerTransform: *transform, OwnConnections: *ownConns, DistinctAddresses: *distinct, Gzip: *gzip, CloseStreams: *closeStreams, Hold: *hold, LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: *update, Profile: *profile,
+	cfg := bench.StormConfig{Repo: sb.repo, Out: sb.out, EtcdServers: sb.etcd.servers, Prefix: sb.etcd.prefix, Kind: k, Objects: *objects, Size: sd,
+		Rows: rs, Timeout: *timeout, InformerTransform: *transform, OwnConnections: *ownConns, DistinctAddresses: *distinct, Gzip: *gzip, CloseStreams: *closeStreams, Hold: *hold, LazyAPIFlags: sv.lazyFlags, SkipKube: sv.skipKube, SkipLazyAPI: sv.skipLazy, UpdateResults: *update, Profile: *profile,
 		Command: commandName() + " storm " + strings.Join(args, " "), Log: stderr}
 	rep, err := bench.RunStorm(ctx, cfg)
 	if rep != nil {
@@ -168,11 +158,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	d := bench.DefaultKubeletConfig()
 	fs := newFlagSet("kubelet", "kubelet [flags]", stdout)
-	var ef etcdFlags
-	ef.add(fs)
-	fs.Lookup("etcd-servers").Usage = "external etcd (default: an embedded etcd)"
-	repo := fs.String("repo", d.Repo, "lazyapi source tree")
-	out := fs.String("out", d.Out, "results folder")
+	sb := addSideBySide(fs, d.Repo, d.Out)
 	nodes := fs.Int("nodes", d.Nodes, "simulated nodes (kubelets), each its own client from its own loopback address")
 	podsPerNode := fs.Int("pods-per-node", d.PodsPerNode, "Pods on each node (each node watches its Pods by spec.nodeName)")
 	replicas := fs.Int("replicas", d.Replicas, "Pods per Deployment")
@@ -185,17 +171,15 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dur := fs.Duration("duration", d.Duration, "measured window of writes (then up to 15s for the events to arrive)")
 	settle := fs.Duration("settle", d.Settle, "wait before each idle memory reading (server ready; watches open)")
 	sameAddr := fs.Bool("same-address", false, "dial every node from 127.0.0.1 (default: node i from its own loopback address 127.0.x.y)")
-	lazyFlags := fs.StringArray("lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
-	skipKube := fs.Bool("skip-kube-apiserver", false, "measure lazyapi only")
-	skipLazy := fs.Bool("skip-lazyapi", false, "measure kube-apiserver only")
+	sv := addServers(fs)
 	update := updateResultsFlag(fs, "## kubelet fan-out (N nodes)")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
-	cfg := bench.KubeletConfig{Repo: *repo, Out: *out, EtcdServers: ef.servers, Prefix: ef.prefix,
+	cfg := bench.KubeletConfig{Repo: sb.repo, Out: sb.out, EtcdServers: sb.etcd.servers, Prefix: sb.etcd.prefix,
 		Nodes: *nodes, PodsPerNode: *podsPerNode, Replicas: *replicas, NodesPerDeployment: *spread, SecretsPerPod: *secrets, ConfigMapsPerPod: *configMaps,
 		LeaseEvery: *leaseEvery, PodUpdateEvery: *podEvery, RolloutEvery: *rolloutEvery, Duration: *dur, Settle: *settle, SameAddress: *sameAddr,
-		LazyAPIFlags: *lazyFlags, SkipKube: *skipKube, SkipLazyAPI: *skipLazy, UpdateResults: *update,
+		LazyAPIFlags: sv.lazyFlags, SkipKube: sv.skipKube, SkipLazyAPI: sv.skipLazy, UpdateResults: *update,
 		Command: commandName() + " kubelet " + strings.Join(args, " "), Log: stderr}
 	if err := cfg.Check(); err != nil {
 		return err
@@ -205,4 +189,41 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprint(stdout, rep.Markdown())
 	}
 	return err
+}
+
+// sideBySide are the flags of the commands that start lazyapi and
+// kube-apiserver themselves (suite, cost, storm, kubelet): an external
+// etcd instead of the embedded one they start, the lazyapi source tree
+// (--repo) and the results folder (--out).
+type sideBySide struct {
+	etcd      etcdFlags
+	repo, out string
+}
+
+// addSideBySide adds sideBySide's flags to fs with the defaults repo and
+// out.
+func addSideBySide(fs *pflag.FlagSet, repo, out string) *sideBySide {
+	sb := &sideBySide{}
+	sb.etcd.add(fs)
+	fs.Lookup("etcd-servers").Usage = "external etcd (default: an embedded etcd)"
+	fs.StringVar(&sb.repo, "repo", repo, "lazyapi source tree")
+	fs.StringVar(&sb.out, "out", out, "results folder")
+	return sb
+}
+
+// servers are the flags of the commands that measure lazyapi and
+// kube-apiserver each optionally (storm, kubelet): extra lazyapi flags and
+// which of the two to leave out.
+type servers struct {
+	lazyFlags          []string
+	skipKube, skipLazy bool
+}
+
+// addServers adds servers' flags to fs.
+func addServers(fs *pflag.FlagSet) *servers {
+	sv := &servers{}
+	fs.StringArrayVar(&sv.lazyFlags, "lazyapi-flag", nil, "extra lazyapi flag (repeatable)")
+	fs.BoolVar(&sv.skipKube, "skip-kube-apiserver", false, "measure lazyapi only")
+	fs.BoolVar(&sv.skipLazy, "skip-lazyapi", false, "measure kube-apiserver only")
+	return sv
 }
