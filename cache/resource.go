@@ -146,6 +146,17 @@ func (r *Resource) Bytes() int64 { return r.bytes.Load() }
 // Objects returns the number of objects cached (0 when not ready).
 func (r *Resource) Objects() int64 { return r.objects.Load() }
 
+// Count returns the number of objects cached under prefix (a namespace's
+// keys), and false when the resource is not ready. It reads no etcd.
+func (r *Resource) Count(prefix string) (int64, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.t == nil || !r.Ready() {
+		return 0, false
+	}
+	return int64(count(r.t.root, prefix, clientv3.GetPrefixRangeEnd(prefix))), true
+}
+
 // Revision returns the revision the cache reflects (0 when not ready).
 func (r *Resource) Revision() int64 {
 	r.mu.RLock()

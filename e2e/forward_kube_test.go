@@ -44,8 +44,20 @@ const (
 // startFront starts the pair; extra are lazyapi flags.
 func startFront(t *testing.T, extra ...string) *frontEnv {
 	t.Helper()
+	return startFrontVia(t, nil, extra...)
+}
+
+// startFrontVia is startFront with lazyapi reaching etcd at via(etcd's
+// endpoint) when via is not nil (a proxy the test controls), while
+// kube-apiserver reaches etcd directly.
+func startFrontVia(t *testing.T, via func(endpoint string) string, extra ...string) *frontEnv {
+	t.Helper()
 	script, _ := needKubeAPIServer(t)
 	etcd := etcdtest.Start(t)
+	lazyEtcd := etcd.Endpoint
+	if via != nil {
+		lazyEtcd = via(etcd.Endpoint)
+	}
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
 	writeFile(t, tokens, []byte(frontAlice+",alice,uid-alice,\"system:masters,dev\"\n"+frontBob+",bob,uid-bob,\"dev\"\n"))
 	k := startKubeAPIServer(t, script, etcd.Endpoint, "--front-proxy", "--authorization-mode", "Node,RBAC", "--extra-tokens", tokens)
@@ -59,7 +71,7 @@ func startFront(t *testing.T, extra ...string) *frontEnv {
 	}
 	// kube-apiserver's self-signed serving certificate serves lazyapi too
 	// (clients skip verification on loopback).
-	args := append([]string{"--etcd-servers=" + etcd.Endpoint, "--upstream-kubeconfig=" + kc, "--token-auth-file=" + tokens,
+	args := append([]string{"--etcd-servers=" + lazyEtcd, "--upstream-kubeconfig=" + kc, "--token-auth-file=" + tokens,
 		"--authorization-mode=RBAC", "--port=0", "--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + k.dir + "/certs/apiserver.crt", "--tls-private-key-file=" + k.dir + "/certs/apiserver.key"}, extra...)
 	p := start(t, args...)

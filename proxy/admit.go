@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -99,7 +100,10 @@ func (s *Server) admit(ctx context.Context, rc *fasthttp.RequestCtx, st *reqStat
 // reservation reserves the excess) and, for a LIST, st.yield, and returns
 // the ticket's release.
 func (s *Server) admitLimiter(ctx context.Context, rc *fasthttp.RequestCtx, st *reqState, l *ratelimit.Limiter) (func(), error) {
-	kind, bytes := s.estimate(ctx, st, l)
+	kind, bytes, err := s.estimate(ctx, st, l)
+	if err != nil {
+		return nil, err
+	}
 	t, err := l.Admit(ctx, ratelimit.Request{
 		Client: clientKey(rc),
 		Class:  st.verb + "/" + st.r.GroupResource(),
@@ -138,14 +142,19 @@ func (s *Server) admitLimiter(ctx context.Context, rc *fasthttp.RequestCtx, st *
 // response l counts as bulk is Bulk) and the bytes it holds while served
 // (estimate.List of the values it reads, the items it holds at once and
 // its buffers).
-func (s *Server) estimate(ctx context.Context, st *reqState, l *ratelimit.Limiter) (ratelimit.Kind, int64) {
+func (s *Server) estimate(ctx context.Context, st *reqState, l *ratelimit.Limiter) (ratelimit.Kind, int64, error) {
 	avg := int64(s.stats.Hint(s.prefix + "/" + st.r.KeyPrefix + "/"))
 	cr := s.cacheResource(st.r)
 	cached := cr != nil && cr.Ready()
 	kind := ratelimit.Short
 	if st.p.Name == "" {
-		var resp int64
-		resp, avg = s.listResponseBytes(ctx, st, avg, cr)
+		var (
+			resp int64
+			err  error
+		)
+		if resp, avg, err = s.listResponseBytes(ctx, st, avg, cr); err != nil {
+			return kind, 0, err
+		}
 		if l.IsBulk(resp) {
 			kind = ratelimit.Bulk
 		}
@@ -181,7 +190,7 @@ func (s *Server) estimate(ctx context.Context, st *reqState, l *ratelimit.Limite
 	case st.p.Name == "":
 		items = etcdListItems(s.store.Config(), avg)
 	}
-	return kind, estimate.List(avg, items, buffers)
+	return kind, estimate.List(avg, items, buffers), nil
 }
 
 // exempt reports whether a request is admitted at once, never queued or
@@ -258,9 +267,12 @@ const unknownGetBytes = 3 << 19
 // listResponseBytes estimates the stored bytes a LIST reads (see
 // Admission) and returns it with the average value size it assumed (avg,
 // the resource's size hint, when > 0). 0 bytes means unknown (the etcd read
-// failed): the LIST is short and fails or succeeds on its own. cr is the
-// resource's watch cache (nil without one).
-func (s *Server) listResponseBytes(ctx context.Context, st *reqState, avg int64, cr *cache.Resource) (int64, int64) {
+// failed): the LIST is short and fails or succeeds on its own; but when
+// etcd did not answer the read (store.ErrUnavailable), the error is the
+// LIST's 503, at once: its own read of the same etcd would wait out
+// another etcd call's bound before it. cr is the resource's watch cache
+// (nil without one).
+func (s *Server) listResponseBytes(ctx context.Context, st *reqState, avg int64, cr *cache.Resource) (int64, int64, error) {
 	prefix := s.listPrefix(st.r, st.p.Namespace)
 	now := time.Now()
 	seen := s.stats.ObservedResponse(prefix, now)
@@ -268,16 +280,37 @@ func (s *Server) listResponseBytes(ctx context.Context, st *reqState, avg int64,
 	if s.ignoresLimit(&st.q) {
 		limit = 0
 	}
-	if cr != nil && cr.Ready() && st.p.Namespace == "" {
-		total := max(cr.Bytes(), seen)
-		if limit > 0 && avg > 0 {
-			total = min(total, limit*avg)
+	if cr != nil && cr.Ready() {
+		if st.p.Namespace == "" {
+			total := max(cr.Bytes(), seen)
+			if limit > 0 && avg > 0 {
+				total = min(total, limit*avg)
+			}
+			return total, avg, nil
 		}
-		return total, avg
+		if n, ok := cr.Count(prefix); ok {
+			// A namespace: its objects counted in the cache at the
+			// resource's size per object, and no etcd read (with etcd
+			// unreachable, sampling it held every such LIST for an etcd
+			// call's bound before it was served from the cache or
+			// refused).
+			per := avg
+			if per <= 0 {
+				per = cr.Bytes() / max(cr.Objects(), 1)
+			}
+			total := max(n*per, seen)
+			if limit > 0 {
+				total = min(total, limit*per)
+			}
+			return total, avg, nil
+		}
 	}
 	sz, err := s.stats.SampleSize(ctx, prefix, now, func() (estimate.Collection, error) { return s.sampleRange(ctx, prefix) })
+	if errors.Is(err, store.ErrUnavailable) {
+		return 0, avg, unavailable(err)
+	}
 	if err != nil {
-		return 0, avg
+		return 0, avg, nil
 	}
 	if avg <= 0 {
 		// No LIST of the resource yet: one value is a poor sample (the
@@ -289,7 +322,7 @@ func (s *Server) listResponseBytes(ctx context.Context, st *reqState, avg int64,
 	if limit > 0 {
 		total = min(total, limit*avg)
 	}
-	return total, avg
+	return total, avg, nil
 }
 
 // ignoresLimit reports whether a LIST is answered whole whatever its

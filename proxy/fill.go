@@ -91,7 +91,10 @@ func (s *Server) admitEtcdList(ctx context.Context, client string, r *resource.R
 	}
 	avg := int64(s.stats.Hint(s.listPrefix(r, "")))
 	st := &reqState{s: s, r: r, p: request.Route{Namespace: ns}}
-	resp, avg := s.listResponseBytes(ctx, st, avg, nil)
+	resp, avg, err := s.listResponseBytes(ctx, st, avg, nil)
+	if err != nil {
+		return nil, nil, false, err
+	}
 	kind := ratelimit.Short
 	if l.IsBulk(resp) {
 		kind = ratelimit.Bulk

@@ -71,6 +71,12 @@ type Config struct {
 	// flush that a client does not take within it ends the response and
 	// releases its admission (progress.go). 0 means 10s.
 	WriteTimeout time.Duration
+	// EtcdWatchLagBytes bounds the bytes of etcd's events (keys, values
+	// and previous values) a watch served from etcd holds for a client
+	// that does not take them: past it the watch ends and the client
+	// re-watches (etcdFeed). 0 means DefaultEtcdWatchLagBytes, the watch
+	// cache's bound on a watcher's lag (cache.Config.WatcherLagBytes).
+	EtcdWatchLagBytes int64
 	// Resources is the resource table. Required.
 	Resources *resource.Table
 	// ServesWrites says that what lazyapi does not serve from etcd is
@@ -329,6 +335,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.EtcdWatchLagBytes <= 0 {
+		c.EtcdWatchLagBytes = DefaultEtcdWatchLagBytes
 	}
 	if c.HeaderBufferBytes <= 0 {
 		c.HeaderBufferBytes = DefaultHeaderBufferBytes

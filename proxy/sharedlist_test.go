@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -299,13 +298,7 @@ func testSharedListStalledMember(t *testing.T, gz bool) {
 	if gz {
 		req.Header.Set("Accept-Encoding", "gzip")
 	}
-	tr := &http.Transport{DisableCompression: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err == nil {
-			_ = c.(*net.TCPConn).SetReadBuffer(16 << 10)
-		}
-		return c, err
-	}}
+	tr := smallReadBuffer()
 	defer tr.CloseIdleConnections()
 	stalledResp := make(chan *http.Response, 1)
 	members := metricInt(t, e, "lazyapi_list_shared_read_members_total")

@@ -103,6 +103,8 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer wcancel()
 	wch := w.Watch(wctx, ew.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(ew.rev+1))
+	// Read as etcd sends, held up to the lag bound (etcdFeed).
+	feed := newEtcdFeed(wch, ew.s.cfg.EtcdWatchLagBytes, wcancel, ew.s.watchMetrics().lagging)
 	if ew.shared != nil {
 		if err := ew.runShared(ctx, sw); err != nil || e.failed {
 			return err
@@ -116,7 +118,7 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 			return err
 		}
 	}
-	return ew.follow(ctx, wctx, sw, w, wch)
+	return ew.follow(ctx, wctx, sw, w, feed)
 }
 
 // endInitial ends the initial state: its bookmark when the client asked
@@ -171,14 +173,14 @@ func (ew *etcdWatch) runPages(ctx context.Context, sw *watchWriter) (stop bool, 
 	return false, nil
 }
 
-// follow streams the etcd watch's events (wch, of w under wctx) until ctx
-// ends or the watch fails; an expired revision ends it with a 410 status
-// event. With bookmarks, a quiet watch asks etcd for progress every
-// etcdBookmarkInterval and sends its revision as a BOOKMARK.
-func (ew *etcdWatch) follow(ctx, wctx context.Context, sw *watchWriter, w clientv3.Watcher, wch clientv3.WatchChan) error {
-	e := ew.enc
+// follow streams the etcd watch's events (feed, of w under wctx) until
+// ctx ends or the watch fails; an expired revision ends it with a 410
+// status event, a watch that fell too far behind (etcdFeed) with the end
+// of the response. With bookmarks, a quiet watch asks etcd for progress
+// every etcdBookmarkInterval and sends its revision as a BOOKMARK.
+func (ew *etcdWatch) follow(ctx, wctx context.Context, sw *watchWriter, w clientv3.Watcher, feed *etcdFeed) error {
 	var tick <-chan time.Time
-	bookmarks := ew.bookmarks && e.enc.Bookmarks()
+	bookmarks := ew.bookmarks && ew.enc.enc.Bookmarks()
 	if bookmarks {
 		t := time.NewTicker(etcdBookmarkInterval)
 		defer t.Stop()
@@ -196,40 +198,71 @@ func (ew *etcdWatch) follow(ctx, wctx context.Context, sw *watchWriter, w client
 			}
 			idle = true
 			continue
-		case resp, ok := <-wch:
-			if !ok {
+		case <-feed.ready:
+		}
+		for {
+			resp, n, st := feed.next()
+			switch st {
+			case feedEmpty:
+			case feedClosed:
 				return ctx.Err()
-			}
-			if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
-				sw.buf = e.enc.WatchStatus(sw.buf, &expired(fmt.Sprintf("too old resource version: %d (%d)", ew.rev, resp.CompactRevision)).Status)
-				return nil
-			}
-			if err := resp.Err(); err != nil {
-				return fmt.Errorf("cannot watch etcd: %w", err)
-			}
-			if resp.IsProgressNotify() {
-				if rev := resp.Header.Revision; rev > last && bookmarks {
-					last = rev
-					sw.take()
-					sw.buf = e.enc.WatchBookmark(sw.buf, rev, false)
-					sw.m.events.Inc()
+			case feedLagged:
+				return fmt.Errorf("%w: more than %d bytes of etcd's events for %s not written", errEtcdWatchLagging, feed.limit, ew.prefix)
+			default:
+				if len(resp.Events) > 0 {
+					idle = false
+				}
+				stop, err := ew.respond(sw, &resp, &last, bookmarks)
+				feed.done(n)
+				if stop || err != nil {
+					return err
 				}
 			}
-			for i, ev := range resp.Events {
-				ew.appendEvent(sw, ev, len(resp.Events)-1-i)
-				last = ev.Kv.ModRevision
-				idle = false
-				if e.failed {
-					return nil
-				}
-			}
-			if len(wch) == 0 || len(sw.buf) >= flushSize {
+			if st == feedEmpty || !feed.queued() || len(sw.buf) >= flushSize {
 				if err := sw.flush(); err != nil {
 					return err
 				}
 			}
+			if st == feedEmpty {
+				break
+			}
 		}
 	}
+}
+
+// errEtcdWatchLagging ends an etcd watch whose client fell behind
+// (etcdFeed).
+var errEtcdWatchLagging = errors.New("etcd watch fell behind")
+
+// respond appends the frames of one etcd watch response: its events, or a
+// BOOKMARK for a progress notification past last (with bookmarks), or the
+// 410 status of a compacted revision (stop). last is the revision of the
+// last frame sent.
+func (ew *etcdWatch) respond(sw *watchWriter, resp *clientv3.WatchResponse, last *int64, bookmarks bool) (stop bool, err error) {
+	e := ew.enc
+	if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
+		sw.buf = e.enc.WatchStatus(sw.buf, &expired(fmt.Sprintf("too old resource version: %d (%d)", ew.rev, resp.CompactRevision)).Status)
+		return true, nil
+	}
+	if err := resp.Err(); err != nil {
+		return true, fmt.Errorf("cannot watch etcd: %w", err)
+	}
+	if resp.IsProgressNotify() {
+		if rev := resp.Header.Revision; rev > *last && bookmarks {
+			*last = rev
+			sw.take()
+			sw.buf = e.enc.WatchBookmark(sw.buf, rev, false)
+			sw.m.events.Inc()
+		}
+	}
+	for i, ev := range resp.Events {
+		ew.appendEvent(sw, ev, len(resp.Events)-1-i)
+		*last = ev.Kv.ModRevision
+		if e.failed {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // appendEvent appends the frame of one etcd event: with a filter, an object

@@ -19,14 +19,18 @@ const (
 	// Short is a GET or a small LIST, limited by Config.MaxRequestsInflight.
 	Short Kind = iota
 	// Watch is a WATCH (a long-running request), limited by
-	// Config.MaxWatchBytes and by its client's fair share of them: a
-	// client that holds watches may take another only while it holds at
-	// most (MaxWatchBytes - MaxWatchBytes/8) / n, n the clients holding
-	// watches (the active ones), so that a new client's first watch always
-	// finds the last eighth free of the others' excess, and one client
-	// alone may use seven eighths. A client's first watch is limited by
-	// the budget only. Config.MaxWatchesInflight, when set, bounds their
-	// count as well.
+	// Config.MaxWatchBytes and by its client's fair share of them. Any
+	// watch is admitted while the watches' reservations, its own
+	// included, stay within seven eighths of the budget; the last eighth
+	// is for clients' first watches and for clients holding less than
+	// their share, (MaxWatchBytes - MaxWatchBytes/8) / n, n the clients
+	// holding watches (the active ones): such a client gets one more
+	// watch, whatever it reserves, while the budget has room. So a new
+	// client's first watch always finds the last eighth free of the
+	// others' excess, one client alone may use seven eighths, and a
+	// client's watches never wait on its own while the budget is not
+	// contended. Config.MaxWatchesInflight, when set, bounds their count
+	// as well.
 	Watch
 	// Bulk is a large LIST (Limiter.IsBulk), limited by
 	// Config.MaxBulkInflight and by the byte budget minus
@@ -76,18 +80,6 @@ type Request struct {
 	// its end, as a Resize does.
 	Exempt bool
 }
-
-// Correction of estimates: each Release with used > 0 moves the class's ratio
-// toward used/estimate by ewmaAlpha; samples and so the ratio stay within
-// [minRatio, maxRatio].
-const (
-	ewmaAlpha = 0.2
-	minRatio  = 0.25
-	maxRatio  = 4
-)
-
-// maxRetryAfter caps the Retry-After seconds of a queue rejection.
-const maxRetryAfter = 30
 
 // sweepEvery is the number of rate-limited Admit calls between sweeps of idle
 // clients' rate limiters.
@@ -162,49 +154,8 @@ type Limiter struct {
 	shareBytes [numKinds]int64
 }
 
-// holding is what one client holds; guarded by Limiter.mu.
-type holding struct {
-	seats   [numKinds]int
-	drained [numKinds]int // drained tickets (Ticket.Drain): bytes held, no seat
-	bytes   [numKinds]int64
-}
-
-// queueKey names the queue of one client's requests of one kind: a client's
-// watches waiting for a watch slot do not hold back its GETs and LISTs.
-type queueKey struct {
-	client string
-	kind   Kind
-}
-
-// client is the wait queue of one queueKey; it exists while it has waiters
-// and is then in the ring. Guarded by Limiter.mu.
-type client struct {
-	key    queueKey
-	queue  []*waiter // FIFO, never empty while in the ring
-	inRing bool
-}
-
-// class holds the correction ratio of a class of requests; guarded by
-// Limiter.mu.
-type class struct {
-	ratio float64 // EWMA of used/estimate, within [minRatio, maxRatio]
-}
-
-// waiter is a queued request; its fields are guarded by Limiter.mu.
-type waiter struct {
-	c        *client
-	kind     Kind
-	class    string
-	cls      *class // nil until the class is tracked
-	raw      int64  // caller's estimate
-	need     int64  // reservation
-	ready    chan struct{}
-	done     bool  // decided: admitted (err == nil) or rejected
-	err      error // rejection
-	enqueued time.Time
-}
-
-// New validates cfg and returns a Limiter. Errors name the offending flag.
+// New validates cfg and returns a Limiter. Errors name the offending
+// Config field.
 func New(cfg Config) (*Limiter, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("cannot create rate limiter: %w", err)
@@ -242,196 +193,6 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l.met = newLimiterMetrics(l, cfg.Metrics)
 	return l, nil
-}
-
-// Ticket is an admitted request's reservation. Release it exactly once on
-// every path, best with defer right after a successful Admit. The zero Ticket
-// releases nothing. A Ticket is not safe for concurrent use and must not be
-// copied after Admit returns it (a copy would release twice).
-type Ticket struct {
-	l        *Limiter
-	client   string
-	class    string
-	cls      *class // nil until the class is tracked
-	raw      int64
-	reserved int64
-	used     int64
-	kind     Kind
-	drained  bool // Drain: the seat is free, the bytes are held until Release
-	exempt   bool // Request.Exempt: not in its client's holding
-}
-
-// Reserved returns the bytes reserved for the request.
-func (t *Ticket) Reserved() int64 { return t.reserved }
-
-// Use records n bytes as used if it is more than recorded so far; Release
-// reports the largest of its argument and what Use recorded. It lets a
-// handler report its peak as it goes and `defer t.Release(0)`.
-func (t *Ticket) Use(n int64) {
-	if n > t.used {
-		t.used = n
-	}
-}
-
-// Resize sets the request's reservation to n bytes (n < 0 counts as 0):
-// a watch whose initial events are written keeps what an idle watch holds,
-// and charges the frames queued for it while they are queued. Growing
-// never waits and never fails: it records memory the request holds
-// already, so the kind's bytes may pass their budget until it shrinks
-// again (new requests of the kind wait meanwhile). Shrinking admits queued
-// requests that now fit. Resize after Release does nothing.
-func (t *Ticket) Resize(n int64) {
-	l := t.l
-	n = max(n, 0)
-	if l == nil || n == t.reserved {
-		return
-	}
-	delta := n - t.reserved
-	l.mu.Lock()
-	*l.poolLocked(t.kind) += delta
-	if t.kind == Bulk {
-		l.bulkRes += delta
-	}
-	if h := l.holding[t.client]; h != nil && !t.exempt {
-		h.bytes[t.kind] += delta
-	}
-	t.reserved = n
-	if delta < 0 && l.queued > 0 {
-		l.dispatchLocked()
-	}
-	l.mu.Unlock()
-}
-
-// Release returns the reservation and reports used, the bytes the request
-// really held at its peak (0 = unknown, no correction), which moves the
-// class's correction ratio. Release is idempotent on the same Ticket.
-//
-// Note that `defer t.Release(used)` evaluates used at the defer statement;
-// use t.Use(n) while serving and `defer t.Release(0)`, or a closure.
-func (t *Ticket) Release(used int64) {
-	l := t.l
-	if l == nil {
-		return
-	}
-	t.l = nil
-	used = max(used, t.used)
-	l.mu.Lock()
-	*l.poolLocked(t.kind) -= t.reserved
-	if t.drained {
-		l.draining--
-	} else {
-		l.freeSeatLocked(t.kind)
-	}
-	if !t.exempt {
-		l.unholdLocked(t.client, t.kind, t.reserved, t.drained)
-	}
-	if t.kind == Bulk {
-		l.bulkRes -= t.reserved
-	}
-	if l.inflight[t.kind] < 0 || l.reserved < 0 || l.bulkRes < 0 || l.watchRes < 0 {
-		panic(fmt.Sprintf("BUG: negative in-flight state: %d %s, %d bytes, %d bulk bytes, %d watch bytes", l.inflight[t.kind], t.kind, l.reserved, l.bulkRes, l.watchRes))
-	}
-	if used > 0 && t.raw > 0 && t.class != "" {
-		l.observeLocked(t.cls, t.class, float64(used)/float64(t.raw))
-	}
-	if l.queued > 0 {
-		l.dispatchLocked()
-	}
-	l.mu.Unlock()
-	if used > 0 && t.raw > 0 {
-		l.met.usedBytes.AddInt64(used)
-		l.met.estimatedBytes.AddInt64(t.raw)
-	}
-	if ce := l.log.Check(zap.DebugLevel, "ratelimit: release"); ce != nil {
-		ce.Write(zap.Stringer("kind", t.kind), zap.String("class", t.class),
-			zap.Int64("estimate", t.raw), zap.Int64("reserved", t.reserved), zap.Int64("used", used))
-	}
-}
-
-// Drain marks an admitted request whose work is done and whose response
-// is only being written out (a GET's body that fasthttp writes after the
-// handler returned): its seat is free at once, so other requests of its
-// kind may take it and bulk streams no longer Yield to it, while its
-// reserved bytes stay held, in the limiter's budget and in its client's
-// share, until Release. A client's drained requests count toward its share
-// of the kind's bytes (not of its seats): a client whose responses are not
-// read cannot hold more than its share of the budget however many
-// connections it opens. Drain after Release, or twice, does nothing.
-func (t *Ticket) Drain() {
-	l := t.l
-	if l == nil || t.drained {
-		return
-	}
-	t.drained = true
-	l.mu.Lock()
-	l.freeSeatLocked(t.kind)
-	l.draining++
-	if h := l.holding[t.client]; h != nil && !t.exempt {
-		h.seats[t.kind]--
-		h.drained[t.kind]++
-	}
-	if l.queued > 0 {
-		l.dispatchLocked()
-	}
-	l.mu.Unlock()
-}
-
-// Merge moves the reservation of o, another admitted Ticket of the same
-// client, into t and gives back o's seat: a request whose response turned
-// out larger than its reservation Admits the excess as o (queued like any
-// request of its client) and merges it, so that it holds one seat and one
-// reservation. o is released by the merge; t releases both. Tickets of
-// another Limiter or client, or released ones, are left unchanged.
-func (t *Ticket) Merge(o *Ticket) {
-	l := t.l
-	if l == nil || o.l != l || o == t || o.client != t.client || o.exempt != t.exempt {
-		return
-	}
-	o.l = nil
-	l.mu.Lock()
-	if o.drained {
-		l.draining--
-	} else {
-		l.freeSeatLocked(o.kind)
-	}
-	*l.poolLocked(o.kind) -= o.reserved
-	*l.poolLocked(t.kind) += o.reserved
-	if h := l.holding[o.client]; h != nil && !o.exempt {
-		watching := h.watching()
-		if o.drained {
-			h.drained[o.kind]--
-		} else {
-			h.seats[o.kind]--
-		}
-		h.bytes[o.kind] -= o.reserved
-		h.bytes[t.kind] += o.reserved
-		if watching && !h.watching() {
-			l.watchClients--
-		}
-	}
-	if o.kind == Bulk {
-		l.bulkRes -= o.reserved
-	}
-	if t.kind == Bulk {
-		l.bulkRes += o.reserved
-	}
-	t.reserved += o.reserved
-	if l.queued > 0 {
-		l.dispatchLocked()
-	}
-	l.mu.Unlock()
-}
-
-// freeSeatLocked gives back one seat of kind.
-func (l *Limiter) freeSeatLocked(kind Kind) {
-	l.inflight[kind]--
-	if kind == Short {
-		l.shortNow.Add(-1)
-		if l.inflight[Short] == 0 && l.idle != nil {
-			close(l.idle)
-			l.idle = nil
-		}
-	}
 }
 
 // Admit admits req or queues it until it fits. On success the caller must
@@ -504,64 +265,6 @@ func (l *Limiter) Admit(ctx context.Context, req Request) (Ticket, error) {
 	return l.waitLocked(ctx, req, qk, c, cls, kind, raw, need)
 }
 
-// waitLocked queues the request and waits for a decision. It is called with
-// l.mu held and returns with it released.
-func (l *Limiter) waitLocked(ctx context.Context, req Request, qk queueKey, c *client, cls *class, kind Kind, raw, need int64) (Ticket, error) {
-	if l.cfg.MaxQueued == 0 || (l.queued >= l.cfg.MaxQueued && !l.pushOutLocked(c)) {
-		ra := l.retryAfterLocked()
-		l.mu.Unlock()
-		return Ticket{}, l.reject(ReasonQueueFull, req.Client, need, ra)
-	}
-	if c == nil {
-		c = &client{key: qk}
-		l.queues[qk] = c
-	}
-	w := &waiter{c: c, kind: kind, class: req.Class, cls: cls, raw: raw, need: need,
-		ready: make(chan struct{}), enqueued: l.clock.Now()}
-	c.queue = append(c.queue, w)
-	if !c.inRing {
-		c.inRing = true
-		l.ring = append(l.ring, c)
-	}
-	l.queued++
-	position := len(c.queue)
-	l.mu.Unlock()
-	if ce := l.log.Check(zap.DebugLevel, "ratelimit: queue"); ce != nil {
-		ce.Write(zap.String("client", req.Client), zap.Stringer("kind", kind), zap.String("class", req.Class),
-			zap.Int64("estimate", raw), zap.Int64("reserved", need), zap.Int("position", position))
-	}
-
-	timer, stop := l.clock.NewTimer(l.cfg.MaxQueueWait)
-	timedOut := false
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
-	case <-timer:
-		timedOut = true
-	}
-	stop()
-
-	l.mu.Lock()
-	if !w.done {
-		l.removeLocked(w)
-		w.done = true
-		if timedOut {
-			w.err = l.reject(ReasonQueueTimeout, req.Client, need, l.retryAfterLocked())
-		} else {
-			l.met.cancelled.Inc()
-			w.err = ctx.Err()
-		}
-		l.dispatchLocked()
-	}
-	l.mu.Unlock()
-	l.met.wait.Update(l.clock.Now().Sub(w.enqueued).Seconds())
-	if w.err != nil {
-		return Ticket{}, w.err
-	}
-	l.met.admittedQueued.Inc()
-	return Ticket{l: l, client: req.Client, class: req.Class, cls: cls, raw: raw, reserved: need, kind: kind}, nil
-}
-
 // Stats is a snapshot of a Limiter's state.
 type Stats struct {
 	InflightRequests   int   // admitted short requests not yet released
@@ -596,16 +299,6 @@ func (l *Limiter) Stats() Stats {
 	}
 }
 
-// Ratio returns the correction ratio of class and whether it is tracked.
-func (l *Limiter) Ratio(class string) (float64, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c := l.classes[class]; c != nil {
-		return c.ratio, true
-	}
-	return 0, false
-}
-
 // reject counts and logs a rejection and returns its error.
 func (l *Limiter) reject(reason Reason, clientKey string, need int64, retryAfter int) error {
 	l.met.rejected(reason).Inc()
@@ -614,240 +307,6 @@ func (l *Limiter) reject(reason Reason, clientKey string, need int64, retryAfter
 			zap.Int64("reserved", need), zap.Int("retryAfter", retryAfter))
 	}
 	return &RejectError{Reason: reason, RetryAfter: retryAfter, Client: clientKey, Bytes: need}
-}
-
-// needLocked returns the reservation of a request of kind for an estimate of
-// raw bytes in class cls (nil: uncorrected): at most the budget its kind may
-// use.
-func (l *Limiter) needLocked(kind Kind, cls *class, raw int64) int64 {
-	budget := l.cfg.MaxInflightBytes
-	switch kind {
-	case Bulk:
-		budget = l.bulkBudget
-	case Watch:
-		budget = l.cfg.MaxWatchBytes
-	}
-	f := float64(raw)
-	if cls != nil {
-		f *= cls.ratio
-	}
-	if f >= float64(budget) {
-		return budget
-	}
-	return int64(math.Ceil(f))
-}
-
-// fitsLocked reports whether a request of client of kind reserving need
-// bytes fits now: within the kind's seats and bytes, and within the
-// client's share of them (it may always hold one request of a kind).
-func (l *Limiter) fitsLocked(client string, kind Kind, need int64) bool {
-	if kind == Watch {
-		if l.cfg.MaxWatchesInflight > 0 && l.inflight[Watch] >= l.cfg.MaxWatchesInflight {
-			return false
-		}
-		if l.watchRes > l.cfg.MaxWatchBytes-need {
-			return false
-		}
-		h := l.holding[client]
-		return h == nil || !h.watching() || h.bytes[Watch] <= l.watchShareLocked()-need
-	}
-	if kind == Bulk && l.bulkRes > l.bulkBudget-need {
-		return false
-	}
-	if h := l.holding[client]; h != nil && (h.seats[kind] > 0 || h.drained[kind] > 0) &&
-		(h.seats[kind] >= l.shareSeats[kind] || h.bytes[kind] > l.shareBytes[kind]-need) {
-		return false
-	}
-	return l.inflight[kind] < l.maxInflight[kind] && l.reserved <= l.cfg.MaxInflightBytes-need
-}
-
-// watchShareLocked is the watch bytes a client holding watches may hold
-// and still be admitted another: seven eighths of the budget shared among
-// the clients holding watches (see Watch).
-func (l *Limiter) watchShareLocked() int64 {
-	b := l.cfg.MaxWatchBytes
-	return (b - b/8) / int64(max(l.watchClients, 1))
-}
-
-// poolLocked returns the sum of reservations a request of kind counts in.
-func (l *Limiter) poolLocked(kind Kind) *int64 {
-	if kind == Watch {
-		return &l.watchRes
-	}
-	return &l.reserved
-}
-
-// watching reports whether the client holds a watch.
-func (h *holding) watching() bool { return h.seats[Watch]+h.drained[Watch] > 0 }
-
-// holdingLocked returns client's holding, creating it (from l.spare when
-// it can) when the client holds nothing.
-func (l *Limiter) holdingLocked(client string) *holding {
-	h := l.holding[client]
-	if h == nil {
-		if n := len(l.spare); n > 0 {
-			h = l.spare[n-1]
-			l.spare = l.spare[:n-1]
-		} else {
-			h = &holding{}
-		}
-		l.holding[client] = h
-	}
-	return h
-}
-
-// unholdLocked takes a released reservation off its client's holding;
-// drained: the ticket had given back its seat (Ticket.Drain).
-func (l *Limiter) unholdLocked(client string, kind Kind, bytes int64, drained bool) {
-	h := l.holding[client]
-	if h == nil {
-		return
-	}
-	watching := h.watching()
-	if drained {
-		h.drained[kind]--
-	} else {
-		h.seats[kind]--
-	}
-	h.bytes[kind] -= bytes
-	if watching && !h.watching() {
-		l.watchClients--
-	}
-	if h.seats == [numKinds]int{} && h.drained == [numKinds]int{} {
-		delete(l.holding, client)
-		*h = holding{}
-		l.spare = append(l.spare, h)
-	}
-}
-
-// admitLocked counts an admitted request; exempt: Request.Exempt (not in
-// its client's holding, and allowed past the budget).
-func (l *Limiter) admitLocked(client string, kind Kind, need int64, exempt bool) {
-	if !exempt {
-		h := l.holdingLocked(client)
-		if kind == Watch && !h.watching() {
-			l.watchClients++
-		}
-		h.seats[kind]++
-		h.bytes[kind] += need
-	}
-	l.inflight[kind]++
-	pool := l.poolLocked(kind)
-	*pool += need
-	switch kind {
-	case Bulk:
-		l.bulkRes += need
-	case Short:
-		l.shortNow.Add(1)
-	}
-	// bulkRes may exceed bulkBudget after Ticket.BecomeBulk, a pool its
-	// budget after Resize or an exempt request; fitsLocked keeps new
-	// requests out until it is back under.
-}
-
-// dispatchLocked admits queued requests that fit, taking clients' queue heads
-// round-robin, until a full round admits nothing. The round-robin position
-// moves past a client only when that client is served, so a client whose head
-// does not fit keeps its turn and cannot be starved by the order of visits.
-func (l *Limiter) dispatchLocked() {
-	for l.queued > 0 {
-		admitted := false
-		i := l.next
-		for remaining := len(l.ring); remaining > 0 && len(l.ring) > 0; remaining-- {
-			if i >= len(l.ring) {
-				i = 0
-			}
-			c := l.ring[i]
-			w := c.queue[0]
-			if !l.fitsLocked(c.key.client, w.kind, w.need) {
-				i++
-				continue
-			}
-			l.admitLocked(c.key.client, w.kind, w.need, false)
-			c.queue[0] = nil
-			c.queue = c.queue[1:]
-			l.queued--
-			w.done = true
-			close(w.ready)
-			admitted = true
-			if len(c.queue) == 0 {
-				l.dropFromRingLocked(i) // i now indexes the following client
-			} else {
-				i++
-			}
-			l.next = i
-		}
-		if !admitted {
-			return
-		}
-	}
-}
-
-// removeLocked takes an undecided waiter out of its client's queue.
-func (l *Limiter) removeLocked(w *waiter) {
-	c := w.c
-	for i, x := range c.queue {
-		if x == w {
-			copy(c.queue[i:], c.queue[i+1:])
-			c.queue[len(c.queue)-1] = nil
-			c.queue = c.queue[:len(c.queue)-1]
-			l.queued--
-			break
-		}
-	}
-	if len(c.queue) == 0 && c.inRing {
-		for i, x := range l.ring {
-			if x == c {
-				l.dropFromRingLocked(i)
-				break
-			}
-		}
-	}
-}
-
-// dropFromRingLocked removes the client at ring index i, whose queue is empty.
-func (l *Limiter) dropFromRingLocked(i int) {
-	c := l.ring[i]
-	c.inRing = false
-	c.queue = nil
-	copy(l.ring[i:], l.ring[i+1:])
-	l.ring[len(l.ring)-1] = nil
-	l.ring = l.ring[:len(l.ring)-1]
-	if i < l.next {
-		l.next--
-	}
-	delete(l.queues, c.key)
-}
-
-// pushOutLocked makes room in a full queue for a request of client c by
-// rejecting the newest waiter of the client with the longest queue, if that
-// queue is longer than c's would be. It reports whether it made room.
-func (l *Limiter) pushOutLocked(c *client) bool {
-	mine := 0
-	if c != nil {
-		mine = len(c.queue)
-	}
-	var longest *client
-	for _, x := range l.ring {
-		if longest == nil || len(x.queue) > len(longest.queue) {
-			longest = x
-		}
-	}
-	if longest == nil || len(longest.queue) <= mine+1 {
-		return false
-	}
-	w := longest.queue[len(longest.queue)-1]
-	l.removeLocked(w) // longest keeps >= 1 waiter, so stays in the ring
-	w.done = true
-	w.err = l.reject(ReasonQueueFull, longest.key.client, w.need, l.retryAfterLocked())
-	close(w.ready)
-	return true
-}
-
-// retryAfterLocked suggests a Retry-After for a queue rejection: 1 s plus one
-// second per MaxRequestsInflight requests queued, at most 30 s.
-func (l *Limiter) retryAfterLocked() int {
-	return min(1+l.queued/l.cfg.MaxRequestsInflight, maxRetryAfter)
 }
 
 // sweepLocked forgets rate limiters whose token bucket is full, which a fresh
@@ -859,20 +318,4 @@ func (l *Limiter) sweepLocked(now time.Time) {
 			delete(l.limiters, k)
 		}
 	}
-}
-
-// observeLocked moves the correction ratio of the class named name toward the
-// sample used/estimate; cls is its state if the caller has it.
-func (l *Limiter) observeLocked(cls *class, name string, sample float64) {
-	sample = min(max(sample, minRatio), maxRatio)
-	if cls == nil {
-		if cls = l.classes[name]; cls == nil {
-			if len(l.classes) >= l.cfg.MaxClasses {
-				return
-			}
-			cls = &class{ratio: 1}
-			l.classes[name] = cls
-		}
-	}
-	cls.ratio += ewmaAlpha * (sample - cls.ratio)
 }

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -182,5 +183,108 @@ func TestResize(t *testing.T) {
 	a.Resize(5) // after Release: nothing
 	if st := l.Stats(); st.WatchReservedBytes != 0 || st.WatchClients != 0 {
 		t.Errorf("after releases Stats() = %+v", st)
+	}
+}
+
+// TestWatchShareInitialPhase: a watch with initial events reserves, for
+// its initial phase, about what a LIST of its collection reserves (476 KiB
+// for a Pods watch served from the cache), and with a few hundred active
+// clients that is about a share of the watch budget. The share must not
+// make a client's next watch wait on the client's own idle watches while
+// the budget is almost free: in TestWatchChurn at 200 nodes (220 clients,
+// --memory-limit=512Mi: a 128 MiB watch budget, a share of 534 KB) each
+// client held 2 to 3 idle watches and its next one was refused with 429
+// after every 15 s in the queue, for good: 620 of 840 watches admitted,
+// 15.9 MB of 134 MB reserved. Past seven eighths of the budget the share
+// still bounds a client (TestWatchShareActiveClients), but one below it
+// gets one more watch whatever that watch reserves.
+func TestWatchShareInitialPhase(t *testing.T) {
+	const idle, initial = 25 << 10, 451 << 10
+	cfg, _ := testConfig(1 << 30)
+	cfg.MaxWatchBytes = 128 << 20
+	cfg.MaxQueued = 0 // refusals at once
+	cfg.ClientShare = defaultClientShare
+	l := mustNew(t, cfg)
+	var held []Ticket
+	defer func() { releaseAll(held) }()
+	const clients = 220
+	for c := range clients {
+		ts, err := admitN(l, Request{Client: fmt.Sprint("node-", c), Kind: Watch, Bytes: idle}, 3)
+		held = append(held, ts...)
+		if err != nil {
+			t.Fatalf("client %d's idle watches: %v", c, err)
+		}
+	}
+	for c := range clients {
+		tk, err := l.Admit(context.Background(), Request{Client: fmt.Sprint("node-", c), Kind: Watch, Bytes: idle + initial})
+		if err != nil {
+			st := l.Stats()
+			t.Fatalf("client %d's 4th watch (initial phase %d bytes) beside %d watches reserving %d of %d bytes: %v, want admitted",
+				c, idle+initial, st.InflightWatches, st.WatchReservedBytes, st.WatchBudgetBytes, err)
+		}
+		tk.Resize(idle) // its initial events are written
+		held = append(held, tk)
+	}
+	// A client holding far more than a share (a controller's 200
+	// watches among 1,000 kubelets) still gets more while the budget is
+	// not contended: its watches end at their timeout and come back.
+	cm, err := admitN(l, Request{Client: "controller", Kind: Watch, Bytes: idle}, 200)
+	defer func() { releaseAll(cm) }()
+	if err != nil {
+		t.Fatalf("a controller's watches beside %d clients: %d admitted, then %v", clients, len(cm), err)
+	}
+	for c := clients; c < 1000; c++ {
+		tk, err := l.Admit(context.Background(), Request{Client: fmt.Sprint("node-", c), Kind: Watch, Bytes: idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, tk)
+	}
+	cm[0].Release(0)
+	back, err := l.Admit(context.Background(), Request{Client: "controller", Kind: Watch, Bytes: idle + initial})
+	if err != nil {
+		l.mu.Lock()
+		share := l.watchShareLocked()
+		l.mu.Unlock()
+		t.Fatalf("the controller's watch back after its timeout (holding %d bytes, share %d): %v", 199*idle, share, err)
+	}
+	back.Release(0)
+}
+
+// TestWatchShareLastEighth: past seven eighths of the watch budget a
+// client over its share waits, and one below it gets one more watch even
+// when that watch reserves more than the rest of its share.
+func TestWatchShareLastEighth(t *testing.T) {
+	const idle = 25 << 10
+	cfg, _ := testConfig(1 << 30)
+	cfg.MaxWatchBytes = 10000 * idle
+	cfg.MaxQueued = 0
+	cfg.ClientShare = defaultClientShare
+	l := mustNew(t, cfg)
+	a, err := admitN(l, Request{Client: "a", Kind: Watch, Bytes: idle}, 8750)
+	defer func() { releaseAll(a) }()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others []Ticket
+	defer func() { releaseAll(others) }()
+	for c := range 100 {
+		tk, err := l.Admit(context.Background(), Request{Client: fmt.Sprint("c", c), Kind: Watch, Bytes: idle})
+		if err != nil {
+			t.Fatalf("client c%d's first watch: %v", c, err)
+		}
+		others = append(others, tk)
+	}
+	// share = 8750 idle / 101 clients = 86 idle watches.
+	if _, err := l.Admit(context.Background(), Request{Client: "a", Kind: Watch, Bytes: idle}); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("client a over its share in the last eighth: %v, want ErrQueueFull", err)
+	}
+	tk, err := l.Admit(context.Background(), Request{Client: "c0", Kind: Watch, Bytes: 100 * idle})
+	if err != nil {
+		t.Fatalf("client c0 below its share (1 of 86 idle watches) asking 100: %v, want admitted", err)
+	}
+	others = append(others, tk)
+	if _, err := l.Admit(context.Background(), Request{Client: "c0", Kind: Watch, Bytes: idle}); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("client c0 then over its share: %v, want ErrQueueFull", err)
 	}
 }

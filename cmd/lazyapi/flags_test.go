@@ -67,6 +67,7 @@ func TestParseFlagsValues(t *testing.T) {
 		"--request-timeout=5s", "--log-level=debug", "--memory-limit=1.5Gi",
 		"--watch-cache-sizes=configmaps#100,deployments.apps#0", "--watch-cache-preload=ConfigMaps,deployments.apps",
 		"--write-timeout=3s", "--etcd-preferred-server=http://b:2379", "--etcd-slow-member-margin=250ms",
+		"--watch-cache-progress-interval=1ms",
 	})
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
@@ -95,6 +96,9 @@ func TestParseFlagsValues(t *testing.T) {
 	}
 	if c.WatchCache.sizes["configmaps"] != 100 || c.WatchCache.sizes["deployments.apps"] != 0 || len(c.WatchCache.sizes) != 2 || !c.WatchCache.enabled {
 		t.Errorf("watch cache flags: sizes %v, enabled %v", c.WatchCache.sizes, c.WatchCache.enabled)
+	}
+	if got := c.cacheConfig(nil, &parts{}, nil).ProgressInterval; got != time.Millisecond {
+		t.Errorf("--watch-cache-progress-interval=1ms: cache.Config.ProgressInterval %s", got)
 	}
 	// Budgets derived from --memory-limit: cache a quarter, in-flight half
 	// minus the cache.
@@ -132,6 +136,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--watch-cache-preload=configmaps#1"}, "--watch-cache-preload"},
 		{[]string{"--write-timeout=0s"}, "--write-timeout"},
 		{[]string{"--watch-cache-memory=-5Mi"}, "--watch-cache-memory"},
+		{[]string{"--watch-cache-progress-interval=0s"}, "--watch-cache-progress-interval"},
 		{[]string{"--max-requests-inflight=abc"}, "--max-requests-inflight"},
 		{[]string{"--bind-address=not-an-ip"}, "--bind-address"},
 		{[]string{"--etcd-servers=127.0.0.1:2379"}, "--etcd-servers"},
@@ -257,6 +262,9 @@ func TestHelpSections(t *testing.T) {
 	n := 0
 	for _, name := range o.fss.Order {
 		o.fss.FlagSets[name].VisitAll(func(f *pflag.Flag) {
+			if f.Hidden { // not printed (--watch-cache-progress-interval, for the robustness suite)
+				return
+			}
 			n++
 			flagLine := regexp.MustCompile(`(?m)^  (?:-\w, |    )--` + f.Name + `[ =\[\n]`)
 			if c := len(flagLine.FindAllString(help, -1)); c != 1 {

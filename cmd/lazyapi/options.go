@@ -329,7 +329,7 @@ func (a *admissionOptions) addFlags(fss *cliflag.NamedFlagSets) {
 	fs.Var(&a.maxInflightBytes, "max-inflight-bytes",
 		"Byte budget for the working sets of in-flight requests (quantity, e.g. 256Mi). 0 = half of --memory-limit minus the cache budget.")
 	fs.Var(&a.maxWatchBytes, "max-watch-bytes",
-		"Byte budget of open watches: what each holds idle (25Ki, 49Ki over TLS), its initial events from the watch cache while it sends them, and its queued frames (quantity). A client holding watches gets more while it holds at most 7/8 of it divided among the clients holding watches. 0 = --max-inflight-bytes.")
+		"Byte budget of open watches: what each holds idle (25Ki, 49Ki over TLS), its initial events from the watch cache while it sends them, and its queued frames (quantity). Any watch is admitted while watches reserve at most 7/8 of it; the last 1/8 is for clients' first watches and for clients holding less than 7/8 of it divided among the clients holding watches. 0 = --max-inflight-bytes.")
 	fs.Var(&a.maxSingleRequestBytes, "max-single-request-bytes",
 		"Largest working-set estimate admitted, alone, when above --max-inflight-bytes (quantity). 0 = twice --max-inflight-bytes.")
 	fs.IntVar(&a.maxQueued, "max-queued-requests", d.MaxQueued,
@@ -452,6 +452,9 @@ type watchCacheOptions struct {
 	sizes     map[string]int // --watch-cache-sizes, by resource[.group] (validate)
 	preload   []string       // --watch-cache-preload: "resource[.group]" names, "*" for all; empty: none
 	memory    byteSize       // --watch-cache-memory; 0: derived from --memory-limit
+	// progress is --watch-cache-progress-interval (hidden): how often an
+	// idle cached resource asks etcd for a progress notification.
+	progress time.Duration
 }
 
 func (w *watchCacheOptions) addFlags(fss *cliflag.NamedFlagSets) {
@@ -464,6 +467,9 @@ func (w *watchCacheOptions) addFlags(fss *cliflag.NamedFlagSets) {
 		"Resources whose watch cache fills at start, before clients ask, comma separated resource[.group] (e.g. configmaps,deployments.apps); * = every resource (those that do not fit --watch-cache-memory are served from etcd); empty = fill on first use.")
 	fs.Var(&w.memory, "watch-cache-memory",
 		"Byte budget of the watch cache: values, index and history of all cached resources (quantity). 0 = a quarter of --memory-limit (of 1Gi when unset).")
+	fs.DurationVar(&w.progress, "watch-cache-progress-interval", 5*time.Second,
+		"How often each idle cached resource asks etcd for a progress notification on its watch's stream (its revision, for bookmarks and consistent reads). For tests: the robustness suite's reopen profile asks every millisecond, as many consistent reads at once would.")
+	_ = fs.MarkHidden("watch-cache-progress-interval")
 }
 
 func (w *watchCacheOptions) validate(*Options) []error {
@@ -478,6 +484,9 @@ func (w *watchCacheOptions) validate(*Options) []error {
 		return append(errs, err)
 	}
 	w.sizes = sizes
+	if w.progress <= 0 {
+		errs = append(errs, flagError("watch-cache-progress-interval", "must be > 0, got %s", w.progress))
+	}
 	return errs
 }
 
@@ -506,15 +515,16 @@ func (w *watchCacheOptions) preloadFilter() func(string) bool {
 // decryption and the failover's moves.
 func (o *Options) cacheConfig(cli *clientv3.Client, p *parts, lg *zap.Logger) cache.Config {
 	return cache.Config{
-		Client:        cli,
-		Logger:        lg,
-		Metrics:       p.metrics,
-		MemoryBytes:   o.cacheBytes(),
-		Sizes:         o.WatchCache.sizes,
-		Decrypt:       cacheDecrypt(p.enc),
-		HoldDecrypted: o.Encryption.cacheDecrypted,
-		EtcdMoved:     etcdMoved(p.failover),
-		Filled:        returnFillMemory(lg, fillMemoryMinBytes(o.cacheBytes())),
+		Client:           cli,
+		Logger:           lg,
+		Metrics:          p.metrics,
+		MemoryBytes:      o.cacheBytes(),
+		Sizes:            o.WatchCache.sizes,
+		ProgressInterval: o.WatchCache.progress,
+		Decrypt:          cacheDecrypt(p.enc),
+		HoldDecrypted:    o.Encryption.cacheDecrypted,
+		EtcdMoved:        etcdMoved(p.failover),
+		Filled:           returnFillMemory(lg, fillMemoryMinBytes(o.cacheBytes())),
 	}
 }
 

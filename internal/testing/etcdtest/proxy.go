@@ -15,7 +15,11 @@ import (
 // test's process and share one Prometheus registry) and makes a member
 // that answers, slowly; chunks are not serialised behind each other's
 // delay, so throughput is unchanged. While the member is down, a client's
-// connection is accepted and closed. It is safe for concurrent use.
+// connection is accepted and closed. Partition, Cut and Heal make the
+// path to the member fail for the proxy's clients only: a partition
+// (connections open, nothing delivered) or a member gone (connections
+// closed), while clients that reach the member directly are served. It
+// is safe for concurrent use.
 type Proxy struct {
 	ln       net.Listener
 	to       string
@@ -24,7 +28,11 @@ type Proxy struct {
 	delay    atomic.Int64 // nanoseconds
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{} // both ends of every open connection; nil once closed
-	wg       sync.WaitGroup
+	// held, while partitioned, is closed by Heal (or Cut); nil otherwise.
+	held   chan struct{}
+	cut    bool          // connections are closed as they come
+	closed chan struct{} // closed when the proxy closes
+	wg     sync.WaitGroup
 }
 
 // NewProxy starts a proxy to the member at to and closes it, with every
@@ -35,7 +43,7 @@ func NewProxy(tb testing.TB, to string) *Proxy {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &Proxy{ln: ln, to: to, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, to: to, conns: map[net.Conn]struct{}{}, closed: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	tb.Cleanup(p.close)
@@ -51,10 +59,70 @@ func (p *Proxy) Bytes() int64 { return p.sent.Load() + p.received.Load() }
 // SetDelay delays the chunks read from now on by d.
 func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
+// Partition stops delivering bytes, both ways, on every connection, open
+// or new, until Heal: connections stay open and nothing answers, as across
+// a network partition (what was sent is delivered after Heal, as TCP
+// does once the path is back).
+func (p *Proxy) Partition() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = make(chan struct{})
+	}
+}
+
+// Cut closes every connection and, until Heal, closes new ones as they
+// come, as when the member is down.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	p.release()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Heal ends a Partition or a Cut: bytes flow again.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+	p.release()
+}
+
+// release ends a partition; p.mu is held.
+func (p *Proxy) release() {
+	if p.held != nil {
+		close(p.held)
+		p.held = nil
+	}
+}
+
+// flowing waits while the proxy is partitioned and reports whether bytes
+// may be delivered (false once it is cut or closed).
+func (p *Proxy) flowing() bool {
+	p.mu.Lock()
+	held, cut := p.held, p.cut || p.conns == nil
+	p.mu.Unlock()
+	if cut {
+		return false
+	}
+	if held != nil {
+		select {
+		case <-held:
+			return p.flowing()
+		case <-p.closed:
+			return false
+		}
+	}
+	return true
+}
+
 func (p *Proxy) track(c net.Conn, add bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.conns == nil {
+	if p.conns == nil || add && p.cut {
 		return false
 	}
 	if add {
@@ -126,6 +194,9 @@ func (p *Proxy) pipe(dst, src net.Conn, n *atomic.Int64) {
 		if d := time.Until(c.due); d > 0 {
 			time.Sleep(d) // the simulated latency, not a synchronisation
 		}
+		if !p.flowing() {
+			break
+		}
 		if _, err := dst.Write(c.b); err != nil {
 			break
 		}
@@ -138,6 +209,7 @@ func (p *Proxy) pipe(dst, src net.Conn, n *atomic.Int64) {
 
 func (p *Proxy) close() {
 	p.ln.Close()
+	close(p.closed)
 	p.mu.Lock()
 	for c := range p.conns {
 		c.Close()
