@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/lazyapi/lazyapi/internal/storagefmt"
@@ -218,7 +219,11 @@ func TestResourceVersionSemantics(t *testing.T) {
 	}
 	// Future Exact: 504 Timeout with ResourceVersionTooLarge.
 	future := strconv.FormatInt(rev2+100, 10)
-	_, err = cms.List(ctx, metav1.ListOptions{ResourceVersion: future, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+	// (Without retries: client-go retries a 504 with Retry-After ten
+	// times, 4 s each, 44 of the test's 48 s.)
+	err = e.cs.CoreV1().RESTClient().Get().Namespace("ns").Resource("configmaps").
+		VersionedParams(&metav1.ListOptions{ResourceVersion: future, ResourceVersionMatch: metav1.ResourceVersionMatchExact}, scheme.ParameterCodec).
+		MaxRetries(0).Do(ctx).Error()
 	if !apierrors.IsTimeout(err) || !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
 		t.Fatalf("future Exact = %v, want Timeout with ResourceVersionTooLarge", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
@@ -67,7 +68,7 @@ type reqState struct {
 	// requests are in flight (bulkYield, ratelimit.Limiter.Yield).
 	yield func(written int)
 	// gzip: the response may be compressed (the request accepts gzip and
-	// compression is on); it is when larger than gzipThreshold (gzip.go).
+	// compression is on); it is when larger than conn.GzipThreshold (proxy/conn/gzip.go).
 	gzip bool
 }
 
@@ -153,7 +154,7 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	if !s.resourceOf(rc, st, ef) || !checkRead(rc, st, ef, watch, named) {
 		return
 	}
-	st.gzip = !s.cfg.DisableCompression && acceptsGzip(rc.Request.Header.Peek("Accept-Encoding"))
+	st.gzip = !s.cfg.DisableCompression && conn.AcceptsGzip(rc.Request.Header.Peek("Accept-Encoding"))
 	if watch {
 		st.gzip = false // never for watches, as kube-apiserver
 		st.verb = "watch"
