@@ -383,7 +383,7 @@ func (t *Transformers) reloadOnce() bool {
 	hash, err := encryptionconfig.GetEncryptionConfigHash(t.cfg.File)
 	if err != nil {
 		t.reloadFailed.Inc()
-		t.cfg.Logger.Error("cannot read --encryption-provider-config for reload", zap.Error(err))
+		t.cfg.Logger.Error("cannot read the encryption configuration for reload", zap.String("file", t.cfg.File), zap.Error(err))
 		return false
 	}
 	if hash == t.hash {
@@ -398,13 +398,13 @@ func (t *Transformers) reloadOnce() bool {
 	}
 	if err != nil {
 		t.reloadFailed.Inc()
-		t.cfg.Logger.Error("cannot reload --encryption-provider-config; keeping the previous configuration", zap.Error(err))
+		t.cfg.Logger.Error("cannot reload the encryption configuration; keeping the previous one", zap.String("file", t.cfg.File), zap.Error(err))
 		return false
 	}
 	old := t.cur.Swap(st)
 	t.hash = hash
 	t.reloadOK.Inc()
-	t.cfg.Logger.Info("reloaded --encryption-provider-config", zap.String("hash", hash))
+	t.cfg.Logger.Info("reloaded the encryption configuration", zap.String("file", t.cfg.File), zap.String("hash", hash))
 	// Reads in flight may still use old: close it after its grace period.
 	t.wg.Add(1)
 	go func() {

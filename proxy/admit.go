@@ -12,6 +12,7 @@ import (
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/lazyapi/lazyapi/proxy/estimate"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/store"
@@ -163,11 +164,11 @@ func (s *Server) estimate(ctx context.Context, st *reqState, l *ratelimit.Limite
 	if avg <= 0 {
 		avg = defaultAvgValueBytes
 	}
-	// The compressor (gzip.go) of a LIST, or of a GET of a resource
+	// The compressor (proxy/conn/gzip.go) of a LIST, or of a GET of a resource
 	// whose objects are large enough to be compressed.
 	buffers := int64(streamBufferBytes)
-	if st.gzip && (st.p.Name == "" || avg > gzipThreshold/2) {
-		buffers += gzipBytes
+	if st.gzip && (st.p.Name == "" || avg > conn.GzipThreshold/2) {
+		buffers += conn.GzipBytes
 	}
 	if st.r.Conversion != nil {
 		// The objects are converted one at a time (codec.Convert):

@@ -79,7 +79,7 @@ func listNeedsCache(q *Params) bool {
 // be called once the initial list is written (or the watch ends). extra is
 // reserved besides the list's pages (a shared scan's window, at most the
 // collection's frames) and buffers besides its write buffers (a shared
-// gzip LIST's compressor, gzipBytes); bulk reports that it was admitted
+// gzip LIST's compressor, conn.GzipBytes); bulk reports that it was admitted
 // at the Bulk level. yield (nil without a limiter) is a LIST's
 // (bulkYield): called after each flush with the bytes written, it yields
 // to short requests once the list is bulk, and a short list that passes

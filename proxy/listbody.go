@@ -11,7 +11,7 @@ import (
 )
 
 // A streamed LIST's body as fasthttp writes it (listBody), and the
-// writer that keeps each HTTP chunk's records together (errWriter).
+// writer that keeps each HTTP chunk's records together (conn.ChunkWriter).
 
 // listBody is a streamed LIST body. fasthttp writes it by calling WriteTo
 // on the connection's goroutine, so that each flush of the streamWriter
@@ -39,7 +39,7 @@ func (b *listBody) WriteTo(w io.Writer) (int64, error) {
 		return 0, nil
 	}
 	b.ran = true
-	cw := &errWriter{w: w, pc: b.pc}
+	cw := conn.NewChunkWriter(w, b.pc)
 	// Writes of a full buffer (len >= 512) bypass bw's buffer: one chunk
 	// per streamWriter flush.
 	bw := bufio.NewWriterSize(cw, 512)
@@ -47,7 +47,7 @@ func (b *listBody) WriteTo(w io.Writer) (int64, error) {
 	_ = bw.Flush()
 	b.once.Do(func() { b.done(n) })
 	if err == nil {
-		err = cw.err
+		err = cw.Err()
 	}
 	return int64(n), err
 }
@@ -87,29 +87,3 @@ func (b *listBody) Close() error {
 
 // errStreamAborted reports a list stream ended by a panic.
 var errStreamAborted = errors.New("list stream aborted")
-
-// errWriter keeps the first write error. Each Write is one HTTP chunk
-// (fasthttp's chunkedBodyWriter writes its size line, the bytes and the CRLF
-// in three writes to the TLS connection, each one record or more): on a
-// connection that coalesces (pc, under TLS) the chunk's records reach the
-// socket in one write.
-type errWriter struct {
-	w   io.Writer
-	pc  *conn.Progress // nil: no coalescing
-	err error
-}
-
-func (w *errWriter) Write(p []byte) (int, error) {
-	if w.err != nil {
-		return 0, w.err
-	}
-	w.pc.Hold()
-	n, err := w.w.Write(p)
-	if rerr := w.pc.Release(); err == nil && rerr != nil {
-		err = rerr
-	}
-	if err != nil {
-		w.err = err
-	}
-	return n, err
-}

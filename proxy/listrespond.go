@@ -213,7 +213,7 @@ func (ls *listStream) restart(ctx context.Context, sw *streamWriter) error {
 
 // respondStream hands the list to fasthttp as a streamed body, written
 // item by item on the connection's goroutine.
-// A request that accepts gzip is answered by serveGzipStream (gzip.go).
+// A request that accepts gzip is answered by conn.ServeGzipStream (proxy/conn/gzip.go).
 func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, ef encoding.Format) {
 	s, st := l.s, l.st
 	ls := l.stream()
@@ -275,7 +275,7 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 		return sw.n, err
 	}
 	if st.gzip {
-		s.serveGzipStream(rc, st, body.write, body.done, func(err error) {
+		conn.ServeGzipStream(rc, connBufs, body.write, body.done, func(err error) {
 			cancel()
 			st.fail(rc, ef, statusOf(err))
 		})

@@ -15,6 +15,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/proxy/request"
 	"github.com/lazyapi/lazyapi/ratelimit"
@@ -67,7 +68,7 @@ type reqState struct {
 	// requests are in flight (bulkYield, ratelimit.Limiter.Yield).
 	yield func(written int)
 	// gzip: the response may be compressed (the request accepts gzip and
-	// compression is on); it is when larger than gzipThreshold (gzip.go).
+	// compression is on); it is when larger than conn.GzipThreshold (proxy/conn/gzip.go).
 	gzip bool
 }
 
@@ -141,19 +142,16 @@ func (s *Server) serveResource(rc *fasthttp.RequestCtx, ri *RequestInfo) {
 	accept := string(rc.Request.Header.Peek("Accept"))
 	ef := encoding.ErrorFormat(accept)
 	p := ri.Route
-	named := p.Name != "" || p.Subresource != ""
-	// A watch is what kube-apiserver's router serves as one: a /watch/
-	// path, or watch=true on a collection (ri.Verb); a watch parameter on
-	// a named object is ignored (GetOptions have none).
-	watch := p.Watch || (!named && ri.Verb == "watch")
+	kind := readKindOf(ri)
+	watch := kind == readWatch
 	st := &reqState{s: s, ri: ri, p: p, start: time.Now(), verb: "get"}
 	if p.Name == "" {
 		st.verb = "list"
 	}
-	if !s.resourceOf(rc, st, ef) || !checkRead(rc, st, ef, watch, named) {
+	if !s.resourceOf(rc, st, ef) || !checkRead(rc, st, ef, kind) {
 		return
 	}
-	st.gzip = !s.cfg.DisableCompression && acceptsGzip(rc.Request.Header.Peek("Accept-Encoding"))
+	st.gzip = !s.cfg.DisableCompression && conn.AcceptsGzip(rc.Request.Header.Peek("Accept-Encoding"))
 	if watch {
 		st.gzip = false // never for watches, as kube-apiserver
 		st.verb = "watch"
@@ -255,18 +253,42 @@ func (s *Server) resourceOf(rc *fasthttp.RequestCtx, st *reqState, ef encoding.F
 	return true
 }
 
+// readKind is what a read of a resource route is, as its checks see it.
+type readKind uint8
+
+const (
+	readCollection readKind = iota // a LIST (or a GET of a collection)
+	readNamed                      // a GET of a named object or its subresource
+	readWatch                      // a watch
+)
+
+// readKindOf is ri's kind. A watch is what kube-apiserver's router serves
+// as one: a /watch/ path, or watch=true on a collection (ri.Verb); a watch
+// parameter on a named object is ignored (GetOptions have none).
+func readKindOf(ri *RequestInfo) readKind {
+	p := ri.Route
+	named := p.Name != "" || p.Subresource != ""
+	switch {
+	case p.Watch || (!named && ri.Verb == "watch"):
+		return readWatch
+	case named:
+		return readNamed
+	}
+	return readCollection
+}
+
 // checkRead takes the request's parameters (st.q) and refuses, before
 // reading, what kube-apiserver refuses: parameters that did not convert,
 // and on a GET a namespaced route without a namespace or an invalid name.
 // It returns false when it answered.
-func checkRead(rc *fasthttp.RequestCtx, st *reqState, ef encoding.Format, watch, named bool) bool {
+func checkRead(rc *fasthttp.RequestCtx, st *reqState, ef encoding.Format, kind readKind) bool {
 	ri, p := st.ri, &st.p
 	if ri.ParamsErr != nil {
 		st.fail(rc, ef, badRequestErr(ri.ParamsErr.Error()))
 		return false
 	}
 	st.q = ri.Params
-	if !watch && named {
+	if kind == readNamed {
 		// The registry's key function (NamespaceKeyFunc,
 		// NoNamespaceKeyFunc) refuses these before reading.
 		if p.InNamespace && p.Namespace == "" {

@@ -122,7 +122,7 @@ type Config struct {
 	OpenAPI *openapi.Service
 	// DisableCompression turns gzip of large GET and LIST responses off
 	// (--enable-response-compression=false); by default they are
-	// compressed as kube-apiserver's (gzip.go).
+	// compressed as kube-apiserver's (proxy/conn/gzip.go).
 	DisableCompression bool
 	// Authenticator, when enabled, authenticates every request except the
 	// health endpoints and /version (authn.go); a request it refuses gets

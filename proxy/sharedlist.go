@@ -15,6 +15,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/resource"
 )
@@ -50,12 +51,12 @@ import (
 // short or reordered list) so that a stalled client neither stalls the
 // others nor holds more than the chunk it is writing.
 //
-// Compression (gzip.go). client-go asks every server for gzip, so an
+// Compression (proxy/conn/gzip.go). client-go asks every server for gzip, so an
 // informer storm's LISTs do. A LIST that accepts gzip groups only with
 // LISTs that accept it too (listKey.gzip); since every member writes the
 // body from its first byte, the group compresses it once, as the
-// unshared path (serveGzipStream) does for one request: the body is
-// collected until it is larger than gzipThreshold, then compressed with
+// unshared path (conn.ServeGzipStream) does for one request: the body is
+// collected until it is larger than conn.GzipThreshold, then compressed with
 // the same compressor and level, the collected bytes flushed as the first
 // chunk and the compressed stream published in chunks of about flushSize
 // (gzipChunks); a body that ends at or below the threshold is sent
@@ -65,7 +66,7 @@ import (
 // member's response has the headers (Content-Encoding: gzip, Vary:
 // Accept-Encoding) and, decompressed, the bytes of an unshared LIST of
 // the same request. The compressor is counted in the group's admission
-// (gzipBytes); its window holds compressed chunks.
+// (conn.GzipBytes); its window holds compressed chunks.
 
 // listGroupMembers bounds a group's members (a variable for tests). Each
 // member still writes the whole response on its connection: a group's
@@ -120,7 +121,7 @@ type listGroup struct {
 	se    *StatusError  // the answer of every member (before the first byte)
 	// inline: the whole body is chunk 0 and the unshared LIST would
 	// have answered it with a Content-Length (deliverEncoded/Inline, or
-	// serveGzipStream for a body not larger than gzipThreshold).
+	// conn.ServeGzipStream for a body not larger than conn.GzipThreshold).
 	inline bool
 	// gzip: the chunks are the body compressed (Content-Encoding: gzip).
 	gzip    bool
@@ -180,7 +181,7 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef encod
 		return
 	}
 	if g.gzip {
-		setGzipHeaders(rc)
+		conn.SetGzipHeaders(rc)
 	}
 	rc.SetBodyStream(memberBody(m, ctx, cancel, rc, st), -1)
 }
@@ -202,7 +203,7 @@ func respondWhole(m *listMember, ctx context.Context, cancel context.CancelFunc,
 	st.gzip = false
 	ok := st.setBody(rc, ef, c.data)
 	if ok && m.g.gzip {
-		setGzipHeaders(rc)
+		conn.SetGzipHeaders(rc)
 	}
 	m.release(c)
 	m.leave()
@@ -350,9 +351,9 @@ func (w chunkWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// gzipChunks is the writer of a gzip group's body (serveGzipStream's
+// gzipChunks is the writer of a gzip group's body (conn.ServeGzipStream's
 // decision, made once for the group): it collects the body until it is
-// larger than gzipThreshold, then opens the group compressed (open) and
+// larger than conn.GzipThreshold, then opens the group compressed (open) and
 // publishes the compressed stream: the collected bytes flushed as the
 // first chunk (the headers and first bytes go out now, as unshared), then
 // a chunk each time about flushSize compressed bytes are out. close ends
@@ -373,12 +374,12 @@ func (w *gzipChunks) Write(p []byte) (int, error) {
 	n := len(p)
 	if !w.large {
 		*w.collected = append(*w.collected, p...)
-		if len(*w.collected) <= gzipThreshold {
+		if len(*w.collected) <= conn.GzipThreshold {
 			return n, nil
 		}
 		w.large = true
 		w.open()
-		w.z = getGzip((*appendWriter)(&w.out))
+		w.z = conn.GetGzip((*conn.AppendWriter)(&w.out))
 		_, _ = w.z.Write(*w.collected) // into w.out: cannot fail
 		_ = w.z.Flush()
 		w.raw = len(*w.collected)
@@ -418,7 +419,7 @@ func (w *gzipChunks) close(failed bool) error {
 		_ = w.z.Close() // into w.out: cannot fail
 		err = w.publish()
 	}
-	putGzip(w.z)
+	conn.PutGzip(w.z)
 	w.z = nil
 	return err
 }
@@ -444,7 +445,7 @@ func (g *listGroup) run(client string) {
 	st := &g.st
 	var buffers int64
 	if g.key.gzip {
-		buffers = gzipBytes // its compressor, as an unshared gzip LIST's (admit)
+		buffers = conn.GzipBytes // its compressor, as an unshared gzip LIST's (admit)
 	}
 	window := s.sharedWindowBytes()
 	g.mu.Lock()
@@ -476,7 +477,7 @@ func (g *listGroup) run(client string) {
 
 // runWhole publishes an answer the unshared LIST sends with a
 // Content-Length: one chunk, the whole body, compressed when it accepts
-// gzip and is larger than gzipThreshold, as setBody does.
+// gzip and is larger than conn.GzipThreshold, as setBody does.
 func (g *listGroup) runWhole(ctx context.Context, l *lister, d listDelivery) {
 	var b []byte
 	var err error
@@ -491,9 +492,9 @@ func (g *listGroup) runWhole(ctx context.Context, l *lister, d listDelivery) {
 		return
 	}
 	raw := len(b)
-	if g.key.gzip && len(b) > gzipThreshold {
+	if g.key.gzip && len(b) > conn.GzipThreshold {
 		var zb []byte
-		gzipWhole((*appendWriter)(&zb), b)
+		conn.GzipWhole((*conn.AppendWriter)(&zb), b)
 		b, g.gzip = zb, true
 	}
 	g.publishWhole(b, raw)
@@ -519,8 +520,8 @@ func (g *listGroup) runStream(ctx context.Context, l *lister, yield func(written
 	sw := streamWriter{w: bufio.NewWriterSize(out, 512), buf: make([]byte, 0, flushSize+64<<10), yield: yield}
 	err := ls.write(ctx, &sw)
 	if gz != nil && !gz.large {
-		// Ended at or below gzipThreshold: answered whole and
-		// uncompressed (or with its Status), as serveGzipStream.
+		// Ended at or below conn.GzipThreshold: answered whole and
+		// uncompressed (or with its Status), as conn.ServeGzipStream.
 		if err != nil {
 			g.s.logListError(l.uri, err)
 			g.answer(statusOf(err))

@@ -13,6 +13,12 @@
 //     tell a slow reader from a stopped one, and under TLS the records of
 //     one chunk of a stream coalesced into one socket write (Hold,
 //     Release).
+//   - Response compression (AcceptsGzip, GzipWhole, ServeGzipStream):
+//     kube-apiserver's gzip rule (responses over GzipThreshold, when
+//     Accept-Encoding names gzip), a whole body compressed at once or a
+//     streamed one collected until it passes the threshold, then
+//     compressed chunk by chunk on the connection's goroutine
+//     (ChunkWriter: one HTTP chunk per write, its TLS records coalesced).
 //   - Clear-text marking (ClearText, ClearMode): connections of a
 //     listener without TLS, on which credentials are refused unless the
 //     listener accepts tokens.

@@ -1,4 +1,4 @@
-package proxy
+package conn
 
 import (
 	"bufio"
@@ -8,8 +8,6 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
-	"github.com/lazyapi/lazyapi/proxy/conn"
-	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/valyala/fasthttp"
 )
 
@@ -40,20 +38,20 @@ import (
 // LISTs of config text it compresses about twice as fast as compress/gzip
 // at level 1, to a slightly smaller size. Its state is ~810 KiB per
 // response (measured: gzip.NewWriterLevel(_, 1) after a write), pooled;
-// it is part of the request's admission estimate (gzipBytes).
+// it is part of the request's admission estimate (GzipBytes).
 
-// gzipThreshold is kube-apiserver's defaultGzipThresholdBytes: a response
+// GzipThreshold is kube-apiserver's defaultGzipThresholdBytes: a response
 // larger than this is compressed.
-const gzipThreshold = 128 << 10
+const GzipThreshold = 128 << 10
 
-// gzipBytes is the memory one compressing response holds besides its
+// GzipBytes is the memory one compressing response holds besides its
 // write buffers: the compressor's state (~810 KiB), its 64 KiB output
 // buffer, and the ~128 KiB of output collected before the decision.
-const gzipBytes = 1 << 20
+const GzipBytes = 1 << 20
 
-// acceptsGzip reports whether an Accept-Encoding header asks for gzip,
+// AcceptsGzip reports whether an Accept-Encoding header asks for gzip,
 // as kube-apiserver's ContentEncodingSupported reads it.
-func acceptsGzip(h []byte) bool {
+func AcceptsGzip(h []byte) bool {
 	for len(h) > 0 {
 		tok := h
 		if i := bytes.IndexByte(h, ','); i >= 0 {
@@ -70,7 +68,7 @@ func acceptsGzip(h []byte) bool {
 
 var gzipPool sync.Pool
 
-func getGzip(w io.Writer) *gzip.Writer {
+func GetGzip(w io.Writer) *gzip.Writer {
 	if v := gzipPool.Get(); v != nil {
 		z := v.(*gzip.Writer)
 		z.Reset(w)
@@ -83,92 +81,29 @@ func getGzip(w io.Writer) *gzip.Writer {
 	return z
 }
 
-func putGzip(z *gzip.Writer) {
+func PutGzip(z *gzip.Writer) {
 	z.Reset(io.Discard)
 	gzipPool.Put(z)
 }
 
-func setGzipHeaders(rc *fasthttp.RequestCtx) {
+func SetGzipHeaders(rc *fasthttp.RequestCtx) {
 	rc.Response.Header.Set("Content-Encoding", "gzip")
 	rc.Response.Header.Add("Vary", "Accept-Encoding")
 }
 
-// setBody sets a whole response body: compressed when the request asked
-// for it and b is larger than gzipThreshold. b is copied. An admitted
-// request's body holds its admission (heldBody): its seat is given back
-// now (the handler's work is done) and its bytes when fasthttp has
-// written the body. A body larger than the request's reservation (an
-// object far above its resource's average size) first reserves the
-// excess (reqState.reserve); when that is refused, setBody answers the
-// refusal's 429 in ef and returns false.
-func (st *reqState) setBody(rc *fasthttp.RequestCtx, ef encoding.Format, b []byte) bool {
-	return st.setBodyOwned(rc, ef, b, nil)
-}
-
-// setBodyOwned is setBody where b is *buf, a pooled buffer the caller
-// puts back: when the body is held (not compressed, admitted), it takes
-// the buffer instead of a copy of b and leaves *buf empty (putBuf then
-// pools nothing).
-func (st *reqState) setBodyOwned(rc *fasthttp.RequestCtx, ef encoding.Format, b []byte, buf *[]byte) bool {
-	compress := st.gzip && len(b) > gzipThreshold
-	if st.release == nil {
-		if !compress {
-			rc.SetBody(b)
-			return true
-		}
-		rc.Response.ResetBody()
-		gzipWhole(rc.Response.BodyWriter(), b)
-		setGzipHeaders(rc)
-		return true
-	}
-	if st.reserve != nil {
-		if err := st.reserve(int64(len(b)) + heldBodyOverhead); err != nil {
-			st.fail(rc, ef, tooManyRequests(err))
-			return false
-		}
-	}
-	hb := &heldBody{s: st.s, client: clientKey(rc), release: st.release}
-	st.release = nil
-	switch {
-	case buf != nil && !compress:
-		owned := b
-		hb.buf = &owned
-		*buf = nil
-	case compress:
-		hb.buf = getBuf()
-		gzipWhole((*appendWriter)(hb.buf), b)
-		setGzipHeaders(rc)
-	default:
-		hb.buf = getBuf()
-		*hb.buf = append((*hb.buf)[:0], b...)
-	}
-	rc.Response.SetBodyStream(hb, len(*hb.buf))
-	if st.drain != nil {
-		st.drain()
-		st.drain = nil
-	}
-	return true
-}
-
-// heldBodyOverhead is what a held body costs beside its bytes: fasthttp's
-// write buffer of the connection, its request and response state, the
-// connection's goroutine (measured: 16 stalled GETs of 1 MiB held 13 KiB
-// each beside their bodies; TestEstimateHoldsStalled).
-const heldBodyOverhead = 32 << 10
-
-// gzipWhole compresses b, a whole body, into w (a buffer: its writes
+// GzipWhole compresses b, a whole body, into w (a buffer: its writes
 // cannot fail) with the pooled compressor.
-func gzipWhole(w io.Writer, b []byte) {
-	z := getGzip(w)
+func GzipWhole(w io.Writer, b []byte) {
+	z := GetGzip(w)
 	_, _ = z.Write(b)
 	_ = z.Close()
-	putGzip(z)
+	PutGzip(z)
 }
 
-// appendWriter appends what is written to a byte slice.
-type appendWriter []byte
+// AppendWriter appends what is written to a byte slice.
+type AppendWriter []byte
 
-func (w *appendWriter) Write(p []byte) (int, error) {
+func (w *AppendWriter) Write(p []byte) (int, error) {
 	*w = append(*w, p...)
 	return len(p), nil
 }
@@ -176,15 +111,16 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 // gzipStream serves a streamed LIST body that may be compressed. The
 // body's writer (write, the LIST encoder and its flushes) runs on a
 // goroutine of its own; its first flushes are collected until they hold
-// more than gzipThreshold bytes, which decides: a body that ends before is
+// more than GzipThreshold bytes, which decides: a body that ends before is
 // answered whole and uncompressed from the handler; otherwise the response
 // is compressed and the connection's goroutine (WriteTo) compresses the
 // collected bytes, then each further flush, handed over without a copy
 // (the writer waits until its flush is compressed). One goroutine runs at
 // a time; memory is the collected bytes, one flush and the compressor.
 type gzipStream struct {
-	collected *[]byte // output before the decision (a pooled buffer)
-	large     bool    // decided: compress
+	collected *[]byte       // output before the decision (a pooled buffer)
+	put       func(*[]byte) // gives collected back to its pool
+	large     bool          // decided: compress
 
 	decided chan error  // the writer decided (nil) or ended below the threshold (its error)
 	chunks  chan []byte // after the decision: one flush of the writer
@@ -201,7 +137,7 @@ var errResponseGone = errors.New("response abandoned")
 func (g *gzipStream) Write(p []byte) (int, error) {
 	if !g.large {
 		*g.collected = append(*g.collected, p...)
-		if len(*g.collected) > gzipThreshold {
+		if len(*g.collected) > GzipThreshold {
 			g.large = true
 			g.decided <- nil
 		}
@@ -225,14 +161,15 @@ func (g *gzipStream) Write(p []byte) (int, error) {
 
 func (g *gzipStream) abandon() { g.goneMu.Do(func() { close(g.gone) }) }
 
-// serveGzipStream answers a streamed LIST whose request accepts gzip
-// (st.gzip). write writes the whole body through the bufio.Writer it is
-// given and returns its size; done is called once when the response is
-// complete or dropped (listBody's). fail answers an error that came
-// before any byte was sent.
-func (s *Server) serveGzipStream(rc *fasthttp.RequestCtx, st *reqState, write func(w *bufio.Writer) (int, error),
+// ServeGzipStream answers a streamed LIST whose request accepts gzip
+// (AcceptsGzip). write writes the whole body through the bufio.Writer it
+// is given and returns its size; done is called once when the response
+// is complete or dropped. fail answers an error that came before any byte
+// was sent. The bytes collected before the decision are in a buffer of
+// bufs, and the compressed output is written in chunks of bufs.Size.
+func ServeGzipStream(rc *fasthttp.RequestCtx, bufs Buffers, write func(w *bufio.Writer) (int, error),
 	done func(n int), fail func(err error)) {
-	g := &gzipStream{collected: getBuf(), decided: make(chan error, 1), chunks: make(chan []byte),
+	g := &gzipStream{collected: bufs.Get(), put: bufs.Put, decided: make(chan error, 1), chunks: make(chan []byte),
 		acks: make(chan error), done: make(chan error, 1), gone: make(chan struct{})}
 	go func() {
 		// Writes of a full buffer (>= 512 bytes) reach g.Write as they are.
@@ -246,17 +183,17 @@ func (s *Server) serveGzipStream(rc *fasthttp.RequestCtx, st *reqState, write fu
 	}()
 	if err := <-g.decided; !g.large {
 		if err != nil {
-			putBuf(g.collected)
+			g.put(g.collected)
 			fail(err)
 			return
 		}
 		rc.SetBody(*g.collected)
-		putBuf(g.collected)
+		g.put(g.collected)
 		done(g.n)
 		return
 	}
-	setGzipHeaders(rc)
-	rc.SetBodyStream(&gzipBody{g: g, done: done, pc: conn.ProgressOf(rc.Conn())}, -1)
+	SetGzipHeaders(rc)
+	rc.SetBodyStream(&gzipBody{g: g, done: done, pc: ProgressOf(rc.Conn()), size: bufs.Size}, -1)
 }
 
 // gzipBody is the compressed body of a gzipStream, written by fasthttp on
@@ -264,9 +201,10 @@ func (s *Server) serveGzipStream(rc *fasthttp.RequestCtx, st *reqState, write fu
 type gzipBody struct {
 	g    *gzipStream
 	done func(n int)
-	pc   *conn.Progress // the connection's, coalescing each chunk's records; may be nil
+	pc   *Progress // the connection's, coalescing each chunk's records; may be nil
 	once sync.Once
 	ran  bool
+	size int // bytes of compressed output per chunk
 }
 
 var _ fasthttp.BodyWriterTo = (*gzipBody)(nil)
@@ -281,11 +219,11 @@ func (b *gzipBody) WriteTo(w io.Writer) (int64, error) {
 	}
 	b.ran = true
 	g := b.g
-	cw := &errWriter{w: w, pc: b.pc}
-	bw := bufio.NewWriterSize(cw, flushSize)
-	z := getGzip(bw)
+	cw := NewChunkWriter(w, b.pc)
+	bw := bufio.NewWriterSize(cw, b.size)
+	z := GetGzip(bw)
 	_, err := z.Write(*g.collected)
-	putBuf(g.collected)
+	g.put(g.collected)
 	g.collected = nil
 	if err == nil {
 		// Send the headers and the first bytes now (time to first byte;
@@ -300,7 +238,7 @@ func (b *gzipBody) WriteTo(w io.Writer) (int64, error) {
 		select {
 		case p := <-g.chunks:
 			if _, err = z.Write(p); err == nil {
-				err = cw.err
+				err = cw.Err()
 			}
 			g.acks <- err
 		case err = <-g.done:
@@ -312,7 +250,7 @@ func (b *gzipBody) WriteTo(w io.Writer) (int64, error) {
 			err = bw.Flush()
 		}
 		if err == nil {
-			err = cw.err
+			err = cw.Err()
 		}
 	}
 	if !ended {
@@ -322,7 +260,7 @@ func (b *gzipBody) WriteTo(w io.Writer) (int64, error) {
 			err = werr
 		}
 	}
-	putGzip(z)
+	PutGzip(z)
 	b.once.Do(func() { b.done(g.n) })
 	return 0, err
 }
@@ -341,4 +279,48 @@ func (b *gzipBody) Close() error {
 		b.once.Do(func() { b.done(b.g.n) })
 	}
 	return nil
+}
+
+// Buffers is the pool of write buffers ServeGzipStream collects into:
+// Get returns an empty buffer, Put gives one back, Size is the bytes of
+// one chunk of a stream.
+type Buffers struct {
+	Get  func() *[]byte
+	Put  func(*[]byte)
+	Size int
+}
+
+// ChunkWriter keeps the first write error. Each Write is one HTTP chunk
+// (fasthttp's chunkedBodyWriter writes its size line, the bytes and the CRLF
+// in three writes to the TLS connection, each one record or more): on a
+// connection that coalesces (pc, under TLS) the chunk's records reach the
+// socket in one write.
+type ChunkWriter struct {
+	w   io.Writer
+	pc  *Progress // nil: no coalescing
+	err error
+}
+
+// NewChunkWriter writes to w, coalescing each write's records on pc
+// (ProgressOf the connection; nil for none).
+func NewChunkWriter(w io.Writer, pc *Progress) *ChunkWriter {
+	return &ChunkWriter{w: w, pc: pc}
+}
+
+// Err is the first write error.
+func (w *ChunkWriter) Err() error { return w.err }
+
+func (w *ChunkWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	w.pc.Hold()
+	n, err := w.w.Write(p)
+	if rerr := w.pc.Release(); err == nil && rerr != nil {
+		err = rerr
+	}
+	if err != nil {
+		w.err = err
+	}
+	return n, err
 }
