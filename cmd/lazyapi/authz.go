@@ -6,19 +6,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/go-logr/zapr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"k8s.io/klog/v2"
 
-	"github.com/lazyapi/lazyapi/authn"
-	"github.com/lazyapi/lazyapi/authn/tokenreview"
 	"github.com/lazyapi/lazyapi/authz"
 	"github.com/lazyapi/lazyapi/authz/rbacetcd"
 	authzwebhook "github.com/lazyapi/lazyapi/authz/webhook"
 	"github.com/lazyapi/lazyapi/encryption"
-	"github.com/lazyapi/lazyapi/internal/webhookclient"
 )
 
 // rbacLoadTimeout bounds the first read of the RBAC objects at start.
@@ -38,10 +34,7 @@ func startAuthz(ctx context.Context, o *Options, p *parts, lg *zap.Logger) (chai
 		case authz.ModeRBAC:
 			rbac := authz.NewRBAC()
 			lctx, cancel := context.WithTimeout(ctx, rbacLoadTimeout)
-			src, err := rbacetcd.Start(lctx, rbacetcd.Config{
-				Client: p.cli, Prefix: o.Etcd.prefix, RBAC: rbac, Logger: lg.Named("rbac"), Metrics: p.metrics,
-				Decrypt: rbacDecrypt(p.enc),
-			})
+			src, err := rbacetcd.Start(lctx, o.rbacConfig(p, rbac, lg.Named("rbac")))
 			cancel()
 			if err != nil {
 				return nil, nil, fmt.Errorf("cannot read the RBAC objects for --authorization-mode RBAC: %w", err)
@@ -107,68 +100,6 @@ func (l etcdLookup) Get(ctx context.Context, key string) ([]byte, bool, error) {
 		}
 	}
 	return val, true, nil
-}
-
-// authzWebhookConfig is the Webhook mode's configuration and the flag
-// that names its kubeconfig.
-func (o *Options) authzWebhookConfig(ms *metrics.Set) (authzwebhook.Config, string) {
-	s := &o.Serving
-	flag := "--authorization-kubeconfig"
-	if s.authzWebhookConfig != "" {
-		flag = "--authorization-webhook-config-file"
-	}
-	return authzwebhook.Config{
-		Webhook:       webhookclient.Config{Kubeconfig: s.authzKubeconfig, ConfigFile: s.authzWebhookConfig, Version: s.authzWebhookVersion},
-		AuthorizedTTL: s.authzAuthorizedTTL, UnauthorizedTTL: s.authzUnauthorizedTTL, Metrics: ms,
-	}, flag
-}
-
-// tokenReviewConfig is the TokenReview client's configuration and the flag
-// that names its kubeconfig.
-func (o *Options) tokenReviewConfig(ms *metrics.Set) (tokenreview.Config, string) {
-	s := &o.Serving
-	auds := s.apiAudiences
-	if len(auds) == 0 && len(s.saIssuers) > 0 {
-		auds = s.saIssuers[:1] // kube-apiserver's default --api-audiences
-	}
-	flag := "--authentication-kubeconfig"
-	if s.authnWebhookConfig != "" {
-		flag = "--authentication-token-webhook-config-file"
-	}
-	return tokenreview.Config{
-		Webhook:  webhookclient.Config{Kubeconfig: s.authnKubeconfig, ConfigFile: s.authnWebhookConfig, Version: s.authnWebhookVersion},
-		CacheTTL: s.authnWebhookCacheTTL, Audiences: auds, Metrics: ms,
-	}, flag
-}
-
-// authnConfig returns the authenticator configuration: the flags' files,
-// the service account verifier reading bound objects through p.cli
-// (decrypted with p.enc), and the TokenReview client.
-func (o *Options) authnConfig(p *parts, lg *zap.Logger) (authn.Config, error) {
-	s := &o.Serving
-	cfg := s.authn
-	if s.tokenReview() {
-		useKlog(lg)
-		trc, flag := o.tokenReviewConfig(p.metrics)
-		tr, err := tokenreview.New(trc)
-		if err != nil {
-			return cfg, fmt.Errorf("%s: %w", flag, err)
-		}
-		cfg.TokenReview = tr
-	}
-	if len(s.saKeys) == 0 {
-		return cfg, nil
-	}
-	prefix := o.Etcd.prefix
-	v, err := authn.NewServiceAccountVerifier(authn.ServiceAccounts{
-		Keys: s.saKeys, Issuers: s.saIssuers, Audiences: s.apiAudiences, LookupLegacy: s.saLookup,
-		Lookup: etcdLookup{cli: p.cli, prefix: prefix, enc: p.enc}, Prefix: prefix,
-	}, nil)
-	if err != nil {
-		return cfg, fmt.Errorf("--service-account-key-file: %w", err)
-	}
-	cfg.ServiceAccounts = v
-	return cfg, nil
 }
 
 // useKlog sends k8s.io/apiserver's and client-go's klog output (the

@@ -41,13 +41,6 @@ func (f *encryptionOptions) validate(*Options) []error {
 	return errs
 }
 
-// encryptionConfig is the decryption's configuration; ok is false without
-// --encryption-provider-config (values are read as stored).
-func (o *Options) encryptionConfig(lg *zap.Logger, ms *metrics.Set) (cfg encryption.Config, ok bool) {
-	f := &o.Encryption
-	return encryption.Config{File: f.file, AutomaticReload: f.reload, Logger: lg, Metrics: ms}, f.file != ""
-}
-
 // openEncryption loads --encryption-provider-config; nil without it.
 func (o *Options) openEncryption(lg *zap.Logger, ms *metrics.Set) (*encryption.Transformers, error) {
 	cfg, ok := o.encryptionConfig(lg, ms)

@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
-	"go.uber.org/zap"
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/lazyapi/lazyapi/forward"
@@ -83,23 +81,4 @@ func (f *forwardOptions) fitSeats(v int64, changed func(string) bool) int64 {
 		r = int64(f.maxShort+f.maxStreams) * seat
 	}
 	return r
-}
-
-// forwardConfig is the forwarder's configuration; ok is false without
-// --upstream-kubeconfig. Call it after validate.
-func (o *Options) forwardConfig(lg *zap.Logger, ms *metrics.Set) (cfg forward.Config, ok bool) {
-	f := &o.Forward
-	if !f.on() {
-		return cfg, false
-	}
-	return forward.Config{
-		Upstream:     f.upstream,
-		TLS:          f.tls,
-		MaxShort:     f.maxShort,
-		MaxStreams:   f.maxStreams,
-		DialTimeout:  f.dialTimeout,
-		WriteTimeout: o.Serving.writeTimeout,
-		Logger:       lg,
-		Metrics:      ms,
-	}, true
 }

@@ -9,18 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"google.golang.org/grpc"
 	"k8s.io/apiserver/pkg/audit/policy"
 	cliflag "k8s.io/component-base/cli/flag"
 
-	"github.com/lazyapi/lazyapi/audit"
-	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/internal/certfile"
-	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -29,10 +22,12 @@ import (
 // packages' configurations. parseFlags binds every flag to a field of a
 // section, complete fills what the flags leave to derive, validate checks
 // every section in one pass (each problem an error "--flag: problem"),
-// and the *Config methods build each package's Config: storeConfig,
-// etcdClientConfig, failoverConfig, limiterConfig, cacheConfig,
-// encryptionConfig, authnConfig, auditConfig, proxyConfig. The packages
-// take those configurations and never see a flag.
+// and the *Config methods, all in configs.go, build each package's
+// Config: storeConfig, etcdClientConfig, failoverConfig, limiterConfig,
+// cacheConfig, encryptionConfig, rbacConfig, authzWebhookConfig,
+// tokenReviewConfig, authnConfig, auditConfig, forwardConfig,
+// proxyConfig. The packages take those configurations and never see a
+// flag.
 //
 // Adding a flag section (for example forwarding's --upstream-kubeconfig):
 //  1. write a type with addFlags(*cliflag.NamedFlagSets), registering its
@@ -40,7 +35,8 @@ import (
 //     []error, returning flagError(...)s;
 //  2. add it as a field of Options and to the list in
 //     (*Options).sections;
-//  3. add the *Config method that builds its package's Config.
+//  3. add the *Config method that builds its package's Config to
+//     configs.go.
 //
 // --help then prints the section (in the order of sections), parseFlags
 // binds it and validate checks it; nothing else changes.
@@ -276,28 +272,6 @@ func loadKeyPair(certFlag, certFile, keyFlag, keyFile string) (*certfile.KeyPair
 // etcdProbeTimeout bounds the first request to etcd at start.
 const etcdProbeTimeout = 5 * time.Second
 
-// etcdClientConfig is the etcd client's configuration for endpoints (the
-// --etcd-servers, or the embedded etcd's).
-func (o *Options) etcdClientConfig(endpoints []string, lg *zap.Logger, dial []grpc.DialOption) clientv3.Config {
-	return clientv3.Config{Endpoints: endpoints, DialTimeout: etcdProbeTimeout, TLS: o.Etcd.tls, Logger: lg, DialOptions: dial}
-}
-
-// failoverConfig is store.FailoverConfig of --etcd-preferred-server and
-// --etcd-slow-member-margin (0 turns the latency choice off: -1).
-func (o *Options) failoverConfig(endpoints []string, retry *store.ReadRetry, lg *zap.Logger, ms *metrics.Set) store.FailoverConfig {
-	margin := o.Etcd.slowMargin
-	if margin == 0 {
-		margin = -1
-	}
-	return store.FailoverConfig{Endpoints: endpoints, Preferred: o.Etcd.preferred, TLS: o.Etcd.tls, DialTimeout: etcdProbeTimeout,
-		SlowMargin: margin, Retry: retry, Logger: lg, Metrics: ms}
-}
-
-// storeConfig is the store's configuration: prefix and LIST pages.
-func (o *Options) storeConfig(ms *metrics.Set) store.Config {
-	return store.Config{Prefix: o.Etcd.prefix, PageSize: o.Etcd.listPageSize, PageBytes: int(o.Etcd.listPageBytes), Metrics: ms}
-}
-
 // admissionOptions are the memory limit and the limiter's flags.
 type admissionOptions struct {
 	memoryLimit           byteSize // 0: no limit set (a GOMEMLIMIT env var stays in force)
@@ -421,30 +395,6 @@ func (o *Options) queueWait() time.Duration {
 	return min(o.Admission.maxQueueWait, o.Serving.requestTimeout/4)
 }
 
-// limiterConfig is the limiter's configuration. Call it after validate.
-func (o *Options) limiterConfig(lg *zap.Logger, ms *metrics.Set) ratelimit.Config {
-	a := &o.Admission
-	cfg := ratelimit.DefaultConfig()
-	inflight, _ := o.inflightBytes() // checked by validate
-	cfg.MaxRequestsInflight = a.maxRequestsInflight
-	cfg.MaxWatchesInflight = a.maxWatchesInflight
-	cfg.MaxInflightBytes = inflight
-	cfg.MaxWatchBytes = int64(a.maxWatchBytes)
-	cfg.MaxSingleRequestBytes = int64(a.maxSingleRequestBytes)
-	cfg.MaxQueued = a.maxQueued
-	cfg.MaxQueueWait = o.queueWait()
-	cfg.MaxBulkInflight = a.maxBulkInflight
-	cfg.BulkListBytes = int64(a.bulkListBytes)
-	cfg.ShortReservedBytes = int64(a.shortReservedBytes)
-	cfg.BulkYield = a.bulkYield
-	cfg.ClientShare = a.clientShare
-	cfg.PerClientQPS = a.perClientQPS
-	cfg.PerClientBurst = a.perClientBurst
-	cfg.Logger = lg
-	cfg.Metrics = ms
-	return cfg
-}
-
 // watchCacheOptions are the watch cache's flags.
 type watchCacheOptions struct {
 	enabled   bool           // --watch-cache
@@ -511,23 +461,6 @@ func (w *watchCacheOptions) preloadFilter() func(string) bool {
 	return func(name string) bool { return set[name] }
 }
 
-// cacheConfig is the watch cache's configuration over cli; p gives the
-// decryption and the failover's moves.
-func (o *Options) cacheConfig(cli *clientv3.Client, p *parts, lg *zap.Logger) cache.Config {
-	return cache.Config{
-		Client:           cli,
-		Logger:           lg,
-		Metrics:          p.metrics,
-		MemoryBytes:      o.cacheBytes(),
-		Sizes:            o.WatchCache.sizes,
-		ProgressInterval: o.WatchCache.progress,
-		Decrypt:          cacheDecrypt(p.enc),
-		HoldDecrypted:    o.Encryption.cacheDecrypted,
-		EtcdMoved:        etcdMoved(p.failover),
-		Filled:           returnFillMemory(lg, fillMemoryMinBytes(o.cacheBytes())),
-	}
-}
-
 // auditOptions are kube-apiserver's audit log flags.
 type auditOptions struct {
 	path                       string // --audit-log-path; "": no audit log
@@ -585,14 +518,6 @@ func (a *auditOptions) validate(*Options) []error {
 	return errs
 }
 
-// auditConfig is the audit log's configuration; ok is false without
-// --audit-log-path (no audit log).
-func (o *Options) auditConfig(lg *zap.Logger, ms *metrics.Set) (cfg audit.Config, ok bool) {
-	a := &o.Audit
-	return audit.Config{Path: a.path, PolicyFile: a.policyFile, MaxSize: a.maxSize, MaxAge: a.maxAge,
-		MaxBackups: a.maxBackup, Compress: a.compress, Logger: lg, Metrics: ms}, a.path != ""
-}
-
 // loggingOptions are the log's flags.
 type loggingOptions struct {
 	levelName string
@@ -639,32 +564,6 @@ func (m *miscOptions) addFlags(fss *cliflag.NamedFlagSets) {
 }
 
 func (m *miscOptions) validate(*Options) []error { return nil }
-
-// proxyConfig is the HTTP server's configuration, of the parts built
-// before it.
-func (o *Options) proxyConfig(p *parts, lg *zap.Logger) proxy.Config {
-	return proxy.Config{
-		Store:              store.New(p.cli, o.storeConfig(p.metrics)),
-		RequestTimeout:     o.Serving.requestTimeout,
-		WriteTimeout:       o.Serving.writeTimeout,
-		DisableCompression: !o.Serving.compression,
-		Resources:          p.resources,
-		Logger:             lg,
-		Metrics:            p.metrics,
-		Limiter:            p.limiter,
-		Cache:              p.cache,
-		Authenticator:      p.authn,
-		Profiling:          o.Misc.profiling,
-		OpenAPI:            p.openAPI,
-		Authorizer:         p.authorizer,
-		Encryption:         p.enc,
-		CacheDecrypted:     o.Encryption.cacheDecrypted,
-		EtcdFailover:       etcdFailoverStatus(p.failover),
-		Audit:              p.audit,
-		Forward:            p.forward,
-		ServesWrites:       p.forward != nil,
-	}
-}
 
 // listenAddress is --bind-address with port.
 func (o *Options) listenAddress(port int) string {

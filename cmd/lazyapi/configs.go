@@ -1,0 +1,222 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/VictoriaMetrics/metrics"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/lazyapi/lazyapi/audit"
+	"github.com/lazyapi/lazyapi/authn"
+	"github.com/lazyapi/lazyapi/authn/tokenreview"
+	"github.com/lazyapi/lazyapi/authz"
+	"github.com/lazyapi/lazyapi/authz/rbacetcd"
+	authzwebhook "github.com/lazyapi/lazyapi/authz/webhook"
+	"github.com/lazyapi/lazyapi/cache"
+	"github.com/lazyapi/lazyapi/encryption"
+	"github.com/lazyapi/lazyapi/forward"
+	"github.com/lazyapi/lazyapi/internal/webhookclient"
+	"github.com/lazyapi/lazyapi/proxy"
+	"github.com/lazyapi/lazyapi/ratelimit"
+	"github.com/lazyapi/lazyapi/store"
+)
+
+// The translation point: each package's Config is built here from the
+// parsed and validated Options (options.go and the sections in
+// serving.go, decrypt.go, forward.go). The packages take these
+// configurations and never see a flag; serveAPI (api.go) only starts them
+// in order.
+
+// rbacConfig is the RBAC source's configuration: the RBAC objects under
+// --etcd-prefix, decrypted with p.enc, kept in rbac.
+func (o *Options) rbacConfig(p *parts, rbac *authz.RBAC, lg *zap.Logger) rbacetcd.Config {
+	return rbacetcd.Config{Client: p.cli, Prefix: o.Etcd.prefix, RBAC: rbac, Logger: lg, Metrics: p.metrics,
+		Decrypt: rbacDecrypt(p.enc)}
+}
+
+// etcdClientConfig is the etcd client's configuration for endpoints (the
+// --etcd-servers, or the embedded etcd's).
+func (o *Options) etcdClientConfig(endpoints []string, lg *zap.Logger, dial []grpc.DialOption) clientv3.Config {
+	return clientv3.Config{Endpoints: endpoints, DialTimeout: etcdProbeTimeout, TLS: o.Etcd.tls, Logger: lg, DialOptions: dial}
+}
+
+// failoverConfig is store.FailoverConfig of --etcd-preferred-server and
+// --etcd-slow-member-margin (0 turns the latency choice off: -1).
+func (o *Options) failoverConfig(endpoints []string, retry *store.ReadRetry, lg *zap.Logger, ms *metrics.Set) store.FailoverConfig {
+	margin := o.Etcd.slowMargin
+	if margin == 0 {
+		margin = -1
+	}
+	return store.FailoverConfig{Endpoints: endpoints, Preferred: o.Etcd.preferred, TLS: o.Etcd.tls, DialTimeout: etcdProbeTimeout,
+		SlowMargin: margin, Retry: retry, Logger: lg, Metrics: ms}
+}
+
+// storeConfig is the store's configuration: prefix and LIST pages.
+func (o *Options) storeConfig(ms *metrics.Set) store.Config {
+	return store.Config{Prefix: o.Etcd.prefix, PageSize: o.Etcd.listPageSize, PageBytes: int(o.Etcd.listPageBytes), Metrics: ms}
+}
+
+// limiterConfig is the limiter's configuration. Call it after validate.
+func (o *Options) limiterConfig(lg *zap.Logger, ms *metrics.Set) ratelimit.Config {
+	a := &o.Admission
+	cfg := ratelimit.DefaultConfig()
+	inflight, _ := o.inflightBytes() // checked by validate
+	cfg.MaxRequestsInflight = a.maxRequestsInflight
+	cfg.MaxWatchesInflight = a.maxWatchesInflight
+	cfg.MaxInflightBytes = inflight
+	cfg.MaxWatchBytes = int64(a.maxWatchBytes)
+	cfg.MaxSingleRequestBytes = int64(a.maxSingleRequestBytes)
+	cfg.MaxQueued = a.maxQueued
+	cfg.MaxQueueWait = o.queueWait()
+	cfg.MaxBulkInflight = a.maxBulkInflight
+	cfg.BulkListBytes = int64(a.bulkListBytes)
+	cfg.ShortReservedBytes = int64(a.shortReservedBytes)
+	cfg.BulkYield = a.bulkYield
+	cfg.ClientShare = a.clientShare
+	cfg.PerClientQPS = a.perClientQPS
+	cfg.PerClientBurst = a.perClientBurst
+	cfg.Logger = lg
+	cfg.Metrics = ms
+	return cfg
+}
+
+// cacheConfig is the watch cache's configuration over cli; p gives the
+// decryption and the failover's moves.
+func (o *Options) cacheConfig(cli *clientv3.Client, p *parts, lg *zap.Logger) cache.Config {
+	return cache.Config{
+		Client:           cli,
+		Logger:           lg,
+		Metrics:          p.metrics,
+		MemoryBytes:      o.cacheBytes(),
+		Sizes:            o.WatchCache.sizes,
+		ProgressInterval: o.WatchCache.progress,
+		Decrypt:          cacheDecrypt(p.enc),
+		HoldDecrypted:    o.Encryption.cacheDecrypted,
+		EtcdMoved:        etcdMoved(p.failover),
+		Filled:           returnFillMemory(lg, fillMemoryMinBytes(o.cacheBytes())),
+	}
+}
+
+// auditConfig is the audit log's configuration; ok is false without
+// --audit-log-path (no audit log).
+func (o *Options) auditConfig(lg *zap.Logger, ms *metrics.Set) (cfg audit.Config, ok bool) {
+	a := &o.Audit
+	return audit.Config{Path: a.path, PolicyFile: a.policyFile, MaxSize: a.maxSize, MaxAge: a.maxAge,
+		MaxBackups: a.maxBackup, Compress: a.compress, Logger: lg, Metrics: ms}, a.path != ""
+}
+
+// proxyConfig is the HTTP server's configuration, of the parts built
+// before it.
+func (o *Options) proxyConfig(p *parts, lg *zap.Logger) proxy.Config {
+	return proxy.Config{
+		Store:              store.New(p.cli, o.storeConfig(p.metrics)),
+		RequestTimeout:     o.Serving.requestTimeout,
+		WriteTimeout:       o.Serving.writeTimeout,
+		DisableCompression: !o.Serving.compression,
+		Resources:          p.resources,
+		Logger:             lg,
+		Metrics:            p.metrics,
+		Limiter:            p.limiter,
+		Cache:              p.cache,
+		Authenticator:      p.authn,
+		Profiling:          o.Misc.profiling,
+		OpenAPI:            p.openAPI,
+		Authorizer:         p.authorizer,
+		Encryption:         p.enc,
+		CacheDecrypted:     o.Encryption.cacheDecrypted,
+		EtcdFailover:       etcdFailoverStatus(p.failover),
+		Audit:              p.audit,
+		Forward:            p.forward,
+		ServesWrites:       p.forward != nil,
+	}
+}
+
+// authzWebhookConfig is the Webhook mode's configuration and the flag
+// that names its kubeconfig.
+func (o *Options) authzWebhookConfig(ms *metrics.Set) (authzwebhook.Config, string) {
+	s := &o.Serving
+	flag := "--authorization-kubeconfig"
+	if s.authzWebhookConfig != "" {
+		flag = "--authorization-webhook-config-file"
+	}
+	return authzwebhook.Config{
+		Webhook:       webhookclient.Config{Kubeconfig: s.authzKubeconfig, ConfigFile: s.authzWebhookConfig, Version: s.authzWebhookVersion},
+		AuthorizedTTL: s.authzAuthorizedTTL, UnauthorizedTTL: s.authzUnauthorizedTTL, Metrics: ms,
+	}, flag
+}
+
+// tokenReviewConfig is the TokenReview client's configuration and the flag
+// that names its kubeconfig.
+func (o *Options) tokenReviewConfig(ms *metrics.Set) (tokenreview.Config, string) {
+	s := &o.Serving
+	auds := s.apiAudiences
+	if len(auds) == 0 && len(s.saIssuers) > 0 {
+		auds = s.saIssuers[:1] // kube-apiserver's default --api-audiences
+	}
+	flag := "--authentication-kubeconfig"
+	if s.authnWebhookConfig != "" {
+		flag = "--authentication-token-webhook-config-file"
+	}
+	return tokenreview.Config{
+		Webhook:  webhookclient.Config{Kubeconfig: s.authnKubeconfig, ConfigFile: s.authnWebhookConfig, Version: s.authnWebhookVersion},
+		CacheTTL: s.authnWebhookCacheTTL, Audiences: auds, Metrics: ms,
+	}, flag
+}
+
+// authnConfig returns the authenticator configuration: the flags' files,
+// the service account verifier reading bound objects through p.cli
+// (decrypted with p.enc), and the TokenReview client.
+func (o *Options) authnConfig(p *parts, lg *zap.Logger) (authn.Config, error) {
+	s := &o.Serving
+	cfg := s.authn
+	if s.tokenReview() {
+		useKlog(lg)
+		trc, flag := o.tokenReviewConfig(p.metrics)
+		tr, err := tokenreview.New(trc)
+		if err != nil {
+			return cfg, fmt.Errorf("%s: %w", flag, err)
+		}
+		cfg.TokenReview = tr
+	}
+	if len(s.saKeys) == 0 {
+		return cfg, nil
+	}
+	prefix := o.Etcd.prefix
+	v, err := authn.NewServiceAccountVerifier(authn.ServiceAccounts{
+		Keys: s.saKeys, Issuers: s.saIssuers, Audiences: s.apiAudiences, LookupLegacy: s.saLookup,
+		Lookup: etcdLookup{cli: p.cli, prefix: prefix, enc: p.enc}, Prefix: prefix,
+	}, nil)
+	if err != nil {
+		return cfg, fmt.Errorf("--service-account-key-file: %w", err)
+	}
+	cfg.ServiceAccounts = v
+	return cfg, nil
+}
+
+// encryptionConfig is the decryption's configuration; ok is false without
+// --encryption-provider-config (values are read as stored).
+func (o *Options) encryptionConfig(lg *zap.Logger, ms *metrics.Set) (cfg encryption.Config, ok bool) {
+	f := &o.Encryption
+	return encryption.Config{File: f.file, AutomaticReload: f.reload, Logger: lg, Metrics: ms}, f.file != ""
+}
+
+// forwardConfig is the forwarder's configuration; ok is false without
+// --upstream-kubeconfig. Call it after validate.
+func (o *Options) forwardConfig(lg *zap.Logger, ms *metrics.Set) (cfg forward.Config, ok bool) {
+	f := &o.Forward
+	if !f.on() {
+		return cfg, false
+	}
+	return forward.Config{
+		Upstream:     f.upstream,
+		TLS:          f.tls,
+		MaxShort:     f.maxShort,
+		MaxStreams:   f.maxStreams,
+		DialTimeout:  f.dialTimeout,
+		WriteTimeout: o.Serving.writeTimeout,
+		Logger:       lg,
+		Metrics:      ms,
+	}, true
+}
