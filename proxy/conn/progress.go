@@ -19,8 +19,8 @@ import (
 // of at most 16 KiB with its own Write, one write syscall per record; the
 // syscalls were 47% of a cached JSON LIST's CPU over TLS (bench/RESULTS.md
 // ## cpu: TLS records coalesced into socket writes). Between Hold and
-// Release (in package proxy, one HTTP chunk of a streamed watch or gzip
-// LIST: errWriter; a whole uncompressed LIST: lister.respondStream) the
+// Release (one HTTP chunk of a streamed watch or gzip LIST: ChunkWriter;
+// in package proxy, a whole uncompressed LIST: lister.respondStream) the
 // sealed records go into a buffer of at most CoalesceBytes, taken from a
 // pool at the first record and given back at the last release, and reach
 // the socket in one write when the next record does not fit and at the
