@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/url"
 	"testing"
 	"time"
@@ -50,23 +49,8 @@ func startCacheTwins(t testing.TB, history int, opts ...envOption) *cacheTwins {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err := proxy.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-served
-	})
-	tw := &cacheTwins{cached: e, etcd: &env{url: "http://" + ln.Addr().String(), cli: e.cli, srv: srv}}
+	srv, addr := serveProxy(t, cfg)
+	tw := &cacheTwins{cached: e, etcd: &env{url: "http://" + addr, cli: e.cli, srv: srv}}
 	// The proxy's first request creates the cache of ConfigMaps.
 	e.raw(t, "GET", "/api/v1/configmaps?limit=1", "")
 	tw.cr = c.Resource(cache.Spec{Name: "configmaps", Prefix: "/registry/configmaps/", Namespaced: true})

@@ -1,10 +1,8 @@
 package proxy_test
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,8 +11,6 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/internal/testing/etcdtest"
@@ -35,10 +31,7 @@ import (
 // call's bound: the estimate's sample that etcd did not answer is its
 // answer (before, its own read then waited again: 10 s).
 func TestEtcdPartitionNamespacedList(t *testing.T) {
-	etcd := etcdtest.Start(t)
-	e := &env{etcd: etcd, cli: etcd.Client}
-	e.put(t, "configmaps", &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "a", UID: "uid-cm"}})
+	etcd := etcdWithConfigMap(t)
 	px := etcdtest.NewProxy(t, strings.TrimPrefix(etcd.Endpoint, "http://"))
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{px.URL()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -57,17 +50,8 @@ func TestEtcdPartitionNamespacedList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(proxy.Config{Client: cli, Store: store.New(cli, store.Config{Prefix: "/registry", Metrics: ms}),
+	_, addr := serveProxy(t, proxy.Config{Client: cli, Store: store.New(cli, store.Config{Prefix: "/registry", Metrics: ms}),
 		Resources: resource.NewBuiltin(), Metrics: ms, Cache: c, Limiter: lim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	r := c.Resource(cache.Spec{Name: "configmaps", Prefix: "/registry/configmaps/", Namespaced: true})
 	waitFor(t, "configmaps cached", func() error {
 		if st, why := r.Status(); st != cache.StateReady {
@@ -88,7 +72,7 @@ func TestEtcdPartitionNamespacedList(t *testing.T) {
 	} {
 		time.Sleep(1100 * time.Millisecond) // past the 1 s etcd-down hold: every case asks etcd
 		start := time.Now()
-		resp, err := http.Get("http://" + ln.Addr().String() + "/api/v1/namespaces/a/" + tc.path)
+		resp, err := http.Get("http://" + addr + "/api/v1/namespaces/a/" + tc.path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -187,12 +187,12 @@ func (g *writeGuard) done(err error) {
 	s := g.s
 	if expired {
 		s.aborted.timeout.Inc()
-		s.rateLog.warn(g.client, "abort", "stream aborted: the request overran --request-timeout",
+		s.rateLog.warn(g.client, "abort", "stream aborted: the request overran the request timeout",
 			zap.String("stream", g.what), zap.Duration("requestTimeout", s.cfg.RequestTimeout))
 		return
 	}
 	s.aborted.stalled.Inc()
-	s.rateLog.warn(g.client, "abort", "stream aborted: its client read nothing for --write-timeout",
+	s.rateLog.warn(g.client, "abort", "stream aborted: its client read nothing for the write timeout",
 		zap.String("stream", g.what), zap.Duration("writeTimeout", g.timeout))
 }
 
@@ -201,7 +201,7 @@ func (g *writeGuard) done(err error) {
 // written, when the write failed, or when the response is reset (a closed
 // connection, another body set), releases the admission and returns the
 // buffer to the pool. A write that failed for its deadline (the client read
-// nothing for --write-timeout) is counted and logged as a stalled stream.
+// nothing for the write timeout) is counted and logged as a stalled stream.
 type heldBody struct {
 	s       *Server
 	client  string
@@ -250,13 +250,13 @@ func (h *heldBody) Close() error {
 }
 
 // CloseWithError is fasthttp's close with the write's error (after
-// Close): a write that ran out of --write-timeout is a stalled client.
+// Close): a write that ran out of the write timeout is a stalled client.
 func (h *heldBody) CloseWithError(err error) error {
 	_ = h.Close()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		s := h.s
 		s.aborted.stalled.Inc()
-		s.rateLog.warn(h.client, "abort", "response aborted: its client read nothing for --write-timeout",
+		s.rateLog.warn(h.client, "abort", "response aborted: its client read nothing for the write timeout",
 			zap.String("stream", "body"), zap.Duration("writeTimeout", s.cfg.WriteTimeout))
 	}
 	return nil
