@@ -77,3 +77,13 @@ func SetScanWindowBytes(n int64) (restore func()) {
 // DisableSharedLists makes every LIST from etcd read its own (the path
 // before shared LISTs, sharedlist.go); call it before the server serves.
 func (s *Server) DisableSharedLists() { s.lists = nil }
+
+// SetProtoBufferBytes sets the bound of a protobuf list kept encoded during
+// its size pass (protoBufferBytes, 2 MiB) to n and returns a func that
+// restores it. Call it before starting the servers of a test and restore
+// after they stop (no test runs in parallel in this package).
+func SetProtoBufferBytes(n int) (restore func()) {
+	old := protoBufferBytes
+	protoBufferBytes = n
+	return func() { protoBufferBytes = old }
+}
