@@ -19,7 +19,7 @@ func (s *Server) ServeInMemory(uri, accept string, w io.Writer) (int, error) {
 	req.Header.Set("Accept", accept)
 	var rc fasthttp.RequestCtx
 	// Not rc.Init: its connection panics on SetWriteDeadline, which every
-	// flush of a streamed LIST calls (progress.go).
+	// flush of a streamed LIST calls (proxy/conn/writeguard.go).
 	rc.Init2(memConn{}, nopLogger{}, true)
 	req.CopyTo(&rc.Request)
 	s.handle(&rc)
