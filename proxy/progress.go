@@ -26,9 +26,10 @@ import (
 //     took none of its bytes for Config.WriteTimeout (--write-timeout, 10
 //     s). Progress is counted under TLS, on the connection's socket
 //     (conn.Progress: every byte the kernel takes, also within a write
-//     blocked on the client), and checked every quarter of the timeout,
-//     so a stream is ended between 3/4 and 1 × --write-timeout after the
-//     socket last took a byte from it. On a
+//     blocked on the client), and checked every quarter of the timeout
+//     by one sweep for the whole process (writeGuard), so a stream is
+//     ended between 3/4 and 1 × --write-timeout after the socket last
+//     took a byte from it. On a
 //     connection that is not counted (a listener not wrapped by
 //     CountWrites), the whole flush must complete within --write-timeout
 //     of its start. A client that reads slowly but steadily (an informer
@@ -78,6 +79,17 @@ var pastDeadline = time.Unix(1, 0)
 // writeGuard bounds the writes of one streamed response on its connection.
 // arm is called by the writing goroutine before each write; the context's
 // end may fire from any goroutine. It is safe for concurrent use.
+//
+// On a counted connection (pc: every connection Serve accepts) a write
+// costs the guard nothing but a lock: the first arm registers the guard
+// with the process's one sweeper (guardSweep), which looks every quarter
+// of the timeout at the writes under way and ends one that made no
+// progress (its deadline moved into the past). The guard used to set a
+// write deadline and reset a timer at every write, and the timer then
+// fired up to 5 times after it (a goroutine each): at 15,000 kubelet-shaped
+// watches that was 7% of the server's CPU and most of its timer wake-ups
+// (bench/RESULTS.md ## fanout). On a connection that is not counted each
+// arm sets a deadline of --write-timeout from now, as before.
 type writeGuard struct {
 	s       *Server
 	conn    net.Conn // nil: no deadlines (tests without a connection)
@@ -87,12 +99,18 @@ type writeGuard struct {
 	timeout time.Duration
 	stop    func() bool
 
-	mu       sync.Mutex
-	expired  bool // the request's context ended: the deadline stays past
-	finished bool // done was called
-	timer    *time.Timer
-	mark     int64     // pc's bytes written at the last progress
-	deadline time.Time // the write deadline set last
+	mu         sync.Mutex
+	expired    bool // the request's context ended: the deadline stays past
+	finished   bool // done was called
+	stalled    bool // the sweep found the write stuck: the deadline stays past
+	registered bool // in guardSweep (pc != nil, armed once, not done)
+
+	// The sweep's view, touched only by its goroutine: the bytes written
+	// at its last look, when they last moved (or the write was first seen
+	// under way), whether a write was under way then.
+	mark    int64
+	markAt  time.Time
+	writing bool
 }
 
 // CountWrites wraps ln so that the write guards of streamed responses
@@ -119,46 +137,123 @@ func (s *Server) guardWrites(ctx context.Context, rc *fasthttp.RequestCtx, what 
 	return g
 }
 
-// arm sets the deadline of the next write: --write-timeout from now, moved
-// on by check while the client takes bytes.
+// arm readies the guard for the next write. On a counted connection the
+// first arm clears the connection's write deadline (fasthttp's, of
+// --write-timeout from the response's start) and hands the guard to the
+// sweep; later arms do nothing. On other connections it sets the deadline
+// of the write: --write-timeout from now.
 func (g *writeGuard) arm() {
 	if g == nil || g.conn == nil {
 		return
 	}
 	g.mu.Lock()
-	if !g.expired && !g.finished {
-		g.deadline = time.Now().Add(g.timeout)
-		_ = g.conn.SetWriteDeadline(g.deadline)
-		if g.pc != nil {
-			g.mark = g.pc.Written()
-			if g.timer == nil {
-				g.timer = time.AfterFunc(g.timeout/4, g.check)
-			} else {
-				g.timer.Reset(g.timeout / 4)
-			}
-		}
+	defer g.mu.Unlock()
+	if g.expired || g.finished || g.stalled {
+		return
+	}
+	if g.pc == nil {
+		_ = g.conn.SetWriteDeadline(time.Now().Add(g.timeout))
+		return
+	}
+	if !g.registered {
+		g.registered = true
+		_ = g.conn.SetWriteDeadline(time.Time{})
+		sweep.add(g)
+	}
+}
+
+// look is the sweep's look at the guard at now: whether its write is stuck
+// (under way, no byte taken for 3/4 of the timeout; the sweep looks every
+// quarter, so a stream is ended between 3/4 and 1 × --write-timeout
+// after the socket last took a byte from it).
+func (g *writeGuard) look(now time.Time) (stuck bool) {
+	w, writing := g.pc.Written(), g.pc.Writing()
+	if w != g.mark || !writing || !g.writing {
+		g.mark, g.markAt, g.writing = w, now, writing
+		return false
+	}
+	return now.Sub(g.markAt) >= g.timeout-g.timeout/4
+}
+
+// cut ends a stuck write: its deadline moves into the past, and stays
+// there (arm no longer clears it).
+func (g *writeGuard) cut() {
+	g.mu.Lock()
+	if !g.expired && !g.finished && !g.stalled {
+		g.stalled = true
+		_ = g.conn.SetWriteDeadline(pastDeadline)
 	}
 	g.mu.Unlock()
 }
 
-// check runs every quarter of --write-timeout after arm until the
-// deadline passes: when the client took bytes since the last check, the
-// deadline moves to --write-timeout from now. A blocked write sees the
-// new deadline.
-func (g *writeGuard) check() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.expired || g.finished {
-		return
+// guardSweep holds the armed write guards of counted connections and
+// looks at them every quarter of the shortest timeout among them, from one
+// goroutine that runs while it holds any.
+type guardSweep struct {
+	mu      sync.Mutex
+	guards  map[*writeGuard]struct{}
+	running bool
+	sooner  chan struct{} // a guard with a shorter period came
+	period  time.Duration // of the running loop
+}
+
+var sweep = &guardSweep{guards: make(map[*writeGuard]struct{}), sooner: make(chan struct{}, 1)}
+
+func (sw *guardSweep) add(g *writeGuard) {
+	sw.mu.Lock()
+	sw.guards[g] = struct{}{}
+	p := max(g.timeout/4, time.Millisecond)
+	switch {
+	case !sw.running:
+		sw.running, sw.period = true, p
+		go sw.loop(p)
+	case p < sw.period:
+		select {
+		case sw.sooner <- struct{}{}:
+		default:
+		}
 	}
-	now := time.Now()
-	if w := g.pc.Written(); w != g.mark {
-		g.mark = w
-		g.deadline = now.Add(g.timeout)
-		_ = g.conn.SetWriteDeadline(g.deadline)
-	}
-	if now.Before(g.deadline) {
-		g.timer.Reset(min(g.timeout/4, g.deadline.Sub(now)))
+	sw.mu.Unlock()
+}
+
+func (sw *guardSweep) remove(g *writeGuard) {
+	sw.mu.Lock()
+	delete(sw.guards, g)
+	sw.mu.Unlock()
+}
+
+// loop looks at the guards until none is left.
+func (sw *guardSweep) loop(period time.Duration) {
+	t := time.NewTimer(period)
+	defer t.Stop()
+	var stuck []*writeGuard
+	for {
+		select {
+		case <-t.C:
+		case <-sw.sooner:
+		}
+		now := time.Now()
+		sw.mu.Lock()
+		if len(sw.guards) == 0 {
+			sw.running = false
+			sw.mu.Unlock()
+			return
+		}
+		period = time.Duration(1<<63 - 1)
+		for g := range sw.guards {
+			period = min(period, max(g.timeout/4, time.Millisecond))
+			if g.look(now) {
+				stuck = append(stuck, g)
+			}
+		}
+		sw.period = period
+		sw.mu.Unlock()
+		for i, g := range stuck {
+			g.cut()
+			stuck[i] = nil
+		}
+		stuck = stuck[:0]
+		t.Reset(period)
 	}
 }
 
@@ -173,8 +268,14 @@ func (g *writeGuard) done(err error) {
 	}
 	g.mu.Lock()
 	g.finished = true
-	if g.timer != nil {
-		g.timer.Stop()
+	if g.registered {
+		g.registered = false
+		sweep.remove(g)
+		if !g.expired && !g.stalled {
+			// What fasthttp writes after the stream (its last chunk) is
+			// bounded as the stream's writes were.
+			_ = g.conn.SetWriteDeadline(time.Now().Add(g.timeout))
+		}
 	}
 	expired := g.expired
 	g.mu.Unlock()
