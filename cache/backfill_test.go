@@ -487,7 +487,7 @@ func TestRefusedFillRetriesUnread(t *testing.T) {
 	}
 	for i, e := range []observer.LoggedEntry{entries[0], entries[len(entries)-1]} {
 		reason, _ := e.ContextMap()["reason"].(string)
-		if unreadReason := strings.Contains(reason, "measured at the last refusal"); unreadReason != (i > 0) || !strings.Contains(reason, "--watch-cache-memory") {
+		if unreadReason := strings.Contains(reason, "measured at the last refusal"); unreadReason != (i > 0) || !strings.Contains(reason, "MemoryBytes=") {
 			t.Errorf("refusal %d: reason %q", i, reason)
 		}
 	}

@@ -128,7 +128,7 @@ func (s State) String() string {
 
 // Spec identifies a resource to cache.
 type Spec struct {
-	// Name is "resource[.group]" as in --watch-cache-sizes ("configmaps",
+	// Name is "resource[.group]" as in Config.Sizes ("configmaps",
 	// "deployments.apps", "widgets.example.com"); it also labels metrics.
 	Name string
 	// Prefix is the full etcd key prefix ending in "/", e.g.
@@ -226,9 +226,9 @@ func (c *Cache) Resource(s Spec) *Resource {
 	case c.closed:
 		r.setState(StateClosed, "cache closed")
 	case c.cfg.Disabled:
-		r.setState(StateDisabled, "--watch-cache=false")
+		r.setState(StateDisabled, "the cache is disabled (Disabled)")
 	case size == 0:
-		r.setState(StateDisabled, fmt.Sprintf("--watch-cache-sizes sets %s#0", name))
+		r.setState(StateDisabled, fmt.Sprintf("its history size is 0 (Sizes[%q])", name))
 	case !strings.HasSuffix(s.Prefix, "/"):
 		r.setState(StateDisabled, fmt.Sprintf("prefix %q does not end in /", s.Prefix))
 	default:

@@ -523,8 +523,8 @@ func TestBudgetRefuseAndEvict(t *testing.T) {
 	})
 	cms := c.Resource(cmSpec)
 	waitState(t, cms, StateRefused)
-	if _, reason := cms.Status(); !strings.Contains(reason, "--watch-cache-memory") {
-		t.Fatalf("refusal reason %q does not name the flag", reason)
+	if _, reason := cms.Status(); !strings.Contains(reason, "MemoryBytes=") {
+		t.Fatalf("refusal reason %q does not name the budget's Config field", reason)
 	}
 	if _, err := cms.Snapshot(context.Background(), ReadOptions{}); !errors.Is(err, ErrNotCached) {
 		t.Fatalf("refused resource read: %v, want ErrNotCached", err)
@@ -570,14 +570,14 @@ func TestBudgetRefuseAndEvict(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, buf.String())
 		}
 	}
-	// Disabled by --watch-cache-sizes and --watch-cache=false.
+	// Disabled by Config.Sizes (a size of 0) and Config.Disabled.
 	c2 := newTestCache(t, cli, func(c *Config) { c.Sizes = map[string]int{"configmaps": 0} })
-	if s, reason := c2.Resource(cmSpec).Status(); s != StateDisabled || !strings.Contains(reason, "configmaps#0") {
+	if s, reason := c2.Resource(cmSpec).Status(); s != StateDisabled || !strings.Contains(reason, `Sizes["configmaps"]`) {
 		t.Fatalf("configmaps#0: %s %q", s, reason)
 	}
 	c3 := newTestCache(t, cli, func(c *Config) { c.Disabled = true })
 	if _, err := c3.Resource(cmSpec).Watch(context.Background(), WatchOptions{}); !errors.Is(err, ErrNotCached) {
-		t.Fatalf("--watch-cache=false watch: %v", err)
+		t.Fatalf("Disabled cache watch: %v", err)
 	}
 }
 

@@ -151,6 +151,6 @@ func (r *Resource) tooLargeByEstimate(ctx context.Context, d *deriver, objects i
 	r.lastRefusal = refusal{objects: objects, bytes: need, sampleMean: r.sampleMean, estimated: true}
 	r.refusedUnread.Inc()
 	r.refusedEstimated.Inc()
-	return fmt.Errorf("%w: %s's %d objects need about %d bytes by estimate (%d bytes each: the lower median of %d sampled objects' entries), more than 5/4 of the %d bytes left of --watch-cache-memory=%d; no value read beyond the samples",
+	return fmt.Errorf("%w: %s's %d objects need about %d bytes by estimate (%d bytes each: the lower median of %d sampled objects' entries), more than 5/4 of the %d bytes left of the budget (MemoryBytes=%d); no value read beyond the samples",
 		errRefused, r.name, objects, need, per, len(costs), free, r.c.cfg.MemoryBytes)
 }

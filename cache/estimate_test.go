@@ -86,7 +86,7 @@ func TestFillRefusedByEstimate(t *testing.T) {
 		if len(entries) != 1 {
 			t.Fatalf("%d refusal log lines, want 1", len(entries))
 		}
-		if reason, _ := entries[0].ContextMap()["reason"].(string); !strings.Contains(reason, "by estimate") || !strings.Contains(reason, "--watch-cache-memory") {
+		if reason, _ := entries[0].ContextMap()["reason"].(string); !strings.Contains(reason, "by estimate") || !strings.Contains(reason, "MemoryBytes=") {
 			t.Errorf("refusal reason %q, want the estimate and the flag", reason)
 		}
 	})

@@ -187,7 +187,7 @@ func (r *Resource) stillTooLarge(objects int64) error {
 	if last.estimated {
 		measured = "estimated"
 	}
-	return fmt.Errorf("%w: %s's %d objects need about %.0f bytes (%d bytes for %d objects %s at the last refusal), more than the %d bytes left of --watch-cache-memory=%d",
+	return fmt.Errorf("%w: %s's %d objects need about %.0f bytes (%d bytes for %d objects %s at the last refusal), more than the %d bytes left of the budget (MemoryBytes=%d)",
 		errRefused, r.name, objects, need, last.bytes, last.objects, measured, free, r.c.cfg.MemoryBytes)
 }
 
@@ -307,7 +307,7 @@ func (r *Resource) fill(ctx context.Context, d *deriver, at int64) (*tree, int64
 			if !r.charge(e.cost()) {
 				r.lastRefusal = refusal{objects: int64(t.n) + 1, bytes: charged + e.cost(), sampleMean: r.sampleMean}
 				r.uncharge(charged)
-				return nil, 0, fmt.Errorf("%w: %s needs more than the %d bytes left of --watch-cache-memory=%d after %d objects (%d bytes)",
+				return nil, 0, fmt.Errorf("%w: %s needs more than the %d bytes left of the budget (MemoryBytes=%d) after %d objects (%d bytes)",
 					errRefused, r.name, r.c.cfg.MemoryBytes-r.c.used.Load(), r.c.cfg.MemoryBytes, t.n, charged)
 			}
 			charged += e.cost()

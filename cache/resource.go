@@ -259,10 +259,10 @@ func (r *Resource) run(ctx context.Context) {
 			if errors.Is(err, errEvicted) {
 				st = StateEvicted
 				r.evicted.Inc()
-				log.Warn("resource evicted from the cache: it grew past --watch-cache-memory; served from etcd", zap.String("reason", reason))
+				log.Warn("resource evicted from the cache: it grew past the budget; served from etcd", zap.String("reason", reason))
 			} else {
 				r.refused.Inc()
-				log.Warn("resource not cached: it does not fit --watch-cache-memory; served from etcd", zap.String("reason", reason))
+				log.Warn("resource not cached: it does not fit the budget; served from etcd", zap.String("reason", reason))
 			}
 			r.reset(st, reason)
 			wait = r.c.cfg.RetryInterval << min(refusals, 5)
@@ -374,7 +374,7 @@ func (r *Resource) apply(d *deriver, evs []*clientv3.Event) error {
 		}
 		for !r.charge(need) {
 			if r.ring.n == 0 {
-				return fmt.Errorf("%w: %s holds %d bytes with an empty history and needs %d more of --watch-cache-memory=%d",
+				return fmt.Errorf("%w: %s holds %d bytes with an empty history and needs %d more of the budget (MemoryBytes=%d)",
 					errEvicted, r.name, r.bytes.Load(), need, r.c.cfg.MemoryBytes)
 			}
 			r.dropLocked(r.ring.popOldest())

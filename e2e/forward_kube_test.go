@@ -79,6 +79,31 @@ func startFrontVia(t *testing.T, via func(endpoint string) string, extra ...stri
 		hc: &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}} // loopback test servers
 }
 
+// frontAnswer is what lazyapi answered to frontEnv.do.
+type frontAnswer struct {
+	code       int
+	retryAfter string
+	body       string
+	took       time.Duration
+}
+
+// do sends method path with body (JSON) to lazyapi as alice and returns
+// the answer and how long it took.
+func (f *frontEnv) do(t *testing.T, method, path, body string) frontAnswer {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.lazyURL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+frontAlice)
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := f.hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return frontAnswer{resp.StatusCode, resp.Header.Get("Retry-After"), string(b), time.Since(start)}
+}
+
 // kubectlRun is kubectl against server with token and env added to the
 // environment; it returns stdout, stderr and the exit code.
 func kubectlRun(t *testing.T, server, token string, env []string, args ...string) (string, string, int) {

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -31,32 +29,12 @@ func TestFrontEtcdDownAgainstKubeAPIServer(t *testing.T) {
 		px = etcdtest.NewProxy(t, strings.TrimPrefix(endpoint, "http://"))
 		return px.URL()
 	})
-	type answer struct {
-		code       int
-		retryAfter string
-		body       string
-		took       time.Duration
-	}
-	do := func(method, path, body string) answer {
-		t.Helper()
-		req, _ := http.NewRequest(method, f.lazyURL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+frontAlice)
-		req.Header.Set("Content-Type", "application/json")
-		start := time.Now()
-		resp, err := f.hc.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return answer{resp.StatusCode, resp.Header.Get("Retry-After"), string(b), time.Since(start)}
-	}
 	const cms = "/api/v1/namespaces/default/configmaps"
 	// create writes a ConfigMap through lazyapi (forwarded) and returns
 	// its name.
 	create := func(what string) string {
 		t.Helper()
-		a := do("POST", cms, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"etcd-down-"}}`)
+		a := f.do(t, "POST", cms, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"etcd-down-"}}`)
 		var cm struct {
 			Metadata struct{ Name string } `json:"metadata"`
 		}
@@ -69,14 +47,14 @@ func TestFrontEtcdDownAgainstKubeAPIServer(t *testing.T) {
 		return cm.Metadata.Name
 	}
 	name := create("etcd up")
-	if a := do("GET", cms+"/"+name, ""); a.code != 200 {
+	if a := f.do(t, "GET", cms+"/"+name, ""); a.code != 200 {
 		t.Fatalf("etcd up: GET %s: %d %.300s", name, a.code, a.body)
 	}
 	// The watch cache of ConfigMaps is filled (state 2, ready) and holds
 	// the write: a resourceVersion=0 LIST is then its answer.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		m := do("GET", "/metrics", "")
-		a := do("GET", cms+"?resourceVersion=0", "")
+		m := f.do(t, "GET", "/metrics", "")
+		a := f.do(t, "GET", cms+"?resourceVersion=0", "")
 		if strings.Contains(m.body, "\nlazyapi_cache_state{resource=\"configmaps\"} 2\n") && strings.Contains(a.body, name) {
 			break
 		}
@@ -90,26 +68,26 @@ func TestFrontEtcdDownAgainstKubeAPIServer(t *testing.T) {
 		t.Helper()
 		callBound := 5*time.Second + 2*time.Second // and a margin for 2 loaded cores
 		for _, path := range []string{cms, cms + "/" + name} {
-			a := do("GET", path, "")
+			a := f.do(t, "GET", path, "")
 			if a.code != 503 || a.retryAfter == "" || !strings.Contains(a.body, `"reason":"ServiceUnavailable"`) ||
 				!strings.Contains(a.body, "etcd") || a.took > callBound {
 				t.Errorf("%s: consistent GET %s: %d (Retry-After %q) in %v: %.300s; want 503 naming etcd within the call bound",
 					how, path, a.code, a.retryAfter, a.took, a.body)
 			}
 		}
-		if a := do("GET", cms+"?resourceVersion=0", ""); a.code != 200 || !strings.Contains(a.body, name) || a.took > callBound {
+		if a := f.do(t, "GET", cms+"?resourceVersion=0", ""); a.code != 200 || !strings.Contains(a.body, name) || a.took > callBound {
 			t.Errorf("%s: resourceVersion=0 LIST: %d in %v: %.200s; want the watch cache's ConfigMaps", how, a.code, a.took, a.body)
 		}
 		// Forwarded: kube-apiserver answers, from its own etcd connection.
 		written = append(written, create(how))
-		if a := do("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+		if a := f.do(t, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
 			`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`); a.code != 201 || !strings.Contains(a.body, `"username":"alice"`) {
 			t.Errorf("%s: a self review: %d in %v: %.300s; want kube-apiserver's 201 naming alice", how, a.code, a.took, a.body)
 		}
-		if a := do("GET", "/apis", ""); a.code != 200 || !strings.Contains(a.body, `"apiregistration.k8s.io"`) || a.took > 2*time.Second {
+		if a := f.do(t, "GET", "/apis", ""); a.code != 200 || !strings.Contains(a.body, `"apiregistration.k8s.io"`) || a.took > 2*time.Second {
 			t.Errorf("%s: /apis: %d in %v: %.200s; want kube-apiserver's groups", how, a.code, a.took, a.body)
 		}
-		if a := do("GET", "/version", ""); a.code != 200 || !strings.Contains(a.body, `"gitVersion"`) {
+		if a := f.do(t, "GET", "/version", ""); a.code != 200 || !strings.Contains(a.body, `"gitVersion"`) {
 			t.Errorf("%s: /version: %d %.200s", how, a.code, a.body)
 		}
 		// Health: not ready for reads, alive, the upstream ok. The etcd
@@ -117,7 +95,7 @@ func TestFrontEtcdDownAgainstKubeAPIServer(t *testing.T) {
 		healthBound := 3*time.Second + 2*time.Second
 		deadline := time.Now().Add(healthBound)
 		for {
-			a := do("GET", "/readyz?verbose", "")
+			a := f.do(t, "GET", "/readyz?verbose", "")
 			if a.code == 500 && strings.Contains(a.body, "[-]etcd failed") {
 				break
 			}
@@ -128,7 +106,7 @@ func TestFrontEtcdDownAgainstKubeAPIServer(t *testing.T) {
 			time.Sleep(200 * time.Millisecond) // polling lazyapi's check to a deadline
 		}
 		for path, want := range map[string]int{"/readyz/etcd": 500, "/readyz/kube-apiserver": 200, "/livez": 200} {
-			if a := do("GET", path, ""); a.code != want || a.took > healthBound {
+			if a := f.do(t, "GET", path, ""); a.code != want || a.took > healthBound {
 				t.Errorf("%s: %s: %d in %v: %s; want %d", how, path, a.code, a.took, a.body, want)
 			}
 		}
@@ -137,7 +115,7 @@ func TestFrontEtcdDownAgainstKubeAPIServer(t *testing.T) {
 		t.Helper()
 		for _, n := range written {
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-				a := do("GET", cms+"/"+n, "")
+				a := f.do(t, "GET", cms+"/"+n, "")
 				if a.code == 200 {
 					break
 				}
@@ -147,7 +125,7 @@ func TestFrontEtcdDownAgainstKubeAPIServer(t *testing.T) {
 			}
 		}
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			a := do("GET", "/readyz", "")
+			a := f.do(t, "GET", "/readyz", "")
 			if a.code == 200 {
 				break
 			}

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"io"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,52 +20,32 @@ import (
 func TestFrontKubeAPIServerDownAgainstKubeAPIServer(t *testing.T) {
 	f := startFront(t)
 	const cm = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"down-"}}`
-	type answer struct {
-		code       int
-		retryAfter string
-		body       string
-		took       time.Duration
-	}
-	do := func(method, path, body string) answer {
-		t.Helper()
-		req, _ := http.NewRequest(method, f.lazyURL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+frontAlice)
-		req.Header.Set("Content-Type", "application/json")
-		start := time.Now()
-		resp, err := f.hc.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return answer{resp.StatusCode, resp.Header.Get("Retry-After"), string(b), time.Since(start)}
-	}
-	if a := do("POST", "/api/v1/namespaces/default/configmaps", cm); a.code != 201 {
+	if a := f.do(t, "POST", "/api/v1/namespaces/default/configmaps", cm); a.code != 201 {
 		t.Fatalf("write with kube-apiserver up: %d %s", a.code, a.body)
 	}
-	if a := do("GET", "/apis", ""); a.code != 200 || !strings.Contains(a.body, `"apiregistration.k8s.io"`) {
+	if a := f.do(t, "GET", "/apis", ""); a.code != 200 || !strings.Contains(a.body, `"apiregistration.k8s.io"`) {
 		t.Fatalf("/apis with kube-apiserver up: %d %.300s", a.code, a.body)
 	}
 	kube := f.k.pid
 	down := func(how string) {
 		t.Helper()
 		connectBound := 5*time.Second + 2*time.Second // and a margin for 2 loaded cores
-		if a := do("GET", "/api/v1/namespaces/default/configmaps", ""); a.code != 200 || a.took > 2*time.Second {
+		if a := f.do(t, "GET", "/api/v1/namespaces/default/configmaps", ""); a.code != 200 || a.took > 2*time.Second {
 			t.Errorf("%s: a read: %d in %v: %.200s; want 200 at once", how, a.code, a.took, a.body)
 		}
-		if a := do("GET", "/apis", ""); a.code != 200 || !strings.Contains(a.body, `"apps"`) || a.took > connectBound {
+		if a := f.do(t, "GET", "/apis", ""); a.code != 200 || !strings.Contains(a.body, `"apps"`) || a.took > connectBound {
 			t.Errorf("%s: /apis: %d in %v: %.200s; want lazyapi's own groups within the connect bound", how, a.code, a.took, a.body)
 		}
-		a := do("POST", "/api/v1/namespaces/default/configmaps", cm)
+		a := f.do(t, "POST", "/api/v1/namespaces/default/configmaps", cm)
 		if a.code != 503 || a.retryAfter != "1" || !strings.Contains(a.body, "kube-apiserver at "+f.k.url) || a.took > connectBound {
 			t.Errorf("%s: a write: %d (Retry-After %q) in %v: %.300s; want 503 naming kube-apiserver within the connect bound", how, a.code, a.retryAfter, a.took, a.body)
 		}
-		if a := do("GET", "/readyz", ""); a.code != 200 || a.took > time.Second {
+		if a := f.do(t, "GET", "/readyz", ""); a.code != 200 || a.took > time.Second {
 			t.Errorf("%s: /readyz: %d in %v: %s; want ready within a probe's 1 s", how, a.code, a.took, a.body)
 		}
 		deadline := time.Now().Add(connectBound)
 		for {
-			a := do("GET", "/readyz/kube-apiserver", "")
+			a := f.do(t, "GET", "/readyz/kube-apiserver", "")
 			if a.code != 200 {
 				break
 			}
@@ -94,7 +72,7 @@ func TestFrontKubeAPIServerDownAgainstKubeAPIServer(t *testing.T) {
 	}
 	stopped = false
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		a := do("POST", "/api/v1/namespaces/default/configmaps", cm)
+		a := f.do(t, "POST", "/api/v1/namespaces/default/configmaps", cm)
 		if a.code == 201 {
 			break
 		}

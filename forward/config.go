@@ -139,7 +139,7 @@ func LoadKubeconfig(path string) (*url.URL, *tls.Config, error) {
 		return nil, nil, fmt.Errorf("%s: its user has a token, a password or a credential plugin: forwarding needs a front-proxy client certificate only (client-certificate and client-key)", path)
 	}
 	if len(rc.CertData) == 0 && rc.CertFile == "" {
-		return nil, nil, fmt.Errorf("%s: its user has no client certificate: forwarding needs lazyapi's front-proxy client certificate (one of --requestheader-client-ca-file's CA, named in --requestheader-allowed-names)", path)
+		return nil, nil, fmt.Errorf("%s: its user has no client certificate: forwarding needs lazyapi's front-proxy client certificate (signed by a CA of kube-apiserver's --requestheader-client-ca-file, its name in kube-apiserver's --requestheader-allowed-names)", path)
 	}
 	u, err := url.Parse(rc.Host)
 	if err != nil || u.Host == "" {

@@ -30,7 +30,7 @@ func (s *Server) refuseClearTextCredentials(rc *fasthttp.RequestCtx) bool {
 		return false
 	}
 	s.authn.failures.Inc()
-	s.log.Debug("credentials over clear text refused (--plain-port-tokens is off)",
+	s.log.Debug("credentials over clear text refused (its listener is in ClearNoTokens mode)",
 		zap.String("remote", rc.RemoteAddr().String()), zap.ByteString("uri", rc.RequestURI()))
 	s.writeStatus(rc, encoding.ErrorFormat(string(rc.Request.Header.Peek("Accept"))), unauthorized())
 	return true

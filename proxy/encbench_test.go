@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -113,17 +112,8 @@ func TestEncryptedListBench(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
 			cfg.Cache, cfg.CacheDecrypted = c, hold
 		}
-		srv, err := proxy.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Shutdown(context.Background()) })
-		return "http://" + ln.Addr().String()
+		_, addr := serveProxy(t, cfg)
+		return "http://" + addr
 	}
 	get := func(url, accept string) int64 { return discardGet(t, url, accept) }
 	sources := []struct {

@@ -41,7 +41,7 @@ import (
 // count. The GETs' objects are ten times their resource's average size (the
 // size hint their estimate starts from): their bodies, which fasthttp
 // writes after the handler returned, keep their reservation and reserve
-// the excess (heldBody, reqState.reserve).
+// the excess (conn.HeldBody, reqState.reserve).
 func TestEstimateHoldsStalled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 20 MiB to a child etcd")

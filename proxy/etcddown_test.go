@@ -1,8 +1,6 @@
 package proxy_test
 
 import (
-	"context"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -21,22 +19,10 @@ import (
 // from a cached resource too (its revision probe failed, then the etcd
 // fallback waited again: 8 s).
 func TestEtcdDownFirstRequest(t *testing.T) {
-	etcd := etcdtest.Start(t)
-	e := &env{etcd: etcd, cli: etcd.Client}
-	e.put(t, "configmaps", &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "a", UID: "uid-cm"}})
+	etcd := etcdWithConfigMap(t)
 	cached := startCachedProxy(t, etcd, resource.NewBuiltin(), "127.0.0.1:0", 64<<20, cache.StateReady)
-	srv, err := proxy.New(proxy.Config{Client: etcd.Client, Resources: resource.NewBuiltin()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	uncached := &cachedProxy{addr: ln.Addr().String()}
+	_, addr := serveProxy(t, proxy.Config{Client: etcd.Client, Resources: resource.NewBuiltin()})
+	uncached := &cachedProxy{addr: addr}
 	etcd.Embedded.Close()
 	for _, tc := range []struct{ addr, path string }{
 		{cached.addr, "/api/v1/namespaces/a/configmaps/cm"},
@@ -53,4 +39,15 @@ func TestEtcdDownFirstRequest(t *testing.T) {
 				tc.path, resp.StatusCode, resp.Header.Get("Retry-After"), d)
 		}
 	}
+}
+
+// etcdWithConfigMap starts an etcd holding the ConfigMap a/cm, the start
+// of the etcd-down and etcd-partition tests.
+func etcdWithConfigMap(t *testing.T) *etcdtest.Server {
+	t.Helper()
+	etcd := etcdtest.Start(t)
+	e := &env{etcd: etcd, cli: etcd.Client}
+	e.put(t, "configmaps", &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "a", UID: "uid-cm"}})
+	return etcd
 }

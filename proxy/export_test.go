@@ -19,7 +19,7 @@ func (s *Server) ServeInMemory(uri, accept string, w io.Writer) (int, error) {
 	req.Header.Set("Accept", accept)
 	var rc fasthttp.RequestCtx
 	// Not rc.Init: its connection panics on SetWriteDeadline, which every
-	// flush of a streamed LIST calls (progress.go).
+	// flush of a streamed LIST calls (proxy/conn/writeguard.go).
 	rc.Init2(memConn{}, nopLogger{}, true)
 	req.CopyTo(&rc.Request)
 	s.handle(&rc)
@@ -77,3 +77,22 @@ func SetScanWindowBytes(n int64) (restore func()) {
 // DisableSharedLists makes every LIST from etcd read its own (the path
 // before shared LISTs, sharedlist.go); call it before the server serves.
 func (s *Server) DisableSharedLists() { s.lists = nil }
+
+// SetProtoBufferBytes sets the bound of a protobuf list kept encoded during
+// its size pass (protoBufferBytes, 2 MiB) to n and returns a func that
+// restores it. Call it before starting the servers of a test and restore
+// after they stop (no test runs in parallel in this package).
+func SetProtoBufferBytes(n int) (restore func()) {
+	old := protoBufferBytes
+	protoBufferBytes = n
+	return func() { protoBufferBytes = old }
+}
+
+// SetCachePageItems sets how many items a page of a cache read holds
+// (cachePageItems, 256) to n and returns a func that restores it; as
+// SetProtoBufferBytes, around the servers of a test.
+func SetCachePageItems(n int) (restore func()) {
+	old := cachePageItems
+	cachePageItems = n
+	return func() { cachePageItems = old }
+}

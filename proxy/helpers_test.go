@@ -96,28 +96,9 @@ func startEnvWith(t testing.TB, etcd *etcdtest.Server, table *resource.Table, op
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err := proxy.New(cfg)
-	if err != nil {
-		t.Fatalf("proxy.New: %v", err)
-	}
+	srv, addr := serveProxy(t, cfg)
 	e.srv, e.store = srv, cfg.Store
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("Serve after Shutdown = %v, want nil", err)
-		}
-	})
-	e.url = "http://" + ln.Addr().String()
+	e.url = "http://" + addr
 	// kubernetes.NewForConfig defaults to protobuf: ask for JSON explicitly.
 	e.jsonCfg = &rest.Config{Host: e.url, QPS: -1, ContentConfig: rest.ContentConfig{
 		ContentType:        "application/json",
@@ -130,6 +111,33 @@ func startEnvWith(t testing.TB, etcd *etcdtest.Server, table *resource.Table, op
 	e.cs = kubernetes.NewForConfigOrDie(e.jsonCfg)
 	e.pcs = kubernetes.NewForConfigOrDie(e.protCfg)
 	return e
+}
+
+// serveProxy starts a server of cfg on a loopback port until the test
+// ends (it must shut down within 5 s) and returns it and its address.
+func serveProxy(t testing.TB, cfg proxy.Config) (*proxy.Server, string) {
+	t.Helper()
+	srv, err := proxy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("Serve after Shutdown = %v, want nil", err)
+		}
+	})
+	return srv, ln.Addr().String()
 }
 
 // put stores obj as kube-apiserver would (protobuf) and returns its mod

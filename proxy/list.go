@@ -382,7 +382,7 @@ func (l *lister) sizesRecorded(page []*mvccpb.KeyValue) bool {
 	if l.limit > 0 {
 		items = min(items, l.limit)
 	}
-	return int64(size)/int64(len(page))*items > protoBufferBytes
+	return int64(size)/int64(len(page))*items > int64(protoBufferBytes)
 }
 
 // plan completes what must be known before the first byte when the first
@@ -453,8 +453,10 @@ func (l *lister) prepare(ctx context.Context) *StatusError {
 }
 
 // protoBufferBytes bounds a protobuf list kept encoded during its size
-// pass (see serveList).
-const protoBufferBytes = 2 << 20
+// pass (see serveList). A variable only so that tests under the race
+// detector can cross it with smaller collections (SetProtoBufferBytes in
+// export_test.go); nothing else changes it.
+var protoBufferBytes = 2 << 20
 
 // setContinue fills lm's continue and remainingItemCount from a walk.
 func (l *lister) setContinue(lm *codec.ListMeta, ws *walkState) error {

@@ -221,14 +221,14 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 	body := &listBody{done: func(n int) {
 		// The guard ends before the request's context: a body never
 		// written (HEAD, a connection closed first) never reached
-		// guard.done in write, and the context's end would otherwise
+		// guard.Done in write, and the context's end would otherwise
 		// move the connection's write deadline into the past while
 		// fasthttp still has this response's headers to flush (the
 		// client then saw a closed connection and retried the HEAD).
-		guard.done(nil)
+		guard.Done(nil)
 		cancel()
 		st.finish(200, n)
-	}, pc: guard.pc}
+	}, pc: guard.Progress()}
 	body.write = func(w *bufio.Writer) (n int, err error) {
 		defer func() {
 			if v := recover(); v != nil {
@@ -243,7 +243,7 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 		// last bytes go out before the guard ends.
 		var held *conn.Progress
 		if !st.gzip {
-			held = guard.pc
+			held = guard.Progress()
 			held.Hold()
 			defer func() {
 				if held != nil { // a panic
@@ -261,7 +261,7 @@ func (l *lister) respondStream(ctx context.Context, cancel context.CancelFunc, r
 			}
 			held = nil
 		}
-		guard.done(err)
+		guard.Done(err)
 		*buf = sw.buf
 		putBuf(buf)
 		if err != nil {

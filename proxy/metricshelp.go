@@ -22,11 +22,11 @@ var metricHelp = map[string]string{
 	"lazyapi_decode_errors_total":                "Stored values that could not be decoded.",
 	"lazyapi_handler_panics_total":               "Handler panics recovered (answered 500).",
 	"lazyapi_list_restarts_total":                "LISTs read from etcd again at its current revision because etcd compacted the revision they had chosen between two of their pages, before any byte of theirs left.",
-	"lazyapi_streams_aborted_total":              "Responses aborted because the client took none of their bytes for --write-timeout, or the request overran --request-timeout.",
+	"lazyapi_streams_aborted_total":              "Responses aborted because the client took none of their bytes for the write timeout, or the request overran the request timeout.",
 	"lazyapi_write_coalesce_buffer_bytes":        "Bytes of the buffers collecting a TLS stream's sealed records into one socket write.",
-	"lazyapi_render_cache_bytes":                 "Bytes of JSON renderings of hot objects kept (charged to --watch-cache-memory).",
+	"lazyapi_render_cache_bytes":                 "Bytes of JSON renderings of hot objects kept (charged to the watch cache's byte budget).",
 	"lazyapi_render_cache_total":                 "JSON renderings copied from the rendering cache (hit), transcoded (miss), and added to it (kept).",
-	"lazyapi_memory_limit_bytes":                 "The --memory-limit in bytes; 0 when none is set.",
+	"lazyapi_memory_limit_bytes":                 "The process memory limit in bytes (GOMEMLIMIT is derived from it); 0 when none is set.",
 	"lazyapi_gc_percent":                         "The collector's GOGC in force (-1: off).",
 
 	// Forwarding to kube-apiserver (package forward).
@@ -39,7 +39,7 @@ var metricHelp = map[string]string{
 	"lazyapi_forward_reserved_bytes":        "Bytes the forwarded requests in flight reserve (96 KiB each), out of the in-flight memory budget.",
 
 	// Authentication and authorization.
-	"lazyapi_audit_events_total":                              "Audit events written to --audit-log-path.",
+	"lazyapi_audit_events_total":                              "Audit events written to the audit log.",
 	"lazyapi_audit_events_dropped_total":                      "Audit events dropped because the writer's queue (10,000 events or 16 MiB) was full.",
 	"lazyapi_audit_write_errors_total":                        "Audit events the log file could not take (write errors).",
 	"lazyapi_header_buffer_bytes":                             "Bytes of request header buffers grown past their first 4 KiB, held before the headers are complete (before authentication).",
@@ -67,7 +67,7 @@ var metricHelp = map[string]string{
 	"lazyapi_etcd_endpoint_changes_total":   "Changes of the etcd endpoints read from.",
 	"lazyapi_etcd_member_active":            "1 for each etcd member (endpoint) read from, else 0.",
 	"lazyapi_etcd_member_probe_seconds":     "Median latency of an etcd member's linearizable read probes, in seconds, by endpoint.",
-	"lazyapi_etcd_preferred_member_active":  "1 while reads go to --etcd-preferred-server alone, 0 while they go to the other members.",
+	"lazyapi_etcd_preferred_member_active":  "1 while reads go to the preferred etcd member alone, 0 while they go to the other members.",
 	"lazyapi_etcd_read_retries_total":       "etcd reads re-sent after the endpoints read from changed.",
 
 	// Watches and shared reads.
@@ -94,15 +94,15 @@ var metricHelp = map[string]string{
 	"lazyapi_ratelimit_seats":                     "The limits in-flight requests are admitted against, by kind.",
 	"lazyapi_ratelimit_bulk_reserved_bytes":       "Working-set bytes reserved by bulk LISTs.",
 	"lazyapi_ratelimit_bulk_yields_total":         "Pauses of bulk LIST streams for in-flight short requests.",
-	"lazyapi_ratelimit_bulk_yield_timeouts_total": "Pauses of bulk LIST streams ended by --bulk-list-yield.",
+	"lazyapi_ratelimit_bulk_yield_timeouts_total": "Pauses of bulk LIST streams ended because they reached the longest pause allowed.",
 	"lazyapi_ratelimit_bulk_yield_seconds":        "Length of the pauses of bulk LIST streams, in seconds.",
 	"lazyapi_ratelimit_queued":                    "Requests waiting for admission.",
 	"lazyapi_ratelimit_draining":                  "Responses whose handler is done and whose body is being written.",
-	"lazyapi_ratelimit_watch_reserved_bytes":      "Bytes reserved by open watches in their steady state (idle cost plus queued frames), within --max-watch-bytes.",
-	"lazyapi_ratelimit_watch_budget_bytes":        "The watches' byte budget (--max-watch-bytes).",
+	"lazyapi_ratelimit_watch_reserved_bytes":      "Bytes reserved by open watches in their steady state (idle cost plus queued frames), within the watches' byte budget.",
+	"lazyapi_ratelimit_watch_budget_bytes":        "The watches' byte budget.",
 	"lazyapi_ratelimit_watch_clients":             "Clients holding at least one watch (the fair share of the watch budget is divided among them).",
 	"lazyapi_ratelimit_reserved_bytes":            "Working-set bytes reserved by admitted requests.",
-	"lazyapi_ratelimit_budget_bytes":              "The in-flight working-set budget in bytes (--max-inflight-bytes).",
+	"lazyapi_ratelimit_budget_bytes":              "The in-flight working-set budget in bytes.",
 	"lazyapi_ratelimit_admitted_total":            "Admissions, by how (immediate, queued).",
 	"lazyapi_ratelimit_rejected_total":            "Requests answered 429 by admission, by reason.",
 	"lazyapi_ratelimit_cancelled_total":           "Requests that gave up while queued for admission.",
@@ -111,7 +111,7 @@ var metricHelp = map[string]string{
 	"lazyapi_ratelimit_used_bytes_total":          "Working-set bytes requests reported using.",
 
 	// Watch cache.
-	"lazyapi_cache_budget_bytes":                 "The watch cache's byte budget (--watch-cache-memory).",
+	"lazyapi_cache_budget_bytes":                 "The watch cache's byte budget.",
 	"lazyapi_cache_used_bytes":                   "Bytes the watch cache holds.",
 	"lazyapi_cache_bytes":                        "Bytes cached, by resource.",
 	"lazyapi_cache_objects":                      "Objects cached, by resource.",
@@ -136,7 +136,7 @@ var metricHelp = map[string]string{
 	// Encryption at rest.
 	"lazyapi_decrypt_failures_total":          "Stored values that did not decrypt, by resource and provider.",
 	"lazyapi_decrypt_size_memo_entries":       "Encrypted values whose plaintext sizes are recorded for the next protobuf LIST's size pass.",
-	"lazyapi_encryption_config_reloads_total": "Reloads of --encryption-provider-config, by status (success, failure).",
+	"lazyapi_encryption_config_reloads_total": "Reloads of the encryption configuration file, by status (success, failure).",
 
 	// Go runtime (metrics.WriteProcessMetrics).
 	"go_sched_latencies_seconds":          "Time goroutines spent runnable before running, in seconds.",

@@ -609,7 +609,7 @@ type streamWriter struct {
 	buf   []byte
 	n     int
 	yield func(written int) // reqState.yield, may be nil
-	guard *writeGuard       // deadlines of the writes; nil: none
+	guard *conn.WriteGuard  // deadlines of the writes; nil: none
 }
 
 // maybeFlush writes buf out when it passed flushSize. A write error means
@@ -625,7 +625,7 @@ func (sw *streamWriter) flush() error {
 	if len(sw.buf) == 0 {
 		return nil
 	}
-	sw.guard.arm()
+	sw.guard.Arm()
 	n, err := sw.w.Write(sw.buf)
 	sw.n += n
 	sw.buf = sw.buf[:0]

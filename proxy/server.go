@@ -69,7 +69,7 @@ type Config struct {
 	HeaderBufferBytes int64
 	// WriteTimeout bounds each write of a response (--write-timeout): a
 	// flush that a client does not take within it ends the response and
-	// releases its admission (progress.go). 0 means 10s.
+	// releases its admission (proxy/conn/writeguard.go). 0 means 10s.
 	WriteTimeout time.Duration
 	// EtcdWatchLagBytes bounds the bytes of etcd's events (keys, values
 	// and previous values) a watch served from etcd holds for a client
@@ -233,9 +233,9 @@ type Server struct {
 	// fillWaits and fillTimeouts count requests that waited for a watch
 	// cache fill and those that got 429 (fill.go); aborted counts streams
 	// ended for making no write progress or overrunning
-	// --request-timeout (progress.go); rateLog rate-limits their logs.
+	// the request timeout (progress.go); rateLog rate-limits their logs.
 	fillWaits, fillTimeouts *metrics.Counter
-	aborted                 abortMetrics
+	aborted                 *aborts
 	rateLog                 rateLog
 
 	baseCtx    context.Context
@@ -293,7 +293,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.fillWaits = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="served"}`)
 	s.fillTimeouts = s.ms.GetOrCreateCounter(`lazyapi_cache_fill_waits_total{result="timeout"}`)
-	s.aborted = newAbortMetrics(s.ms)
+	s.aborted = newAborts(s.ms, &s.rateLog, &s.cfg)
 	s.ms.GetOrCreateGauge("lazyapi_write_coalesce_buffer_bytes", func() float64 { return float64(conn.CoalesceInUse()) })
 	s.rateLog.log = cfg.Logger
 	s.headers = conn.NewBudget(s.ms, cfg.HeaderBufferBytes)

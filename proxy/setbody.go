@@ -16,7 +16,7 @@ var connBufs = conn.Buffers{Get: getBuf, Put: putBuf, Size: flushSize}
 
 // setBody sets a whole response body: compressed when the request asked
 // for it and b is larger than conn.GzipThreshold. b is copied. An admitted
-// request's body holds its admission (heldBody): its seat is given back
+// request's body holds its admission (conn.HeldBody): its seat is given back
 // now (the handler's work is done) and its bytes when fasthttp has
 // written the body. A body larger than the request's reservation (an
 // object far above its resource's average size) first reserves the
@@ -48,22 +48,22 @@ func (st *reqState) setBodyOwned(rc *fasthttp.RequestCtx, ef encoding.Format, b 
 			return false
 		}
 	}
-	hb := &heldBody{s: st.s, client: clientKey(rc), release: st.release}
-	st.release = nil
+	var held *[]byte
 	switch {
 	case buf != nil && !compress:
 		owned := b
-		hb.buf = &owned
+		held = &owned
 		*buf = nil
 	case compress:
-		hb.buf = getBuf()
-		conn.GzipWhole((*conn.AppendWriter)(hb.buf), b)
+		held = getBuf()
+		conn.GzipWhole((*conn.AppendWriter)(held), b)
 		conn.SetGzipHeaders(rc)
 	default:
-		hb.buf = getBuf()
-		*hb.buf = append((*hb.buf)[:0], b...)
+		held = getBuf()
+		*held = append((*held)[:0], b...)
 	}
-	rc.Response.SetBodyStream(hb, len(*hb.buf))
+	rc.Response.SetBodyStream(conn.NewHeldBody(held, putBuf, st.release, st.s.aborted, clientKey(rc)), len(*held))
+	st.release = nil
 	if st.drain != nil {
 		st.drain()
 		st.drain = nil

@@ -219,27 +219,25 @@ func memberBody(m *listMember, ctx context.Context, cancel context.CancelFunc, r
 	s := m.g.s
 	guard := s.guardWrites(ctx, rc, "list")
 	body := &listBody{done: func(n int) {
-		guard.done(nil)
+		guard.Done(nil)
 		m.leave()
 		cancel()
 		st.finish(200, n)
-	}, pc: guard.pc}
+	}, pc: guard.Progress()}
 	body.write = func(w *bufio.Writer) (n int, err error) {
-		held := guard.pc
+		held := guard.Progress()
 		held.Hold()
 		n, err = writeChunks(m, ctx, w, guard)
 		if rerr := held.Release(); err == nil && rerr != nil {
 			err = fmt.Errorf("cannot write response: %w", rerr)
 		}
 		m.leave() // before the guard ends: the group does not wait for it
-		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && guard.conn != nil {
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 			// The member's request timed out while it waited for a
 			// chunk (not in a write): counted as the guard counts it.
-			guard.mu.Lock()
-			guard.expired = true
-			guard.mu.Unlock()
+			guard.MarkExpired()
 		}
-		guard.done(err)
+		guard.Done(err)
 		if err != nil {
 			s.logListError(string(rc.RequestURI()), err)
 		}
@@ -250,13 +248,13 @@ func memberBody(m *listMember, ctx context.Context, cancel context.CancelFunc, r
 
 // writeChunks writes the member's chunks to w, each flushed (one HTTP
 // chunk), until the last; n counts the body's bytes before compression.
-func writeChunks(m *listMember, ctx context.Context, w *bufio.Writer, guard *writeGuard) (n int, err error) {
+func writeChunks(m *listMember, ctx context.Context, w *bufio.Writer, guard *conn.WriteGuard) (n int, err error) {
 	for {
 		c, end, err := m.take(ctx)
 		if err != nil || end {
 			return n, err
 		}
-		guard.arm()
+		guard.Arm()
 		_, werr := w.Write(c.data)
 		if werr == nil {
 			werr = w.Flush()

@@ -537,7 +537,7 @@ func (ew *etcdWatch) writeSegment(sw *watchWriter, sg *scanSegment) error {
 	if err := sw.flush(); err != nil {
 		return err
 	}
-	sw.guard.arm()
+	sw.guard.Arm()
 	_, err := sw.w.Write(sg.data)
 	if err == nil {
 		err = sw.w.Flush()

@@ -35,7 +35,7 @@ import (
 // of events (when no further event is ready), each flush under a write
 // deadline so that a stalled client cannot hold its watch (and its
 // admission) for longer than --write-timeout past its last read
-// (progress.go).
+// (proxy/conn/writeguard.go).
 //
 // A watch ends cleanly (the client re-watches) at its timeout, when the
 // cache closes the watcher for lag or a re-list, when the etcd watch breaks,
@@ -431,7 +431,7 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 	// chunk and one write, with no copy through SetBodyStreamWriter's
 	// pipe and goroutine per event (measured: bench/RESULTS.md
 	// ## watch fan-out).
-	body := &listBody{done: func(int) { w.end() }, pc: g.pc}
+	body := &listBody{done: func(int) { w.end() }, pc: g.Progress()}
 	body.write = func(bw *bufio.Writer) (int, error) {
 		m := s.watchMetrics()
 		defer func() {
@@ -460,7 +460,7 @@ func (w *watchReq) stream(run func(sw *watchWriter) error) {
 		if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			err = sw.flush()
 		}
-		g.done(err)
+		g.Done(err)
 		if err != nil {
 			s.log.Debug("watch ended", zap.String("key", prefix), zap.Error(err))
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/internal/bytesutil"
+	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/lazyapi/lazyapi/proxy/encoding"
 	"github.com/lazyapi/lazyapi/ratelimit"
 	"github.com/lazyapi/lazyapi/resource"
@@ -23,7 +24,7 @@ import (
 // watch used to keep its own 2 KiB buffer (bench/RESULTS.md ## idle
 // watch cost).
 type watchWriter struct {
-	guard *writeGuard // write deadlines, on the connection (never rc, which may be recycled)
+	guard *conn.WriteGuard // write deadlines, on the connection (never rc, which may be recycled)
 	w     *bufio.Writer
 	buf   []byte
 	m     watchMetrics
@@ -160,7 +161,7 @@ func (sw *watchWriter) flush() error {
 		sw.giveBack()
 		return nil
 	}
-	sw.guard.arm()
+	sw.guard.Arm()
 	_, err := sw.w.Write(sw.buf)
 	sw.giveBack()
 	sw.charge(0)

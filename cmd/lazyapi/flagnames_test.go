@@ -12,11 +12,15 @@ import (
 	"testing"
 )
 
-// TestLibraryMessagesNameRealFlags: where a library's message (a fill
-// refusal, a Status, a log line) names one of lazyapi's flags, the flag
-// exists under that name: renaming a flag cannot leave a message pointing
-// at a flag that is gone. Only string literals of production code count.
-func TestLibraryMessagesNameRealFlags(t *testing.T) {
+// TestLibraryMessagesNameNoFlag: no library message (a fill refusal, a
+// Status, a log line, a metric's help) names one of lazyapi's flags.
+// Libraries take Configs, not flags, and name the Config field or the
+// concept; cmd/lazyapi and docs/operating.md map those to the flags. Only
+// string literals of production code count. (A flag of another program,
+// such as kube-apiserver's --requestheader-client-ca-file that forward
+// names as "kube-apiserver's --requestheader-client-ca-file", is not
+// lazyapi's and may be named so.)
+func TestLibraryMessagesNameNoFlag(t *testing.T) {
 	o, err := parseFlags([]string{"--help"})
 	if err != nil {
 		t.Fatal(err)
@@ -29,9 +33,9 @@ func TestLibraryMessagesNameRealFlags(t *testing.T) {
 			}
 		}
 	}
-	flagRe := regexp.MustCompile(`--[a-z][a-z0-9]*(?:-[a-z0-9]+)+`)
-	seen := 0
-	for _, dir := range []string{"cache", "proxy", "store", "ratelimit", "authn", "authz", "audit", "encryption", "resource"} {
+	flagRe := regexp.MustCompile(`(kube-apiserver's )?--[a-z][a-z0-9]*(?:-[a-z0-9]+)*`)
+	literals := 0
+	for _, dir := range []string{"cache", "proxy", "store", "ratelimit", "authn", "authz", "audit", "encryption", "resource", "forward", "codec", "openapi"} {
 		err := filepath.WalkDir(filepath.Join("../..", dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.Contains(path, "testdata") {
 				return err
@@ -49,10 +53,10 @@ func TestLibraryMessagesNameRealFlags(t *testing.T) {
 				if err != nil {
 					return true
 				}
+				literals++
 				for _, name := range flagRe.FindAllString(s, -1) {
-					seen++
-					if !known[name] {
-						t.Errorf("%s: a message names %s, which is not a lazyapi flag: %q", path, name, s)
+					if known[name] { // "kube-apiserver's --x" is never a key of known
+						t.Errorf("%s: a message names the flag %s: %q; name the Config field or the concept", path, name, s)
 					}
 				}
 				return true
@@ -63,7 +67,7 @@ func TestLibraryMessagesNameRealFlags(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if seen == 0 {
-		t.Fatal("no library message names a flag: the scan found nothing to check")
+	if literals < 1000 {
+		t.Fatalf("the scan found %d string literals in the libraries: it did not read their sources", literals)
 	}
 }

@@ -95,11 +95,7 @@ func runCost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg := bench.CostConfig{Repo: sb.repo, Out: sb.out, EtcdServers: sb.etcd.servers, Prefix: sb.etcd.prefix, Objects: *objects, Namespaces: *namespaces, Size: sd,
 		Clients: *clients, Duration: *dur, LinkRate: *link, LazyAPIFlags: *lazyFlags, LazyAPIVariants: *variants, SkipKube: *skipKube, UpdateResults: *update,
 		Command: commandName() + " cost " + strings.Join(args, " "), Log: stderr}
-	rep, err := bench.RunCost(ctx, cfg)
-	if rep != nil {
-		fmt.Fprint(stdout, rep.CostMarkdown())
-	}
-	return err
+	return report(ctx, stdout, cfg, bench.RunCost, (*bench.Report).CostMarkdown)
 }
 
 func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -148,11 +144,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := bench.StormConfig{Repo: sb.repo, Out: sb.out, EtcdServers: sb.etcd.servers, Prefix: sb.etcd.prefix, Kind: k, Objects: *objects, Size: sd,
 		Rows: rs, Timeout: *timeout, InformerTransform: *transform, OwnConnections: *ownConns, DistinctAddresses: *distinct, Gzip: *gzip, CloseStreams: *closeStreams, Hold: *hold, LazyAPIFlags: sv.lazyFlags, SkipKube: sv.skipKube, SkipLazyAPI: sv.skipLazy, UpdateResults: *update, Profile: *profile,
 		Command: commandName() + " storm " + strings.Join(args, " "), Log: stderr}
-	rep, err := bench.RunStorm(ctx, cfg)
-	if rep != nil {
-		fmt.Fprint(stdout, rep.Markdown())
-	}
-	return err
+	return report(ctx, stdout, cfg, bench.RunStorm, (*bench.StormReport).Markdown)
 }
 
 func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -184,9 +176,16 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	rep, err := bench.RunKubelet(ctx, cfg)
+	return report(ctx, stdout, cfg, bench.RunKubelet, (*bench.KubeletReport).Markdown)
+}
+
+// report runs a side-by-side measurement of cfg and prints its report
+// in Markdown to stdout: whatever was measured, also when the run ended
+// with an error (the error is returned).
+func report[C, R any](ctx context.Context, stdout io.Writer, cfg C, run func(context.Context, C) (*R, error), markdown func(*R) string) error {
+	rep, err := run(ctx, cfg)
 	if rep != nil {
-		fmt.Fprint(stdout, rep.Markdown())
+		fmt.Fprint(stdout, markdown(rep))
 	}
 	return err
 }

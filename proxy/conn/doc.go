@@ -13,6 +13,12 @@
 //     tell a slow reader from a stopped one, and under TLS the records of
 //     one chunk of a stream coalesced into one socket write (Hold,
 //     Release).
+//   - Write guards (WriteGuard, HeldBody; "No progress, no seat" in
+//     writeguard.go): every write of a response under a deadline that
+//     moves while the client takes bytes, and ends at once when the
+//     request's context ends; a whole body handed to fasthttp keeps what
+//     its request holds until written. A response ended by a deadline is
+//     reported to the handler's Aborter.
 //   - Response compression (AcceptsGzip, GzipWhole, ServeGzipStream):
 //     kube-apiserver's gzip rule (responses over GzipThreshold, when
 //     Accept-Encoding names gzip), a whole body compressed at once or a
@@ -25,5 +31,6 @@
 //
 // It knows nothing of requests beyond their framing: package proxy wraps
 // its listener in a Listener, reads withheld bodies through GateOf, and
-// guards its streamed writes with ProgressOf.
+// guards its streamed writes with GuardWrites and its whole bodies with
+// NewHeldBody.
 package conn

@@ -78,7 +78,7 @@ func (l Listener) Accept() (net.Conn, error) {
 	}
 	tc, isTLS := c.(*tls.Conn)
 	if _, counted := c.(*Progress); !counted && !isTLS {
-		// Write guards measure progress on the socket (progress.go).
+		// Write guards measure progress on the socket (writeguard.go).
 		c = &Progress{Conn: c}
 	}
 	if isTLS {

@@ -1,15 +1,17 @@
-package proxy
+package conn
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
-
-	"github.com/lazyapi/lazyapi/proxy/conn"
 )
 
 // TestWriteGuardMeasuresProgress: a write to a client that reads slowly
@@ -17,17 +19,14 @@ import (
 // KiB per 300 ms take 2.4 s), and a write to a client that stops reading
 // fails with the deadline about --write-timeout after its last read.
 // net.Pipe has no buffers: every byte written is a byte read.
-// progressChunk is the most a conn.Progress writes at once to a
-// connection that is not a socket: about one TLS record.
-const progressChunk = 16 << 10
 
 func TestWriteGuardMeasuresProgress(t *testing.T) {
 	const timeout = time.Second
-	guarded := func() (*writeGuard, *conn.Progress, net.Conn) {
+	guarded := func() (*WriteGuard, *Progress, net.Conn) {
 		server, client := net.Pipe()
 		t.Cleanup(func() { server.Close(); client.Close() })
-		pc := conn.NewProgress(server, false)
-		return &writeGuard{conn: pc, pc: pc, timeout: timeout}, pc, client
+		pc := NewProgress(server, false)
+		return GuardWrites(context.Background(), pc, timeout, nil, "", ""), pc, client
 	}
 
 	g, pc, client := guarded()
@@ -40,7 +39,7 @@ func TestWriteGuardMeasuresProgress(t *testing.T) {
 			}
 		}
 	}(client)
-	g.arm()
+	g.Arm()
 	start := time.Now()
 	if _, err := pc.Write(make([]byte, 8*progressChunk)); err != nil {
 		t.Fatalf("write to a slow, steady reader failed after %s: %v", time.Since(start).Round(time.Millisecond), err)
@@ -48,7 +47,7 @@ func TestWriteGuardMeasuresProgress(t *testing.T) {
 	if d := time.Since(start); d < 2*timeout {
 		t.Fatalf("the slow reader took %s, want > 2 × the timeout (the test would show nothing)", d)
 	}
-	g.done(nil)
+	g.Done(nil)
 
 	g, pc, client = guarded()
 	go func(client net.Conn) {
@@ -59,7 +58,7 @@ func TestWriteGuardMeasuresProgress(t *testing.T) {
 			}
 		}
 	}(client)
-	g.arm()
+	g.Arm()
 	start = time.Now()
 	_, err := pc.Write(make([]byte, 8*progressChunk))
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -68,7 +67,7 @@ func TestWriteGuardMeasuresProgress(t *testing.T) {
 	if d := time.Since(start); d > 3*timeout {
 		t.Errorf("a stalled client held the write %s, want about the timeout (%s)", d, timeout)
 	}
-	g.done(nil)
+	g.Done(nil)
 }
 
 // tcpPair returns the two ends of a loopback TCP connection with small
@@ -105,7 +104,7 @@ func tcpPair(t *testing.T) (server, client *net.TCPConn) {
 // TestCoalescedWriteGuard: the write guard measures progress through a
 // coalescing connection (CountWrites, under TLS) on a real socket: a held
 // chunk of 1.5 MiB, written as TLS records of 16 KiB and sent in writes of
-// conn.CoalesceBytes, goes on past --write-timeout while its client reads
+// CoalesceBytes, goes on past --write-timeout while its client reads
 // slowly but steadily (64 KiB every 250 ms), and fails with the deadline about --write-timeout
 // after a client stops reading; the connection then fails every write
 // (crypto/tls took the buffered records as sent) and the buffer is given
@@ -114,7 +113,7 @@ func TestCoalescedWriteGuard(t *testing.T) {
 	const timeout = time.Second
 	const records, readSize = 96, 64 << 10
 	record := make([]byte, progressChunk)
-	chunk := func(pc *conn.Progress) error {
+	chunk := func(pc *Progress) error {
 		pc.Hold()
 		var err error
 		for range records {
@@ -127,11 +126,11 @@ func TestCoalescedWriteGuard(t *testing.T) {
 		}
 		return err
 	}
-	inUse := conn.CoalesceInUse()
+	inUse := CoalesceInUse()
 
 	server, client := tcpPair(t)
-	pc := conn.NewProgress(server, true)
-	g := &writeGuard{conn: pc, pc: pc, timeout: timeout}
+	pc := NewProgress(server, true)
+	g := GuardWrites(context.Background(), pc, timeout, nil, "", "")
 	read := make(chan int64, 1)
 	go func() {
 		buf := make([]byte, readSize)
@@ -146,7 +145,7 @@ func TestCoalescedWriteGuard(t *testing.T) {
 			}
 		}
 	}()
-	g.arm()
+	g.Arm()
 	start := time.Now()
 	if err := chunk(pc); err != nil {
 		t.Fatalf("coalesced write to a slow, steady reader failed after %s: %v", time.Since(start).Round(time.Millisecond), err)
@@ -154,7 +153,7 @@ func TestCoalescedWriteGuard(t *testing.T) {
 	if d := time.Since(start); d < 2*timeout {
 		t.Fatalf("the slow reader took %s, want > 2 × the timeout (the test would show nothing)", d)
 	}
-	g.done(nil)
+	g.Done(nil)
 	if w := pc.Written(); w != records*progressChunk {
 		t.Errorf("counted %d bytes written, want %d", w, records*progressChunk)
 	}
@@ -162,13 +161,13 @@ func TestCoalescedWriteGuard(t *testing.T) {
 	if n := <-read; n != records*progressChunk {
 		t.Errorf("the client read %d bytes, want %d", n, records*progressChunk)
 	}
-	if n := conn.CoalesceInUse(); n != inUse {
+	if n := CoalesceInUse(); n != inUse {
 		t.Errorf("coalescing buffers in use %d after the write, want %d", n, inUse)
 	}
 
 	server, client = tcpPair(t)
-	pc = conn.NewProgress(server, true)
-	g = &writeGuard{conn: pc, pc: pc, timeout: timeout}
+	pc = NewProgress(server, true)
+	g = GuardWrites(context.Background(), pc, timeout, nil, "", "")
 	go func() {
 		buf := make([]byte, readSize)
 		for range 2 { // then it stops reading
@@ -177,7 +176,7 @@ func TestCoalescedWriteGuard(t *testing.T) {
 			}
 		}
 	}()
-	g.arm()
+	g.Arm()
 	start = time.Now()
 	err := chunk(pc)
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -186,12 +185,12 @@ func TestCoalescedWriteGuard(t *testing.T) {
 	if d := time.Since(start); d > 3*timeout {
 		t.Errorf("a stalled client held the write %s, want about the timeout (%s)", d, timeout)
 	}
-	g.done(nil)
+	g.Done(nil)
 	_ = server.SetWriteDeadline(time.Time{})
 	if _, err := pc.Write(record); err == nil {
 		t.Error("a write after the failed flush succeeded, want the flush's error")
 	}
-	if n := conn.CoalesceInUse(); n != inUse {
+	if n := CoalesceInUse(); n != inUse {
 		t.Errorf("coalescing buffers in use %d after the failed write, want %d", n, inUse)
 	}
 }
@@ -202,7 +201,7 @@ func TestCoalescedWriteGuard(t *testing.T) {
 func TestProgressConnRawWrite(t *testing.T) {
 	for _, coalesce := range []bool{false, true} {
 		server, client := tcpPair(t)
-		pc := conn.NewProgress(server, coalesce)
+		pc := NewProgress(server, coalesce)
 		want := make([]byte, 1<<20+123)
 		for i := range want {
 			want[i] = byte(i * 7)
@@ -233,6 +232,91 @@ func TestProgressConnRawWrite(t *testing.T) {
 		}
 		if w := pc.Written(); w != int64(len(want)) {
 			t.Errorf("coalesce=%v: counted %d bytes, want %d", coalesce, w, len(want))
+		}
+	}
+}
+
+// abortLog records what an Aborter is told.
+type abortLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (a *abortLog) Aborted(reason AbortReason, stream, client string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.got = append(a.got, fmt.Sprintf("%d %s %s", reason, stream, client))
+}
+
+func (a *abortLog) String() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return strings.Join(a.got, "; ")
+}
+
+// TestWriteGuardReportsAborts: a write that fails because its request's
+// context ended is reported once as AbortRequestTimeout at once (the
+// deadline moved into the past); a write to a client that reads nothing
+// for the write timeout as AbortStalled; a stream that ended without
+// error is not reported.
+func TestWriteGuardReportsAborts(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	var log abortLog
+	server, client := net.Pipe()
+	t.Cleanup(func() { server.Close(); client.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	g := GuardWrites(ctx, server, time.Hour, &log, "list", "alice")
+	g.Arm()
+	cancel()
+	start := time.Now()
+	_, err := server.Write(make([]byte, 1024))
+	if !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) > 10*time.Second {
+		t.Fatalf("write after the request's end = %v after %s, want the deadline at once", err, time.Since(start))
+	}
+	g.Done(err)
+	g.Done(nil) // nothing more: the guard is done
+
+	server2, client2 := net.Pipe()
+	t.Cleanup(func() { server2.Close(); client2.Close() })
+	g = GuardWrites(context.Background(), server2, timeout, &log, "watch", "bob")
+	g.Arm()
+	_, err = server2.Write(make([]byte, 1024))
+	g.Done(err)
+	g = GuardWrites(context.Background(), server2, timeout, &log, "watch", "carol")
+	g.Done(nil)
+	if got, want := log.String(), "1 list alice; 0 watch bob"; got != want {
+		t.Errorf("reported %q, want %q", got, want)
+	}
+}
+
+// TestHeldBodyReleasesOnce: a HeldBody writes its bytes, and Close (any
+// number of times, with or without the write's error) releases once and
+// puts the buffer back once; a write that ran out of its deadline is
+// reported as a stalled "body", another error is not.
+func TestHeldBodyReleasesOnce(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{{nil, ""}, {io.ErrClosedPipe, ""}, {os.ErrDeadlineExceeded, "0 body dave"}} {
+		var log abortLog
+		releases, puts := 0, 0
+		buf := []byte("0123456789")
+		h := NewHeldBody(&buf, func(*[]byte) { puts++ }, func() { releases++ }, &log, "dave")
+		var out bytes.Buffer
+		if n, err := h.WriteTo(&out); n != 10 || err != nil || out.String() != "0123456789" {
+			t.Fatalf("WriteTo = %d, %v (%q), want the 10 bytes", n, err, out.String())
+		}
+		if n, err := h.Read(make([]byte, 4)); n != 0 || err != io.EOF {
+			t.Errorf("Read after the body = %d, %v, want EOF", n, err)
+		}
+		if tc.err == nil {
+			_ = h.Close()
+		} else {
+			_ = h.CloseWithError(tc.err)
+		}
+		_ = h.Close()
+		if releases != 1 || puts != 1 || log.String() != tc.want {
+			t.Errorf("close with %v: %d releases, %d puts, reported %q; want 1, 1, %q", tc.err, releases, puts, log.String(), tc.want)
 		}
 	}
 }
