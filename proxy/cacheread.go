@@ -29,7 +29,10 @@ import (
 
 // cachePageItems is how many cached items one cachePager page holds: the
 // values are already in memory, a page only costs its KeyValue headers.
-const cachePageItems = 256
+// A variable only so that tests under the race detector can cross a page
+// with fewer items (SetCachePageItems in export_test.go); nothing else
+// changes it.
+var cachePageItems = 256
 
 // cacheResource returns the cache of r, nil without Config.Cache.
 func (s *Server) cacheResource(r *resource.Resource) *cache.Resource {

@@ -87,3 +87,12 @@ func SetProtoBufferBytes(n int) (restore func()) {
 	protoBufferBytes = n
 	return func() { protoBufferBytes = old }
 }
+
+// SetCachePageItems sets how many items a page of a cache read holds
+// (cachePageItems, 256) to n and returns a func that restores it; as
+// SetProtoBufferBytes, around the servers of a test.
+func SetCachePageItems(n int) (restore func()) {
+	old := cachePageItems
+	cachePageItems = n
+	return func() { cachePageItems = old }
+}
