@@ -17,6 +17,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/proxy/conn"
 	"github.com/lazyapi/lazyapi/proxy/encoding"
+	"github.com/lazyapi/lazyapi/proxy/shared"
 	"github.com/lazyapi/lazyapi/resource"
 )
 
@@ -46,7 +47,7 @@ import (
 // Memory is bounded by the window (listGroup.win), counted in the
 // group's admission: chunks written by every member leave it; when it is
 // full the group waits for its members, and a member that has not taken
-// its next chunk for scanLagWait while another member is active is ended (its response is aborted as a
+// its next chunk for shared.LagWait while another member is active is ended (its response is aborted as a
 // LIST whose write fails: the client sees an incomplete response, never a
 // short or reordered list) so that a stalled client neither stalls the
 // others nor holds more than the chunk it is writing.
@@ -78,9 +79,6 @@ import (
 // seat.
 var listGroupMembers = 64
 
-// errListLagged ends a member that fell out of its group's window.
-var errListLagged = errors.New("shared list: the client fell behind the shared read")
-
 // listKey identifies the LISTs whose responses are byte-identical.
 type listKey struct {
 	r    *resource.Resource
@@ -91,27 +89,27 @@ type listKey struct {
 }
 
 // listGroups is the server's registry of forming or running groups.
-type listGroups = sharedReads[listKey, *listGroup]
+type listGroups = shared.Reads[listKey, *listGroup]
 
 func newListGroups(ms *metrics.Set) *listGroups {
-	return newSharedReads[listKey, *listGroup](ms, "lazyapi_list_shared_reads_total",
+	return shared.NewReads[listKey, *listGroup](ms, "lazyapi_list_shared_reads_total",
 		"lazyapi_list_shared_read_members_total", "lazyapi_list_shared_read_chunks_total",
 		"lazyapi_list_shared_read_members_lagged_total", "lazyapi_list_shared_read_bytes")
 }
 
 type listChunk struct {
-	sharedChunk
+	shared.Chunk
 	raw int // the body's bytes data carries (compressed: before compression)
 }
 
 // listMember is one LIST of a group.
-type listMember = memberOf[*listChunk, *listGroup]
+type listMember = shared.Member[*listChunk, *listGroup]
 
-// listGroup is one shared LIST: an ordered shared read (sharedwindow.go)
+// listGroup is one shared LIST: an ordered shared read (proxy/shared)
 // of the response body. Its window's limit is the shared window, reserved
 // in the group's admission.
 type listGroup struct {
-	sharedRead[*listChunk]
+	shared.Read[*listChunk]
 	reg *listGroups
 	s   *Server
 	key listKey
@@ -127,7 +125,7 @@ type listGroup struct {
 	gzip    bool
 	started bool // ready is closed (the group's goroutine only)
 
-	pinned bool // the list's revision was read (under mu)
+	pinned bool // the list's revision was read (under the read's lock)
 }
 
 // sharesList reports whether a LIST may share its read: not a Table (its
@@ -163,13 +161,13 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef encod
 	select {
 	case <-g.ready:
 	case <-ctx.Done():
-		m.leave()
+		m.Leave()
 		cancel()
 		st.fail(rc, ef, storeStatus(ctx.Err(), false, 0))
 		return
 	}
 	if g.se != nil {
-		m.leave()
+		m.Leave()
 		cancel()
 		st.fail(rc, ef, g.se)
 		return
@@ -189,9 +187,9 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef encod
 // respondWhole answers with the group's one chunk, the whole body, sent
 // with a Content-Length.
 func respondWhole(m *listMember, ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState, ef encoding.Format) {
-	c, _, err := m.take(ctx)
+	c, _, err := m.Take(ctx)
 	if err != nil || c == nil {
-		m.leave()
+		m.Leave()
 		cancel()
 		if err == nil {
 			err = errScanEnded
@@ -201,12 +199,12 @@ func respondWhole(m *listMember, ctx context.Context, cancel context.CancelFunc,
 	}
 	// The group decided: c.data is the body as sent.
 	st.gzip = false
-	ok := st.setBody(rc, ef, c.data)
-	if ok && m.g.gzip {
+	ok := st.setBody(rc, ef, c.Data)
+	if ok && m.Group().gzip {
 		conn.SetGzipHeaders(rc)
 	}
-	m.release(c)
-	m.leave()
+	m.Release(c)
+	m.Leave()
 	cancel()
 	if ok {
 		st.finish(200, c.raw)
@@ -216,11 +214,11 @@ func respondWhole(m *listMember, ctx context.Context, cancel context.CancelFunc,
 // memberBody is the member's streamed body: the group's chunks as they
 // come.
 func memberBody(m *listMember, ctx context.Context, cancel context.CancelFunc, rc *fasthttp.RequestCtx, st *reqState) *listBody {
-	s := m.g.s
+	s := m.Group().s
 	guard := s.guardWrites(ctx, rc, "list")
 	body := &listBody{done: func(n int) {
 		guard.Done(nil)
-		m.leave()
+		m.Leave()
 		cancel()
 		st.finish(200, n)
 	}, pc: guard.Progress()}
@@ -231,7 +229,7 @@ func memberBody(m *listMember, ctx context.Context, cancel context.CancelFunc, r
 		if rerr := held.Release(); err == nil && rerr != nil {
 			err = fmt.Errorf("cannot write response: %w", rerr)
 		}
-		m.leave() // before the guard ends: the group does not wait for it
+		m.Leave() // before the guard ends: the group does not wait for it
 		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 			// The member's request timed out while it waited for a
 			// chunk (not in a write): counted as the guard counts it.
@@ -250,17 +248,17 @@ func memberBody(m *listMember, ctx context.Context, cancel context.CancelFunc, r
 // chunk), until the last; n counts the body's bytes before compression.
 func writeChunks(m *listMember, ctx context.Context, w *bufio.Writer, guard *conn.WriteGuard) (n int, err error) {
 	for {
-		c, end, err := m.take(ctx)
+		c, end, err := m.Take(ctx)
 		if err != nil || end {
 			return n, err
 		}
 		guard.Arm()
-		_, werr := w.Write(c.data)
+		_, werr := w.Write(c.Data)
 		if werr == nil {
 			werr = w.Flush()
 		}
 		n += c.raw
-		m.release(c)
+		m.Release(c)
 		if werr != nil {
 			return n, fmt.Errorf("cannot write response: %w", werr)
 		}
@@ -272,29 +270,26 @@ func writeChunks(m *listMember, ctx context.Context, w *bufio.Writer, guard *con
 func (s *Server) joinList(st *reqState, key listKey, client string) (*listGroup, *listMember) {
 	r := s.lists
 	consistent := st.q.ResourceVersion == "" && st.q.Continue == ""
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if g := r.m[key]; g != nil {
-		g.mu.Lock()
-		ok := !g.closed && len(g.members) < listGroupMembers && (len(g.win.chunks) == 0 || g.win.chunks[0].seq == 0) && g.win.nextSeq == int64(len(g.win.chunks)) &&
-			!(consistent && g.pinned)
-		if ok {
-			m := addMember(&g.sharedRead, g, true)
-			g.mu.Unlock()
-			r.joins.Inc()
+	r.Lock()
+	defer r.Unlock()
+	if g := r.GetLocked(key); g != nil {
+		g.Lock()
+		if g.FromStartLocked(listGroupMembers) && !(consistent && g.pinned) {
+			m := shared.AddMember(&g.Read, g, true)
+			g.Unlock()
+			r.JoinedLocked()
 			return g, m
 		}
-		g.closed = true
-		g.mu.Unlock()
+		g.CloseLocked()
+		g.Unlock()
 	}
 	g := &listGroup{reg: r, s: s, key: key, st: *st, ready: make(chan struct{})}
 	// The group lives while it has members (each with its request's
 	// timeout): the last one out cancels it.
-	g.init(true, scanWindowBytes, 0, &r.held, r.lagged, s.baseCtx, func() { r.forget(key, g) })
+	shared.Start(r, &g.Read, key, g, true, scanWindowBytes, 0, s.baseCtx)
 	g.st.enc = encoding.NewEncoder(s.schema, st.r, key.out, nil, includeObject(st.q.IncludeObject), time.Now())
 	g.st.release, g.st.drain, g.st.reserve, g.st.yield = nil, nil, nil, nil
-	m := addMember(&g.sharedRead, g, false)
-	r.startLocked(key, g)
+	m := shared.AddMember(&g.Read, g, false)
 	go g.run(client)
 	return g, m
 }
@@ -302,14 +297,14 @@ func (s *Server) joinList(st *reqState, key listKey, client string) (*listGroup,
 // publish adds a chunk (data, carrying raw bytes of the body) to the
 // window once there is room; false when no member is left.
 func (g *listGroup) publish(data []byte, raw int) bool {
-	if !g.waitRoom() {
+	if !g.WaitRoom() {
 		return false
 	}
-	g.mu.Lock()
-	ok := g.pushLocked(&listChunk{sharedChunk: sharedChunk{data: data}, raw: raw}, true)
-	g.mu.Unlock()
+	g.Lock()
+	ok := g.PushLocked(&listChunk{Chunk: shared.Chunk{Data: data}, raw: raw}, true)
+	g.Unlock()
 	if ok {
-		g.reg.chunks.Inc()
+		g.reg.Published()
 	}
 	return ok
 }
@@ -323,7 +318,7 @@ func (g *listGroup) open() {
 // answer makes se every member's answer, before the first byte.
 func (g *listGroup) answer(se *StatusError) {
 	g.se = se
-	g.end(errScanEnded)
+	g.End(errScanEnded)
 	g.open()
 }
 
@@ -333,10 +328,10 @@ func (g *listGroup) publishWhole(b []byte, raw int) {
 	g.inline = true
 	g.open()
 	if !g.publish(b, raw) {
-		g.end(errScanEnded)
+		g.End(errScanEnded)
 		return
 	}
-	g.end(nil)
+	g.End(nil)
 }
 
 // chunkWriter publishes each write (one streamWriter flush) as a chunk.
@@ -427,7 +422,7 @@ func (w *gzipChunks) close(failed bool) error {
 // stream), as serveList runs them for one request.
 func (g *listGroup) run(client string) {
 	s := g.s
-	defer g.cancel()
+	defer g.Cancel()
 	defer func() {
 		if v := recover(); v != nil {
 			s.panics.Inc()
@@ -435,20 +430,18 @@ func (g *listGroup) run(client string) {
 			if !g.started {
 				g.answer(internalErr("shared list failed"))
 			} else {
-				g.end(errStreamAborted)
+				g.End(errStreamAborted)
 			}
 		}
 	}()
-	ctx := g.ctx
+	ctx := g.Context()
 	st := &g.st
 	var buffers int64
 	if g.key.gzip {
 		buffers = conn.GzipBytes // its compressor, as an unshared gzip LIST's (admit)
 	}
 	window := s.sharedWindowBytes()
-	g.mu.Lock()
-	g.win.limit = window
-	g.mu.Unlock()
+	g.SetLimit(window)
 	release, yield, _, err := s.admitEtcdList(ctx, client, st.r, st.p.Namespace, window, buffers)
 	if err != nil {
 		g.answer(readAdmissionStatus(ctx, err))
@@ -457,9 +450,9 @@ func (g *listGroup) run(client string) {
 	defer release()
 	// From here a consistent read may read the revision: a request
 	// that needs a revision read after its arrival no longer joins.
-	g.mu.Lock()
+	g.Lock()
 	g.pinned = true
-	g.mu.Unlock()
+	g.Unlock()
 	l, se := s.prepareList(ctx, nil, st)
 	if se != nil {
 		g.answer(se)
@@ -537,5 +530,5 @@ func (g *listGroup) runStream(ctx context.Context, l *lister, yield func(written
 	if err != nil && !errors.Is(err, errScanEnded) {
 		g.s.logListError(l.uri, err)
 	}
-	g.end(err)
+	g.End(err)
 }

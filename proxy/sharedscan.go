@@ -11,6 +11,7 @@ import (
 
 	"github.com/lazyapi/lazyapi/codec"
 	"github.com/lazyapi/lazyapi/proxy/encoding"
+	"github.com/lazyapi/lazyapi/proxy/shared"
 	"github.com/lazyapi/lazyapi/resource"
 	"github.com/lazyapi/lazyapi/store"
 )
@@ -40,9 +41,9 @@ import (
 // the segment being encoded), counted in the group's admission. A member
 // pins the one segment it is writing; a segment leaves the window when
 // every member that needs it took it, or, when the window is full, after
-// scanLagWait for members that do not take it: they are marked lagging
+// shared.LagWait for members that do not take it: they are marked lagging
 // (not waited for again until they catch up) and get the segment on the
-// next cycle. A stalled client therefore holds at most one segment until
+// next cycle (the trim rule of proxy/shared). A stalled client therefore holds at most one segment until
 // --write-timeout ends it, and a slow one does not pace the others.
 //
 // Joining: a group scans circularly. A member that joins while a scan runs
@@ -78,12 +79,6 @@ func (s *Server) sharedWindowBytes() int64 {
 	return w
 }
 
-const (
-	// scanLagWait is how long a full window waits for a member to take
-	// its oldest segment before dropping it for that member.
-	scanLagWait = 2 * time.Second
-)
-
 // errScanEnded ends a member whose group stopped before the member had
 // every segment (a segment failed to decrypt, or the server shuts down).
 var errScanEnded = errors.New("shared scan ended")
@@ -99,10 +94,10 @@ type scanKey struct {
 }
 
 // scanGroups is the server's registry of open groups.
-type scanGroups = sharedReads[scanKey, *scanGroup]
+type scanGroups = shared.Reads[scanKey, *scanGroup]
 
 func newScanGroups(ms *metrics.Set) *scanGroups {
-	return newSharedReads[scanKey, *scanGroup](ms, "lazyapi_watch_shared_scans_total",
+	return shared.NewReads[scanKey, *scanGroup](ms, "lazyapi_watch_shared_scans_total",
 		"lazyapi_watch_shared_scan_members_total", "lazyapi_watch_shared_scan_segments_total",
 		"lazyapi_watch_shared_scan_segments_dropped_total", "lazyapi_watch_shared_scan_bytes")
 }
@@ -113,7 +108,7 @@ type scanSeg struct{ start, end string }
 // scanSegment is one encoded segment in (or pinned past) the window; its
 // part is its index in the group's segs.
 type scanSegment struct {
-	sharedChunk
+	shared.Chunk
 	events int
 	failed bool // data ends with an ERROR event: the members end after it
 }
@@ -122,12 +117,12 @@ type scanSegment struct {
 const scanSegmentOverhead = 256
 
 // scanMember is one watch in a group.
-type scanMember = memberOf[*scanSegment, *scanGroup]
+type scanMember = shared.Member[*scanSegment, *scanGroup]
 
-// scanGroup is one shared scan: a circular shared read
-// (sharedwindow.go) whose parts are the segments.
+// scanGroup is one shared scan: a circular shared read (proxy/shared)
+// whose parts are the segments.
 type scanGroup struct {
-	sharedRead[*scanSegment]
+	shared.Read[*scanSegment]
 	reg    *scanGroups
 	s      *Server
 	key    scanKey
@@ -140,8 +135,8 @@ type scanGroup struct {
 	se   *StatusError // the admission or first read failed: the members answer it
 	bulk bool         // admitted at the Bulk level: the scanner and the members yield to short requests
 
-	// Under mu:
-	segs  []scanSeg // complete once sharedRead.complete
+	// Under the read's lock:
+	segs  []scanSeg // complete once every part is published
 	isPin bool      // rev is set
 }
 
@@ -200,15 +195,15 @@ func (w *watchReq) joinScan(ew *etcdWatch) (ok bool, se *StatusError) {
 		select {
 		case <-g.pinned:
 		case <-ctx.Done():
-			m.leave()
+			m.Leave()
 			return true, storeStatus(ctx.Err(), false, 0)
 		}
 		if g.se != nil {
-			m.leave()
+			m.Leave()
 			return true, g.se
 		}
 		ew.shared, ew.rev = m, g.rev
-		w.releases = append(w.releases, m.leave)
+		w.releases = append(w.releases, m.Leave)
 		return true, nil
 	}
 }
@@ -218,41 +213,41 @@ func (w *watchReq) joinScan(ew *etcdWatch) (ok bool, se *StatusError) {
 // caller reads etcd's revision first); a pinned group older than minRev
 // is replaced by a new one.
 func joinScanGroup(r *scanGroups, w *watchReq, key scanKey, minRev int64, knowRev bool) (*scanGroup, *scanMember) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g := r.m[key]
+	r.Lock()
+	defer r.Unlock()
+	g := r.GetLocked(key)
 	if g != nil {
-		g.mu.Lock()
+		g.Lock()
 		switch {
-		case g.closed || g.err != nil || (g.isPin && g.rev < minRev):
-			g.closed = true
-			g.mu.Unlock()
+		case !g.OpenLocked() || (g.isPin && g.rev < minRev):
+			g.CloseLocked()
+			g.Unlock()
 			g = nil
 		case g.isPin && !knowRev:
-			g.mu.Unlock()
+			g.Unlock()
 			return nil, nil
 		default:
-			m := addMember(&g.sharedRead, g, true)
-			g.mu.Unlock()
-			r.joins.Inc()
+			m := shared.AddMember(&g.Read, g, true)
+			g.Unlock()
+			r.JoinedLocked()
 			return g, m
 		}
 	}
 	g = w.newScanGroup(key)
-	m := addMember(&g.sharedRead, g, false)
-	r.startLocked(key, g)
+	m := shared.AddMember(&g.Read, g, false)
 	go g.run()
 	return g, m
 }
 
+// newScanGroup starts the scan group of key and registers it in
+// s.scans, which is locked.
 func (w *watchReq) newScanGroup(key scanKey) *scanGroup {
 	s := w.s
 	g := &scanGroup{reg: s.scans, s: s, key: key, client: clientKey(w.rc), ns: w.ns, pinned: make(chan struct{})}
-	g.init(false, s.sharedWindowBytes(), scanSegmentOverhead, &s.scans.held, s.scans.lagged, s.baseCtx,
-		func() { s.scans.forget(key, g) })
+	shared.Start(s.scans, &g.Read, key, g, false, s.sharedWindowBytes(), scanSegmentOverhead, s.baseCtx)
 	enc := encoding.NewEncoder(s.schema, w.r, key.out, nil, includeObject(w.q.IncludeObject), time.Time{})
 	f := w.f
-	g.gw = &etcdWatch{s: s, enc: &watchEncoder{s: s, r: w.r, enc: enc, ctx: g.ctx, gr: w.r.GroupResource()},
+	g.gw = &etcdWatch{s: s, enc: &watchEncoder{s: s, r: w.r, enc: enc, ctx: g.Context(), gr: w.r.GroupResource()},
 		f: &f, prefix: w.prefix, ws: w.ws}
 	return g
 }
@@ -262,16 +257,14 @@ func (w *watchReq) newScanGroup(key scanKey) *scanGroup {
 func (g *scanGroup) run() {
 	s := g.s
 	defer func() {
-		g.mu.Lock()
-		if n := len(g.win.chunks); len(g.members) == 0 || n == 0 || !g.win.chunks[n-1].failed {
-			g.win.clearLocked()
-		} // else the members take the failed segment (its ERROR event); the last one out clears it
-		g.mu.Unlock()
-		g.end(errScanEnded)
-		g.cancel()
+		// The members take a failed segment (its ERROR event); the last
+		// one out clears it.
+		g.ClearWindow(func(newest *scanSegment) bool { return newest.failed })
+		g.End(errScanEnded)
+		g.Cancel()
 	}()
-	ctx := g.ctx
-	done, learn, bulk, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, g.win.limit+int64(frameBytes(s.store.Config().PageBytes)), 0)
+	ctx := g.Context()
+	done, learn, bulk, err := s.admitEtcdList(ctx, g.client, g.key.r, g.ns, g.Limit()+int64(frameBytes(s.store.Config().PageBytes)), 0)
 	if err != nil {
 		g.pin(0, readAdmissionStatus(ctx, err))
 		return
@@ -309,7 +302,7 @@ func (g *scanGroup) run() {
 func (g *scanGroup) firstCycle(pg *store.Pager, page []*mvccpb.KeyValue, yield func(n int)) bool {
 	start := g.key.prefix
 	for {
-		if !g.waitRoom() {
+		if !g.WaitRoom() {
 			return false
 		}
 		seg := scanSeg{start: start}
@@ -318,7 +311,7 @@ func (g *scanGroup) firstCycle(pg *store.Pager, page []*mvccpb.KeyValue, yield f
 			start = seg.end + "\x00"
 		}
 		sg := g.encode(page)
-		n := len(sg.data) // before publish: the window owns sg after it
+		n := len(sg.Data) // before publish: the window owns sg after it
 		last := !pg.More() || len(page) == 0
 		if !g.publish(sg, seg, last) {
 			return false
@@ -328,7 +321,7 @@ func (g *scanGroup) firstCycle(pg *store.Pager, page []*mvccpb.KeyValue, yield f
 			return true
 		}
 		var err error
-		if page, err = pg.Next(g.ctx); err != nil {
+		if page, err = pg.Next(g.Context()); err != nil {
 			g.fail(err)
 			return false
 		}
@@ -340,7 +333,7 @@ func (g *scanGroup) firstCycle(pg *store.Pager, page []*mvccpb.KeyValue, yield f
 func (g *scanGroup) laterCycles(hint int, yield func(n int)) {
 	pos := 0
 	for {
-		idx, ok := g.nextNeeded(pos)
+		idx, ok := g.NextNeeded(pos)
 		if !ok {
 			return
 		}
@@ -349,9 +342,7 @@ func (g *scanGroup) laterCycles(hint int, yield func(n int)) {
 			g.fail(err)
 			return
 		}
-		sg := g.encode(kvs)
-		sg.part = idx
-		if !g.publishAgain(sg) {
+		if !g.publishAgain(g.encode(kvs), idx) {
 			return
 		}
 		pos = (idx + 1) % len(g.segs)
@@ -365,7 +356,7 @@ func (g *scanGroup) readSegment(seg scanSeg, hint int) ([]*mvccpb.KeyValue, erro
 		Serializable: g.key.serializable, SizeHint: hint, Continues: true})
 	var kvs []*mvccpb.KeyValue
 	for {
-		p, err := spg.Next(g.ctx)
+		p, err := spg.Next(g.Context())
 		if err != nil {
 			return nil, err
 		}
@@ -378,23 +369,21 @@ func (g *scanGroup) readSegment(seg scanSeg, hint int) ([]*mvccpb.KeyValue, erro
 
 // pin sets the group's revision (or its failure) and wakes the joiners.
 func (g *scanGroup) pin(rev int64, se *StatusError) {
-	g.mu.Lock()
+	g.Lock()
 	g.rev, g.se, g.isPin = rev, se, true
 	if se != nil {
-		g.err, g.closed = errScanEnded, true
+		g.FailLocked(errScanEnded)
 	}
-	g.mu.Unlock()
+	g.Unlock()
 	close(g.pinned)
 }
 
 // fail stops the group after a failed read: members without every
 // segment end (errScanEnded), as a watch whose own list read failed.
 func (g *scanGroup) fail(err error) {
-	g.mu.Lock()
-	members := len(g.members)
-	g.mu.Unlock()
-	g.end(errScanEnded)
-	if g.ctx.Err() == nil {
+	members := g.Members()
+	g.End(errScanEnded)
+	if g.Context().Err() == nil {
 		g.s.log.Error("shared scan failed: its members' watches end", zap.String("resource", g.key.r.GroupResource()),
 			zap.Int("members", members), zap.Error(err))
 	}
@@ -407,103 +396,61 @@ func (g *scanGroup) encode(page []*mvccpb.KeyValue) *scanSegment {
 	for _, kv := range page {
 		n += frameBytes(len(kv.Value))
 	}
-	sg := &scanSegment{sharedChunk: sharedChunk{data: make([]byte, 0, n)}}
+	sg := &scanSegment{Chunk: shared.Chunk{Data: make([]byte, 0, n)}}
 	for _, kv := range page {
 		plain, ok := ew.match(kv)
 		if !ok {
 			continue
 		}
-		sg.data = ew.enc.event(sg.data, codec.EventAdded, string(kv.Key), kv.Value, plain, kv.ModRevision)
+		sg.Data = ew.enc.event(sg.Data, codec.EventAdded, string(kv.Key), kv.Value, plain, kv.ModRevision)
 		sg.events++
 		if ew.enc.failed {
 			sg.failed = true
 			break
 		}
 	}
-	g.reg.chunks.Inc()
+	g.reg.Published()
 	return sg
 }
 
 // publish adds a first-cycle segment; last completes the segments. It
 // returns false when the group is over.
 func (g *scanGroup) publish(sg *scanSegment, seg scanSeg, last bool) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.pushLocked(sg, true) {
+	g.Lock()
+	defer g.Unlock()
+	if !g.PushLocked(sg, true) {
 		return false
 	}
 	g.segs = append(g.segs, seg)
 	if last {
-		g.complete = true
+		g.CompleteLocked()
 	}
 	return g.failedLocked(sg)
 }
 
-// publishAgain adds a segment read again for members that missed it.
-func (g *scanGroup) publishAgain(sg *scanSegment) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.pushLocked(sg, false) && g.failedLocked(sg)
+// publishAgain adds segment idx, read again for members that missed it.
+func (g *scanGroup) publishAgain(sg *scanSegment, idx int) bool {
+	g.Lock()
+	defer g.Unlock()
+	return g.PushAgainLocked(sg, idx) && g.failedLocked(sg)
 }
 
 // failedLocked stops the group after a published segment that failed
 // (the members end after its ERROR event); false when it did.
 func (g *scanGroup) failedLocked(sg *scanSegment) bool {
 	if sg.failed {
-		g.err, g.closed = errScanEnded, true
-		g.win.wakeLocked()
+		g.FailLocked(errScanEnded)
 	}
 	return !sg.failed
-}
-
-// nextNeeded waits for room and a segment some member needs and does not
-// find in the window, from pos on (circularly).
-func (g *scanGroup) nextNeeded(pos int) (int, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n := len(g.segs)
-	for {
-		if g.overLocked() || n == 0 {
-			return 0, false
-		}
-		if g.win.roomLocked(g.trimLocked) {
-			// The newest seq of each segment in the window.
-			inWindow := make(map[int]int64, len(g.win.chunks))
-			for _, x := range g.win.chunks {
-				inWindow[x.part] = x.seq
-			}
-			for i := 0; i < n; i++ {
-				idx := (pos + i) % n
-				if g.neededLocked(idx, inWindow) {
-					return idx, true
-				}
-			}
-		}
-		if !g.win.waitWakeLocked(&g.mu, g.ctx, scanLagWait/4) {
-			return 0, false
-		}
-	}
-}
-
-// neededLocked reports whether a member needs segment idx and will not
-// find it in the window.
-func (g *scanGroup) neededLocked(idx int, inWindow map[int]int64) bool {
-	seq, ok := inWindow[idx]
-	for m := range g.members {
-		if m.needs(idx) && (!ok || seq < m.cursor) {
-			return true
-		}
-	}
-	return false
 }
 
 // runShared streams a member's initial events from its group: the
 // segments, then the initial-events-end bookmark at the group's revision.
 func (ew *etcdWatch) runShared(ctx context.Context, sw *watchWriter) error {
 	m := ew.shared
-	defer m.leave()
+	defer m.Leave()
 	for {
-		sg, done, err := m.take(ctx)
+		sg, done, err := m.Take(ctx)
 		if err != nil {
 			return err
 		}
@@ -511,7 +458,7 @@ func (ew *etcdWatch) runShared(ctx context.Context, sw *watchWriter) error {
 			break
 		}
 		err = ew.writeSegment(sw, sg)
-		m.release(sg)
+		m.Release(sg)
 		if err != nil {
 			return err
 		}
@@ -519,26 +466,26 @@ func (ew *etcdWatch) runShared(ctx context.Context, sw *watchWriter) error {
 			ew.enc.failed = true
 			return nil
 		}
-		if sw.yield != nil && m.g.bulk {
+		if sw.yield != nil && m.Group().bulk {
 			// A short scan's members do not yield: they would wait
 			// for the scan's own short seat.
 			sw.yield()
 		}
 	}
-	m.leave()
+	m.Leave()
 	return nil
 }
 
 // writeSegment writes a segment's bytes as they are (one chunk).
 func (ew *etcdWatch) writeSegment(sw *watchWriter, sg *scanSegment) error {
-	if len(sg.data) == 0 {
+	if len(sg.Data) == 0 {
 		return nil
 	}
 	if err := sw.flush(); err != nil {
 		return err
 	}
 	sw.guard.Arm()
-	_, err := sw.w.Write(sg.data)
+	_, err := sw.w.Write(sg.Data)
 	if err == nil {
 		err = sw.w.Flush()
 	}
