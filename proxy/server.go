@@ -74,8 +74,10 @@ type Config struct {
 	// EtcdWatchLagBytes bounds the bytes of etcd's events (keys, values
 	// and previous values) a watch served from etcd holds for a client
 	// that does not take them: past it the watch ends and the client
-	// re-watches (etcdFeed). 0 means DefaultEtcdWatchLagBytes, the watch
-	// cache's bound on a watcher's lag (cache.Config.WatcherLagBytes).
+	// re-watches (etcdFeed); with a Limiter they are charged to the
+	// watch's admission too, and a watch they do not fit is ended the
+	// same way. 0 means DefaultEtcdWatchLagBytes, the watch cache's bound
+	// on a watcher's lag (cache.Config.WatcherLagBytes).
 	EtcdWatchLagBytes int64
 	// Resources is the resource table. Required.
 	Resources *resource.Table

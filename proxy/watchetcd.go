@@ -104,7 +104,8 @@ func (ew *etcdWatch) run(ctx context.Context, sw *watchWriter) error {
 	defer wcancel()
 	wch := w.Watch(wctx, ew.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(ew.rev+1))
 	// Read as etcd sends, held up to the lag bound (etcdFeed).
-	feed := newEtcdFeed(wch, ew.s.cfg.EtcdWatchLagBytes, wcancel, ew.s.watchMetrics().lagging)
+	feed := newEtcdFeed(wch, ew.s.cfg.EtcdWatchLagBytes, wcancel, ew.s.watchMetrics().lagging, sw.chargeFed)
+	defer feed.stop()
 	if ew.shared != nil {
 		if err := ew.runShared(ctx, sw); err != nil || e.failed {
 			return err
@@ -207,7 +208,7 @@ func (ew *etcdWatch) follow(ctx, wctx context.Context, sw *watchWriter, w client
 			case feedClosed:
 				return ctx.Err()
 			case feedLagged:
-				return fmt.Errorf("%w: more than %d bytes of etcd's events for %s not written", errEtcdWatchLagging, feed.limit, ew.prefix)
+				return fmt.Errorf("%w: more than %d bytes of etcd's events for %s, or more than the watch budget had room for, not written", errEtcdWatchLagging, feed.limit, ew.prefix)
 			default:
 				if len(resp.Events) > 0 {
 					idle = false

@@ -26,17 +26,30 @@ const DefaultEtcdWatchLagBytes = 16 << 20
 // bound (its substream's buffer): a client that stopped reading (until
 // --write-timeout) or read more slowly than the resource changed made
 // lazyapi hold every change since, twice for an update (WithPrevKV).
+//
+// What the feed holds is charged to the watch's admission (charge,
+// watchWriter.chargeFed) before it is queued, as a new watch of its client
+// would be admitted: a response that does not fit the watch budget (or,
+// in its last eighth, the client's share) while others are queued ends the
+// watch as lagging too. Uncharged, a client's stalled etcd-served watches
+// (an old resourceVersion makes a watch etcd's: TooOldError) held up to
+// limit each beyond the budget: 16 MiB times the thousands of idle
+// watches a client may hold.
 type etcdFeed struct {
 	limit  int64
 	cancel context.CancelFunc // ends the etcd watch
 	lagged *metrics.Counter   // lazyapi_watchers_closed_lagging_total, as a cached watcher's
 	ready  chan struct{}      // cap 1: something was queued or the feed ended
+	// charge asks for held bytes to be charged to the watch's admission
+	// and reports whether they were (less always is); called under mu.
+	charge func(held int64) bool
 
-	mu     sync.Mutex
-	q      []feedItem
-	held   int64 // bytes of q and of the responses taken but not done
-	closed bool  // the watch channel closed
-	behind bool  // the watch fell behind: cancelled, q dropped
+	mu      sync.Mutex
+	q       []feedItem
+	held    int64 // bytes of q and of the responses taken but not done
+	closed  bool  // the watch channel closed
+	behind  bool  // the watch fell behind: cancelled, q dropped
+	stopped bool  // the watch ended (stop): nothing is queued or charged
 }
 
 type feedItem struct {
@@ -45,11 +58,22 @@ type feedItem struct {
 }
 
 // newEtcdFeed starts reading wch; cancel ends the etcd watch, lagged
-// counts the watch if it falls behind.
-func newEtcdFeed(wch clientv3.WatchChan, limit int64, cancel context.CancelFunc, lagged *metrics.Counter) *etcdFeed {
-	f := &etcdFeed{limit: limit, cancel: cancel, lagged: lagged, ready: make(chan struct{}, 1)}
+// counts the watch if it falls behind, charge charges what it holds (see
+// etcdFeed). Stop it when the watch ends.
+func newEtcdFeed(wch clientv3.WatchChan, limit int64, cancel context.CancelFunc, lagged *metrics.Counter, charge func(int64) bool) *etcdFeed {
+	f := &etcdFeed{limit: limit, cancel: cancel, lagged: lagged, ready: make(chan struct{}, 1), charge: charge}
 	go f.read(wch)
 	return f
+}
+
+// stop drops what the feed holds and gives its charge back; the watch
+// ended (its admission is released next).
+func (f *etcdFeed) stop() {
+	f.mu.Lock()
+	f.stopped = true
+	f.q, f.held = nil, 0
+	f.charge(0)
+	f.mu.Unlock()
 }
 
 // responseBytes is what a response holds: its events' keys and values.
@@ -71,15 +95,19 @@ func (f *etcdFeed) read(wch clientv3.WatchChan) {
 		n := responseBytes(&resp)
 		f.mu.Lock()
 		switch {
-		case f.behind:
-		case f.held+n > f.limit && f.held > 0:
+		case f.behind || f.stopped:
+		case f.held > 0 && (f.held+n > f.limit || !f.charge(f.held+n)):
 			f.behind = true
 			f.q, f.held = nil, 0
+			f.charge(0)
 			f.cancel()
 			f.lagged.Inc()
 		default:
+			// One response is queued whatever it holds (charged
+			// when it fits): the watch moves on.
 			f.q = append(f.q, feedItem{resp, n})
 			f.held += n
+			f.charge(f.held)
 		}
 		f.mu.Unlock()
 		f.signal()
@@ -129,8 +157,9 @@ func (f *etcdFeed) next() (resp clientv3.WatchResponse, n int64, st feedState) {
 // done gives back the bytes of a response next returned.
 func (f *etcdFeed) done(n int64) {
 	f.mu.Lock()
-	if !f.behind {
+	if !f.behind && !f.stopped {
 		f.held -= n
+		f.charge(f.held)
 	}
 	f.mu.Unlock()
 }

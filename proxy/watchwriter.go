@@ -42,20 +42,52 @@ type watchWriter struct {
 	// for the watch, charged when it is taken and given back when its
 	// frames are written (flush). During the initial phase the initial
 	// reservation covers the buffers.
+	//
+	// A watch served from etcd charges fed too, the bytes of etcd's
+	// events queued for it (etcdFeed, chargeFed), from the feed's
+	// goroutine: mu guards the ticket, base, charged and fed.
 	ticket  *ratelimit.Ticket
 	idle    int64 // watchReq.idleB
+	mu      sync.Mutex
 	base    int64
 	charged int64
+	fed     int64
 	initial bool
 }
 
 // charge sets the bytes of queued frames the watch holds beside base.
 func (sw *watchWriter) charge(n int64) {
-	if sw.ticket == nil || sw.initial || n == sw.charged {
+	if sw.ticket == nil || sw.initial {
 		return
 	}
-	sw.charged = n
-	sw.ticket.Resize(sw.base + n)
+	sw.mu.Lock()
+	if n != sw.charged {
+		sw.charged = n
+		sw.ticket.Resize(sw.base + n + sw.fed)
+	}
+	sw.mu.Unlock()
+}
+
+// chargeFed sets the bytes of etcd's events queued for the watch
+// (etcdFeed) beside base and its frames. Unlike the frames, which are
+// recorded once held, they are asked for before they are held: the
+// reservation grows only as a new watch of the client would be admitted
+// (ratelimit.Ticket.Grow), and chargeFed reports whether it did (else the
+// feed ends the watch as lagging); less always succeeds.
+func (sw *watchWriter) chargeFed(n int64) bool {
+	if sw.ticket == nil {
+		return true
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if n == sw.fed {
+		return true
+	}
+	if !sw.ticket.Grow(sw.base + sw.charged + n) {
+		return false
+	}
+	sw.fed = n
+	return true
 }
 
 // endInitial gives back the initial phase's reservation once its events
@@ -65,9 +97,13 @@ func (sw *watchWriter) endInitial() {
 		return
 	}
 	sw.initial = false
-	sw.base = sw.idle
-	sw.charged = -1 // differs from any charge: Resize below
-	sw.charge(sw.borrowed())
+	if sw.ticket == nil {
+		return
+	}
+	sw.mu.Lock()
+	sw.base, sw.charged = sw.idle, sw.borrowed()
+	sw.ticket.Resize(sw.base + sw.charged + sw.fed)
+	sw.mu.Unlock()
 }
 
 // borrowed is the capacity of the pooled buffer buf is, or 0 for the

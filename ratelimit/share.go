@@ -38,20 +38,7 @@ func (l *Limiter) fitsLocked(client string, kind Kind, need int64) bool {
 		if l.cfg.MaxWatchesInflight > 0 && l.inflight[Watch] >= l.cfg.MaxWatchesInflight {
 			return false
 		}
-		b := l.cfg.MaxWatchBytes
-		if l.watchRes > b-need {
-			return false
-		}
-		if h := l.holding[client]; h != nil && h.watching() && l.watchRes > b-b/8-need {
-			// The last eighth: only for a client below its share. Not
-			// h.bytes+need: need is mostly the initial phase's, given back
-			// in seconds, and with a few hundred clients it is about a
-			// share itself, so every client holding two watches waited
-			// for ever (bench/RESULTS.md, "churn: the initial syncs that
-			// never finished").
-			return h.bytes[Watch] < l.watchShareLocked()
-		}
-		return true
+		return l.watchFitsLocked(client, need)
 	}
 	if kind == Bulk && l.bulkRes > l.bulkBudget-need {
 		return false
@@ -61,6 +48,26 @@ func (l *Limiter) fitsLocked(client string, kind Kind, need int64) bool {
 		return false
 	}
 	return l.inflight[kind] < l.maxInflight[kind] && l.reserved <= l.cfg.MaxInflightBytes-need
+}
+
+// watchFitsLocked reports whether need more bytes of client's watches fit
+// the watch budget: anywhere in its first seven eighths, and in its last
+// eighth only for a client holding no watch or less than its share.
+func (l *Limiter) watchFitsLocked(client string, need int64) bool {
+	b := l.cfg.MaxWatchBytes
+	if l.watchRes > b-need {
+		return false
+	}
+	if h := l.holding[client]; h != nil && h.watching() && l.watchRes > b-b/8-need {
+		// The last eighth: only for a client below its share. Not
+		// h.bytes+need: need is mostly the initial phase's, given back
+		// in seconds, and with a few hundred clients it is about a
+		// share itself, so every client holding two watches waited
+		// for ever (bench/RESULTS.md, "churn: the initial syncs that
+		// never finished").
+		return h.bytes[Watch] < l.watchShareLocked()
+	}
+	return true
 }
 
 // watchShareLocked is the watch bytes a client holding watches must hold

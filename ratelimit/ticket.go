@@ -48,8 +48,15 @@ func (t *Ticket) Resize(n int64) {
 	if l == nil || n == t.reserved {
 		return
 	}
-	delta := n - t.reserved
 	l.mu.Lock()
+	t.resizeLocked(n)
+	l.mu.Unlock()
+}
+
+// resizeLocked is Resize under l.mu.
+func (t *Ticket) resizeLocked(n int64) {
+	l := t.l
+	delta := n - t.reserved
 	*l.poolLocked(t.kind) += delta
 	if t.kind == Bulk {
 		l.bulkRes += delta
@@ -61,7 +68,41 @@ func (t *Ticket) Resize(n int64) {
 	if delta < 0 && l.queued > 0 {
 		l.dispatchLocked()
 	}
-	l.mu.Unlock()
+}
+
+// Grow sets a watch's reservation to n bytes when that is no more than
+// it holds, or when the growth fits as a new watch of its client's would
+// (within the watch budget; in its last eighth only for a client below its
+// share; an exempt watch within the budget), and reports whether it did.
+// Unlike Resize it records no memory held already: it is asked before
+// the memory is taken (an etcd-served watch's queue of events, etcdFeed
+// in package proxy), which is refused when Grow is. A ticket of another
+// kind grows within its kind's budget. Grow after Release reports false.
+func (t *Ticket) Grow(n int64) bool {
+	l := t.l
+	if l == nil {
+		return false
+	}
+	n = max(n, 0)
+	delta := n - t.reserved
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fits := true
+	switch {
+	case delta <= 0:
+	case t.kind == Watch && t.exempt:
+		fits = l.watchRes <= l.cfg.MaxWatchBytes-delta
+	case t.kind == Watch:
+		fits = l.watchFitsLocked(t.client, delta)
+	case t.kind == Bulk:
+		fits = l.bulkRes <= l.bulkBudget-delta && l.reserved <= l.cfg.MaxInflightBytes-delta
+	default:
+		fits = l.reserved <= l.cfg.MaxInflightBytes-delta
+	}
+	if fits && delta != 0 {
+		t.resizeLocked(n)
+	}
+	return fits
 }
 
 // Release returns the reservation and reports used, the bytes the request

@@ -288,3 +288,50 @@ func TestWatchShareLastEighth(t *testing.T) {
 		t.Errorf("client c0 then over its share: %v, want ErrQueueFull", err)
 	}
 }
+
+// TestGrow: a watch's reservation grows (Ticket.Grow) only as a new watch
+// of its client would be admitted: within the budget, into its last eighth
+// only while the client holds less than its share; shrinking always
+// succeeds, and nothing grows after Release.
+func TestGrow(t *testing.T) {
+	cfg, _ := testConfig(1 << 30)
+	cfg.MaxWatchBytes = 8000
+	cfg.MaxQueued = 0
+	cfg.ClientShare = defaultClientShare
+	l := mustNew(t, cfg)
+	ctx := context.Background()
+	a, err := l.Admit(ctx, Request{Client: "a", Kind: Watch, Bytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Grow(7000) {
+		t.Errorf("a alone growing to 7/8 of the budget: refused")
+	}
+	if a.Grow(7100) {
+		t.Errorf("a alone growing into the last eighth: granted, want refused (a holds its share)")
+	}
+	b, err := l.Admit(ctx, Request{Client: "b", Kind: Watch, Bytes: 100})
+	if err != nil {
+		t.Fatalf("b's first watch beside a's 7/8: %v", err)
+	}
+	if !b.Grow(600) {
+		t.Errorf("b (100 of a 3500 share) growing by 500 in the last eighth: refused")
+	}
+	if b.Grow(1100) {
+		t.Errorf("b growing past the budget: granted")
+	}
+	if st := l.Stats(); st.WatchReservedBytes != 7600 {
+		t.Errorf("WatchReservedBytes = %d, want 7600", st.WatchReservedBytes)
+	}
+	if !a.Grow(100) || !b.Grow(100) {
+		t.Errorf("shrinking: refused")
+	}
+	a.Release(0)
+	if a.Grow(200) {
+		t.Errorf("Grow after Release: granted")
+	}
+	b.Release(0)
+	if st := l.Stats(); st.WatchReservedBytes != 0 || st.WatchClients != 0 {
+		t.Errorf("after releases Stats() = %+v", st)
+	}
+}

@@ -33,6 +33,7 @@ import (
 type Progress struct {
 	net.Conn
 	written atomic.Int64
+	writing atomic.Bool // a write to the connection is under way (writeOut)
 
 	rawOnce sync.Once
 	raw     syscall.RawConn // nil: chunked Conn.Write
@@ -72,6 +73,13 @@ func NewProgress(c net.Conn, coalesce bool) *Progress { return &Progress{Conn: c
 
 // Written is the bytes the connection took so far.
 func (c *Progress) Written() int64 { return c.written.Load() }
+
+// Writing reports whether a write to the connection is under way: bytes
+// handed to it that the kernel has not all taken yet (a write blocked on
+// a client that does not read stays under way). A write guard's sweep
+// ends a stream whose write is under way without progress (package
+// proxy's writeGuard).
+func (c *Progress) Writing() bool { return c.writing.Load() }
 
 func (c *Progress) Write(p []byte) (int, error) {
 	c.mu.Lock()
@@ -147,6 +155,8 @@ func (c *Progress) flushLocked() error {
 
 // writeOut writes p to the connection, counting the bytes as they go.
 func (c *Progress) writeOut(p []byte) (int, error) {
+	c.writing.Store(true)
+	defer c.writing.Store(false)
 	c.rawOnce.Do(func() {
 		if sc, ok := c.Conn.(syscall.Conn); ok {
 			if raw, err := sc.SyscallConn(); err == nil && rawWriteSupported {

@@ -24,8 +24,9 @@ import (
 //     10 s by default). Progress is counted under TLS, on the
 //     connection's socket (Progress: every byte the kernel takes, also
 //     within a write blocked on the client), and checked every quarter of
-//     the timeout, so a stream is ended between 3/4 and 1 × the timeout
-//     after the socket last took a byte from it. On a connection that is
+//     the timeout by one sweep for the process (WriteGuard), so a stream
+//     is ended between 3/4 and 1 × the timeout after the socket last took
+//     a byte from it. On a connection that is
 //     not counted (a listener not wrapped by CountWrites), the whole
 //     flush must complete within the timeout of its start. A client that
 //     reads slowly but steadily (an informer decoding a large collection
@@ -81,6 +82,18 @@ var pastDeadline = time.Unix(1, 0)
 // connection. Arm is called by the writing goroutine before each write;
 // the context's end may fire from any goroutine. It is safe for
 // concurrent use. Its methods are no-ops on a nil *WriteGuard.
+//
+// On a counted connection (pc: every connection proxy's Serve accepts) a
+// write costs the guard a lock and nothing more: the first Arm registers
+// the guard with the process's one sweep (guardSweep), which looks every
+// quarter of the timeout at the writes under way (Progress.Writing) and
+// ends one that made no progress by moving its deadline into the past.
+// The guard used to set a write deadline and reset a timer at every
+// write, and the timer then fired up to 5 times after it (a goroutine
+// each): at 15,000 kubelet-shaped watches that was 7% of the server's CPU
+// samples and most of its timer wake-ups (bench/RESULTS.md ## fanout). On
+// a connection that is not counted each Arm sets a deadline of the
+// timeout from now, as before.
 type WriteGuard struct {
 	conn    net.Conn // nil: no deadlines (tests without a connection)
 	pc      *Progress
@@ -90,12 +103,18 @@ type WriteGuard struct {
 	timeout time.Duration
 	stop    func() bool
 
-	mu       sync.Mutex
-	expired  bool // the request's context ended: the deadline stays past
-	finished bool // Done was called
-	timer    *time.Timer
-	mark     int64     // pc's bytes written at the last progress
-	deadline time.Time // the write deadline set last
+	mu         sync.Mutex
+	expired    bool // the request's context ended: the deadline stays past
+	finished   bool // Done was called
+	stalled    bool // the sweep found the write stuck: the deadline stays past
+	registered bool // in the sweep (pc != nil, armed once, not done)
+
+	// The sweep's view, touched only by its goroutine: the bytes written
+	// at its last look, when they last moved (or the write was first seen
+	// under way), whether a write was under way then.
+	mark    int64
+	markAt  time.Time
+	writing bool
 }
 
 // GuardWrites returns the WriteGuard of a response streamed on c (nil:
@@ -133,46 +152,123 @@ func (g *WriteGuard) MarkExpired() {
 	g.mu.Unlock()
 }
 
-// Arm sets the deadline of the next write: the write timeout from now,
-// moved on by check while the client takes bytes.
+// Arm readies the guard for the next write. On a counted connection the
+// first Arm clears the connection's write deadline (fasthttp's, of the
+// write timeout from the response's start) and hands the guard to the
+// sweep; later ones do nothing. On other connections it sets the deadline
+// of the write: the write timeout from now.
 func (g *WriteGuard) Arm() {
 	if g == nil || g.conn == nil {
 		return
 	}
 	g.mu.Lock()
-	if !g.expired && !g.finished {
-		g.deadline = time.Now().Add(g.timeout)
-		_ = g.conn.SetWriteDeadline(g.deadline)
-		if g.pc != nil {
-			g.mark = g.pc.Written()
-			if g.timer == nil {
-				g.timer = time.AfterFunc(g.timeout/4, g.check)
-			} else {
-				g.timer.Reset(g.timeout / 4)
-			}
-		}
+	defer g.mu.Unlock()
+	if g.expired || g.finished || g.stalled {
+		return
+	}
+	if g.pc == nil {
+		_ = g.conn.SetWriteDeadline(time.Now().Add(g.timeout))
+		return
+	}
+	if !g.registered {
+		g.registered = true
+		_ = g.conn.SetWriteDeadline(time.Time{})
+		sweep.add(g)
+	}
+}
+
+// look is the sweep's look at the guard at now: whether its write is
+// stuck (under way, no byte taken for 3/4 of the timeout; the sweep looks
+// every quarter, so a stream is ended between 3/4 and 1 × the timeout
+// after the socket last took a byte from it).
+func (g *WriteGuard) look(now time.Time) (stuck bool) {
+	w, writing := g.pc.Written(), g.pc.Writing()
+	if w != g.mark || !writing || !g.writing {
+		g.mark, g.markAt, g.writing = w, now, writing
+		return false
+	}
+	return now.Sub(g.markAt) >= g.timeout-g.timeout/4
+}
+
+// cut ends a stuck write: its deadline moves into the past, and stays
+// there (Arm no longer clears it).
+func (g *WriteGuard) cut() {
+	g.mu.Lock()
+	if !g.expired && !g.finished && !g.stalled {
+		g.stalled = true
+		_ = g.conn.SetWriteDeadline(pastDeadline)
 	}
 	g.mu.Unlock()
 }
 
-// check runs every quarter of the write timeout after Arm until the
-// deadline passes: when the client took bytes since the last check, the
-// deadline moves to the write timeout from now. A blocked write sees the
-// new deadline.
-func (g *WriteGuard) check() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.expired || g.finished {
-		return
+// guardSweep holds the armed write guards of counted connections and
+// looks at them every quarter of the shortest timeout among them, from one
+// goroutine that runs while it holds any.
+type guardSweep struct {
+	mu      sync.Mutex
+	guards  map[*WriteGuard]struct{}
+	running bool
+	sooner  chan struct{} // a guard with a shorter period came
+	period  time.Duration // of the running loop
+}
+
+var sweep = &guardSweep{guards: make(map[*WriteGuard]struct{}), sooner: make(chan struct{}, 1)}
+
+func (sw *guardSweep) add(g *WriteGuard) {
+	sw.mu.Lock()
+	sw.guards[g] = struct{}{}
+	p := max(g.timeout/4, time.Millisecond)
+	switch {
+	case !sw.running:
+		sw.running, sw.period = true, p
+		go sw.loop(p)
+	case p < sw.period:
+		select {
+		case sw.sooner <- struct{}{}:
+		default:
+		}
 	}
-	now := time.Now()
-	if w := g.pc.Written(); w != g.mark {
-		g.mark = w
-		g.deadline = now.Add(g.timeout)
-		_ = g.conn.SetWriteDeadline(g.deadline)
-	}
-	if now.Before(g.deadline) {
-		g.timer.Reset(min(g.timeout/4, g.deadline.Sub(now)))
+	sw.mu.Unlock()
+}
+
+func (sw *guardSweep) remove(g *WriteGuard) {
+	sw.mu.Lock()
+	delete(sw.guards, g)
+	sw.mu.Unlock()
+}
+
+// loop looks at the guards until none is left.
+func (sw *guardSweep) loop(period time.Duration) {
+	t := time.NewTimer(period)
+	defer t.Stop()
+	var stuck []*WriteGuard
+	for {
+		select {
+		case <-t.C:
+		case <-sw.sooner:
+		}
+		now := time.Now()
+		sw.mu.Lock()
+		if len(sw.guards) == 0 {
+			sw.running = false
+			sw.mu.Unlock()
+			return
+		}
+		period = time.Duration(1<<63 - 1)
+		for g := range sw.guards {
+			period = min(period, max(g.timeout/4, time.Millisecond))
+			if g.look(now) {
+				stuck = append(stuck, g)
+			}
+		}
+		sw.period = period
+		sw.mu.Unlock()
+		for i, g := range stuck {
+			g.cut()
+			stuck[i] = nil
+		}
+		stuck = stuck[:0]
+		t.Reset(period)
 	}
 }
 
@@ -187,8 +283,14 @@ func (g *WriteGuard) Done(err error) {
 	}
 	g.mu.Lock()
 	g.finished = true
-	if g.timer != nil {
-		g.timer.Stop()
+	if g.registered {
+		g.registered = false
+		sweep.remove(g)
+		if !g.expired && !g.stalled {
+			// What fasthttp writes after the stream (its last chunk) is
+			// bounded as the stream's writes were.
+			_ = g.conn.SetWriteDeadline(time.Now().Add(g.timeout))
+		}
 	}
 	expired := g.expired
 	g.mu.Unlock()
