@@ -131,6 +131,9 @@ type Watcher struct {
 	cursor       atomic.Uint64 // next history sequence to read; read by sweepLocked
 	lastRev      int64
 	lastBookmark time.Time
+	// bmTimer wakes Next when the next bookmark is due; kept between
+	// calls (a Go timer that nothing waits on is in no timer heap).
+	bmTimer *time.Timer
 
 	// Indexed dispatch (dispatch.go). indexed, idxPath, idxKey, live and
 	// wake are set before the watcher is published; slot is guarded by
@@ -285,12 +288,6 @@ func (w *Watcher) Bookmark() (rev int64, ok bool) {
 // ctx ends, and ErrLagging or ErrClosed (wrapped) when the watch ended.
 func (w *Watcher) Next(ctx context.Context) (Event, error) {
 	r := w.r
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
 		if w.closed() {
 			return Event{}, w.err
@@ -347,7 +344,15 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 			}
 			continue
 		}
-		bm, due, wake := w.bookmark(rev, interval-sinceBookmark, &timer)
+		if ctx.Err() != nil {
+			// Nothing ready and the caller does not wait (doneCtx):
+			// no timer armed, no select.
+			if bm, due, _ := w.bookmark(rev, interval-sinceBookmark, nil); due {
+				return bm, nil
+			}
+			return Event{}, ctx.Err()
+		}
+		bm, due, wake := w.bookmark(rev, interval-sinceBookmark, &w.bmTimer)
 		if due {
 			return bm, nil
 		}
@@ -372,7 +377,7 @@ func (w *Watcher) lag() {
 // bookmarks and one is due: wait, the time until the bookmark interval
 // ends, has passed and rev is newer than what the watcher sent. Otherwise
 // wake, when not nil, fires when it will be (*timer is created or reset
-// for it).
+// for it; timer nil: none is).
 func (w *Watcher) bookmark(rev int64, wait time.Duration, timer **time.Timer) (bm Event, due bool, wake <-chan time.Time) {
 	if !w.o.Bookmarks {
 		return Event{}, false, nil
@@ -382,9 +387,17 @@ func (w *Watcher) bookmark(rev int64, wait time.Duration, timer **time.Timer) (b
 		w.lastRev = rev
 		w.lastBookmark = time.Now()
 		return Event{Type: Bookmark, Rev: rev}, true, nil
-	case wait > 0 && (rev > w.lastRev || w.indexed):
+	case timer != nil && wait > 0 && (rev > w.lastRev || w.indexed):
 		// A watcher on the scan path is woken by every change; an
-		// indexed one looks again when the bookmark is due.
+		// indexed one looks again when the bookmark is due. The time is
+		// rounded up to a grid of 1/60 of the interval (a second of the
+		// default minute), so that the watchers due in the same second
+		// are woken by one timer run, as kube-apiserver's cacher
+		// buckets its watchers' bookmarks by the second.
+		if grid := w.r.c.cfg.BookmarkInterval / 60; grid > 0 {
+			due := time.Now().Add(wait)
+			wait += due.Truncate(grid).Add(grid).Sub(due)
+		}
 		if *timer == nil {
 			*timer = time.NewTimer(wait)
 		} else {
