@@ -2,14 +2,11 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -44,7 +41,7 @@ import (
 // same semantics) join any group whose first chunk they can still take.
 // A request that cannot join starts the next group.
 //
-// Memory is bounded by the window (listGroup.win), counted in the
+// Memory is bounded by the window (the shared read's window), counted in the
 // group's admission: chunks written by every member leave it; when it is
 // full the group waits for its members, and a member that has not taken
 // its next chunk for shared.LagWait while another member is active is ended (its response is aborted as a
@@ -60,10 +57,10 @@ import (
 // collected until it is larger than conn.GzipThreshold, then compressed with
 // the same compressor and level, the collected bytes flushed as the first
 // chunk and the compressed stream published in chunks of about flushSize
-// (gzipChunks); a body that ends at or below the threshold is sent
+// (shared.List.Stream); a body that ends at or below the threshold is sent
 // uncompressed with a Content-Length, and a body encoded whole (inline)
 // is compressed when larger than the threshold, as setBody does. The
-// members learn which (listGroup.gzip) when the group is ready: every
+// members learn which (shared.List.Gzip) when the group is ready: every
 // member's response has the headers (Content-Encoding: gzip, Vary:
 // Accept-Encoding) and, decompressed, the bytes of an unshared LIST of
 // the same request. The compressor is counted in the group's admission
@@ -97,33 +94,18 @@ func newListGroups(ms *metrics.Set) *listGroups {
 		"lazyapi_list_shared_read_members_lagged_total", "lazyapi_list_shared_read_bytes")
 }
 
-type listChunk struct {
-	shared.Chunk
-	raw int // the body's bytes data carries (compressed: before compression)
-}
-
 // listMember is one LIST of a group.
-type listMember = shared.Member[*listChunk, *listGroup]
+type listMember = shared.Member[*shared.ListChunk, *listGroup]
 
-// listGroup is one shared LIST: an ordered shared read (proxy/shared)
-// of the response body. Its window's limit is the shared window, reserved
-// in the group's admission.
+// listGroup is one shared LIST: an ordered shared read of the response
+// body (shared.List: its answer, whole or streamed body and compression).
+// Its window's limit is the shared window, reserved in the group's
+// admission.
 type listGroup struct {
-	shared.Read[*listChunk]
-	reg *listGroups
+	shared.List[*StatusError]
 	s   *Server
 	key listKey
 	st  reqState // the first member's request, with the group's own encoder
-
-	ready chan struct{} // closed when the response's start is known
-	se    *StatusError  // the answer of every member (before the first byte)
-	// inline: the whole body is chunk 0 and the unshared LIST would
-	// have answered it with a Content-Length (deliverEncoded/Inline, or
-	// conn.ServeGzipStream for a body not larger than conn.GzipThreshold).
-	inline bool
-	// gzip: the chunks are the body compressed (Content-Encoding: gzip).
-	gzip    bool
-	started bool // ready is closed (the group's goroutine only)
 
 	pinned bool // the list's revision was read (under the read's lock)
 }
@@ -159,26 +141,26 @@ func (s *Server) serveSharedList(rc *fasthttp.RequestCtx, st *reqState, ef encod
 	}
 	g, m := s.joinList(st, key, clientKey(rc))
 	select {
-	case <-g.ready:
+	case <-g.Ready():
 	case <-ctx.Done():
 		m.Leave()
 		cancel()
 		st.fail(rc, ef, storeStatus(ctx.Err(), false, 0))
 		return
 	}
-	if g.se != nil {
+	if se, ok := g.Answered(); ok {
 		m.Leave()
 		cancel()
-		st.fail(rc, ef, g.se)
+		st.fail(rc, ef, se)
 		return
 	}
 	rc.SetStatusCode(200)
 	rc.SetContentType(st.enc.Output().ContentType(true))
-	if g.inline {
+	if g.Inline() {
 		respondWhole(m, ctx, cancel, rc, st, ef)
 		return
 	}
-	if g.gzip {
+	if g.Gzip() {
 		conn.SetGzipHeaders(rc)
 	}
 	rc.SetBodyStream(memberBody(m, ctx, cancel, rc, st), -1)
@@ -192,7 +174,7 @@ func respondWhole(m *listMember, ctx context.Context, cancel context.CancelFunc,
 		m.Leave()
 		cancel()
 		if err == nil {
-			err = errScanEnded
+			err = shared.ErrEnded
 		}
 		st.fail(rc, ef, statusOf(err))
 		return
@@ -200,14 +182,14 @@ func respondWhole(m *listMember, ctx context.Context, cancel context.CancelFunc,
 	// The group decided: c.data is the body as sent.
 	st.gzip = false
 	ok := st.setBody(rc, ef, c.Data)
-	if ok && m.Group().gzip {
+	if ok && m.Group().Gzip() {
 		conn.SetGzipHeaders(rc)
 	}
 	m.Release(c)
 	m.Leave()
 	cancel()
 	if ok {
-		st.finish(200, c.raw)
+		st.finish(200, c.Raw)
 	}
 }
 
@@ -257,7 +239,7 @@ func writeChunks(m *listMember, ctx context.Context, w *bufio.Writer, guard *con
 		if werr == nil {
 			werr = w.Flush()
 		}
-		n += c.raw
+		n += c.Raw
 		m.Release(c)
 		if werr != nil {
 			return n, fmt.Errorf("cannot write response: %w", werr)
@@ -283,138 +265,15 @@ func (s *Server) joinList(st *reqState, key listKey, client string) (*listGroup,
 		g.CloseLocked()
 		g.Unlock()
 	}
-	g := &listGroup{reg: r, s: s, key: key, st: *st, ready: make(chan struct{})}
+	g := &listGroup{s: s, key: key, st: *st}
 	// The group lives while it has members (each with its request's
 	// timeout): the last one out cancels it.
-	shared.Start(r, &g.Read, key, g, true, scanWindowBytes, 0, s.baseCtx)
+	shared.StartList(r, &g.List, key, g, scanWindowBytes, s.baseCtx, key.gzip, connBufs)
 	g.st.enc = encoding.NewEncoder(s.schema, st.r, key.out, nil, includeObject(st.q.IncludeObject), time.Now())
 	g.st.release, g.st.drain, g.st.reserve, g.st.yield = nil, nil, nil, nil
 	m := shared.AddMember(&g.Read, g, false)
 	go g.run(client)
 	return g, m
-}
-
-// publish adds a chunk (data, carrying raw bytes of the body) to the
-// window once there is room; false when no member is left.
-func (g *listGroup) publish(data []byte, raw int) bool {
-	if !g.WaitRoom() {
-		return false
-	}
-	g.Lock()
-	ok := g.PushLocked(&listChunk{Chunk: shared.Chunk{Data: data}, raw: raw}, true)
-	g.Unlock()
-	if ok {
-		g.reg.Published()
-	}
-	return ok
-}
-
-// open starts the members' responses (ready).
-func (g *listGroup) open() {
-	g.started = true
-	close(g.ready)
-}
-
-// answer makes se every member's answer, before the first byte.
-func (g *listGroup) answer(se *StatusError) {
-	g.se = se
-	g.End(errScanEnded)
-	g.open()
-}
-
-// publishWhole answers with b, the whole body (raw bytes before
-// compression), in one chunk.
-func (g *listGroup) publishWhole(b []byte, raw int) {
-	g.inline = true
-	g.open()
-	if !g.publish(b, raw) {
-		g.End(errScanEnded)
-		return
-	}
-	g.End(nil)
-}
-
-// chunkWriter publishes each write (one streamWriter flush) as a chunk.
-type chunkWriter struct{ g *listGroup }
-
-func (w chunkWriter) Write(p []byte) (int, error) {
-	if !w.g.publish(append([]byte(nil), p...), len(p)) {
-		return 0, errScanEnded
-	}
-	return len(p), nil
-}
-
-// gzipChunks is the writer of a gzip group's body (conn.ServeGzipStream's
-// decision, made once for the group): it collects the body until it is
-// larger than conn.GzipThreshold, then opens the group compressed (open) and
-// publishes the compressed stream: the collected bytes flushed as the
-// first chunk (the headers and first bytes go out now, as unshared), then
-// a chunk each time about flushSize compressed bytes are out. close ends
-// the stream; a body that ended before the threshold is left in collected
-// (large false) for the group to send whole and uncompressed. Used by the
-// group's goroutine only.
-type gzipChunks struct {
-	g         *listGroup
-	open      func() // the group's response starts compressed
-	collected *[]byte
-	large     bool
-	z         *gzip.Writer
-	out       []byte // compressed bytes not yet published
-	raw       int    // body bytes written since the last chunk
-}
-
-func (w *gzipChunks) Write(p []byte) (int, error) {
-	n := len(p)
-	if !w.large {
-		*w.collected = append(*w.collected, p...)
-		if len(*w.collected) <= conn.GzipThreshold {
-			return n, nil
-		}
-		w.large = true
-		w.open()
-		w.z = conn.GetGzip((*conn.AppendWriter)(&w.out))
-		_, _ = w.z.Write(*w.collected) // into w.out: cannot fail
-		_ = w.z.Flush()
-		w.raw = len(*w.collected)
-		putBuf(w.collected)
-		w.collected = nil
-		return n, w.publish()
-	}
-	_, _ = w.z.Write(p)
-	w.raw += n
-	if len(w.out) < flushSize {
-		return n, nil
-	}
-	return n, w.publish()
-}
-
-func (w *gzipChunks) publish() error {
-	ok := w.g.publish(bytes.Clone(w.out), w.raw)
-	w.out, w.raw = w.out[:0], 0
-	if !ok {
-		return errScanEnded
-	}
-	return nil
-}
-
-// close ends a compressed stream (its last chunk); after a failure it
-// only frees the compressor.
-func (w *gzipChunks) close(failed bool) error {
-	if w.collected != nil {
-		putBuf(w.collected)
-		w.collected = nil
-	}
-	if w.z == nil {
-		return nil
-	}
-	var err error
-	if !failed {
-		_ = w.z.Close() // into w.out: cannot fail
-		err = w.publish()
-	}
-	conn.PutGzip(w.z)
-	w.z = nil
-	return err
 }
 
 // run admits the group and runs the LIST into chunks: the lister's own
@@ -427,8 +286,8 @@ func (g *listGroup) run(client string) {
 		if v := recover(); v != nil {
 			s.panics.Inc()
 			s.log.Error("panic in a shared list", zap.Any("panic", v), zap.Stack("stack"))
-			if !g.started {
-				g.answer(internalErr("shared list failed"))
+			if !g.Started() {
+				g.Answer(internalErr("shared list failed"))
 			} else {
 				g.End(errStreamAborted)
 			}
@@ -444,7 +303,7 @@ func (g *listGroup) run(client string) {
 	g.SetLimit(window)
 	release, yield, _, err := s.admitEtcdList(ctx, client, st.r, st.p.Namespace, window, buffers)
 	if err != nil {
-		g.answer(readAdmissionStatus(ctx, err))
+		g.Answer(readAdmissionStatus(ctx, err))
 		return
 	}
 	defer release()
@@ -455,7 +314,7 @@ func (g *listGroup) run(client string) {
 	g.Unlock()
 	l, se := s.prepareList(ctx, nil, st)
 	if se != nil {
-		g.answer(se)
+		g.Answer(se)
 		return
 	}
 	defer l.releasePre()
@@ -474,61 +333,31 @@ func (g *listGroup) runWhole(ctx context.Context, l *lister, d listDelivery) {
 	var err error
 	if d == deliverEncoded {
 		if b, err = l.encodedBody(nil); err != nil {
-			g.answer(internalErr(err.Error()))
+			g.Answer(internalErr(err.Error()))
 			return
 		}
 		l.countEncoded()
 	} else if b, err = l.inlineBody(ctx, nil); err != nil {
-		g.answer(statusOf(err))
+		g.Answer(statusOf(err))
 		return
 	}
-	raw := len(b)
-	if g.key.gzip && len(b) > conn.GzipThreshold {
-		var zb []byte
-		conn.GzipWhole((*conn.AppendWriter)(&zb), b)
-		b, g.gzip = zb, true
-	}
-	g.publishWhole(b, raw)
+	g.PublishWhole(b)
 }
 
 // runStream publishes a streamed answer in chunks: each streamWriter
-// flush, or for gzip the compressed stream (gzipChunks).
+// flush, or for gzip the compressed stream (shared.List.Stream). A gzip
+// body that ends at or below conn.GzipThreshold is answered whole and
+// uncompressed (or with its Status), as conn.ServeGzipStream answers it.
 func (g *listGroup) runStream(ctx context.Context, l *lister, yield func(written int)) {
 	ls := l.stream()
-	var out io.Writer = chunkWriter{g}
-	var gz *gzipChunks
-	if g.key.gzip {
-		// The response starts when gz decides (or the body ends).
-		gz = &gzipChunks{g: g, collected: getBuf(), open: func() {
-			g.gzip = true
-			g.open()
-		}}
-		defer gz.close(true) // after a panic
-		out = gz
-	} else {
-		g.open()
-	}
+	out := g.Stream()
+	defer out.Abort() // after a panic
 	sw := streamWriter{w: bufio.NewWriterSize(out, 512), buf: make([]byte, 0, flushSize+64<<10), yield: yield}
-	err := ls.write(ctx, &sw)
-	if gz != nil && !gz.large {
-		// Ended at or below conn.GzipThreshold: answered whole and
-		// uncompressed (or with its Status), as conn.ServeGzipStream.
-		if err != nil {
-			g.s.logListError(l.uri, err)
-			g.answer(statusOf(err))
-			return
-		}
-		b := append([]byte(nil), *gz.collected...)
-		g.publishWhole(b, len(b))
-		return
-	}
-	if gz != nil {
-		if cerr := gz.close(err != nil); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil && !errors.Is(err, errScanEnded) {
+	started, err := out.End(ls.write(ctx, &sw))
+	if err != nil && (!started || !errors.Is(err, shared.ErrEnded)) {
 		g.s.logListError(l.uri, err)
 	}
-	g.End(err)
+	if !started && err != nil {
+		g.Answer(statusOf(err))
+	}
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -78,10 +77,6 @@ func (s *Server) sharedWindowBytes() int64 {
 	}
 	return w
 }
-
-// errScanEnded ends a member whose group stopped before the member had
-// every segment (a segment failed to decrypt, or the server shuts down).
-var errScanEnded = errors.New("shared scan ended")
 
 // scanKey identifies the groups whose members write byte-identical
 // initial events.
@@ -260,7 +255,7 @@ func (g *scanGroup) run() {
 		// The members take a failed segment (its ERROR event); the last
 		// one out clears it.
 		g.ClearWindow(func(newest *scanSegment) bool { return newest.failed })
-		g.End(errScanEnded)
+		g.End(shared.ErrEnded)
 		g.Cancel()
 	}()
 	ctx := g.Context()
@@ -372,17 +367,17 @@ func (g *scanGroup) pin(rev int64, se *StatusError) {
 	g.Lock()
 	g.rev, g.se, g.isPin = rev, se, true
 	if se != nil {
-		g.FailLocked(errScanEnded)
+		g.FailLocked(shared.ErrEnded)
 	}
 	g.Unlock()
 	close(g.pinned)
 }
 
 // fail stops the group after a failed read: members without every
-// segment end (errScanEnded), as a watch whose own list read failed.
+// segment end (shared.ErrEnded), as a watch whose own list read failed.
 func (g *scanGroup) fail(err error) {
 	members := g.Members()
-	g.End(errScanEnded)
+	g.End(shared.ErrEnded)
 	if g.Context().Err() == nil {
 		g.s.log.Error("shared scan failed: its members' watches end", zap.String("resource", g.key.r.GroupResource()),
 			zap.Int("members", members), zap.Error(err))
@@ -439,7 +434,7 @@ func (g *scanGroup) publishAgain(sg *scanSegment, idx int) bool {
 // (the members end after its ERROR event); false when it did.
 func (g *scanGroup) failedLocked(sg *scanSegment) bool {
 	if sg.failed {
-		g.FailLocked(errScanEnded)
+		g.FailLocked(shared.ErrEnded)
 	}
 	return !sg.failed
 }

@@ -9,8 +9,11 @@
 // read (Read) with its window, the chunks it published, in order, that
 // its members may still take; the members (Member) and their cursors; the
 // window's byte count (the bytes a read holds, counted in its admission
-// by proxy) and the lag and trim rules below. It knows nothing of HTTP,
-// etcd or encodings.
+// by proxy) and the lag and trim rules below; and for a shared LIST
+// (List) how its body is published: one answer for every member, a whole
+// body, or a stream, compressed once for all members as proxy/conn
+// compresses one response. It knows nothing of etcd, requests or
+// encodings; the chunks' bytes come from proxy's lister and encoders.
 //
 // A chunk is held (counted in the read's held bytes) while it is in the
 // window or a member writes it (a member pins the one chunk it writes). A

@@ -84,6 +84,7 @@ type Read[C Chunked] struct {
 	err error
 
 	lagged *metrics.Counter // ordered: members ended; circular: chunks dropped for lagging members
+	chunks *metrics.Counter // the registry's chunks published
 	forget func()           // removes the read from its registry
 	ctx    context.Context  // the read's: the last member out cancels it
 	cancel context.CancelFunc

@@ -59,7 +59,7 @@ func (r *Reads[K, G]) Published() { r.chunks.Inc() }
 func Start[K comparable, G comparable, C Chunked](r *Reads[K, G], read *Read[C], key K, g G, ordered bool, limit, overhead int64, base context.Context) {
 	read.win = newWindow[C](limit, overhead, &r.held)
 	read.members = make(map[*member]struct{})
-	read.ordered, read.lagged = ordered, r.lagged
+	read.ordered, read.lagged, read.chunks = ordered, r.lagged, r.chunks
 	read.forget = func() { r.forget(key, g) }
 	read.ctx, read.cancel = context.WithCancel(base)
 	r.m[key] = g
