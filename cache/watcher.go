@@ -94,8 +94,8 @@ type WatchOptions struct {
 	// caller's goroutine in Next.
 	Filter func(Attrs) bool
 	// Bookmarks sends a BOOKMARK with the current revision when the watcher
-	// is idle and the revision advanced, at most every
-	// Config.BookmarkInterval.
+	// is idle and the revision advanced, Config.BookmarkInterval after the
+	// last bookmark or event it sent.
 	Bookmarks bool
 	// Index lists exact-match terms of Filter: every object with valid
 	// Attrs that Filter passes has Attrs.Field(Path) == Value (an absent
@@ -130,7 +130,7 @@ type Watcher struct {
 
 	cursor       atomic.Uint64 // next history sequence to read; read by sweepLocked
 	lastRev      int64
-	lastBookmark time.Time
+	lastBookmark time.Time // of the last bookmark or event sent
 	// bmTimer wakes Next when the next bookmark is due; kept between
 	// calls (a Go timer that nothing waits on is in no timer heap).
 	bmTimer *time.Timer
@@ -340,6 +340,14 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 			w.lastRev = ev.rev
 			if out, pass := w.convert(ev); pass {
 				out.Backlog = int(min(head-seq-1, 1<<30))
+				if w.o.Bookmarks {
+					// The event carries a revision as a bookmark
+					// would: the next bookmark is due an interval
+					// after it (a watch that gets events every few
+					// seconds, a kubelet's of its Pods or Lease, is
+					// sent none).
+					w.lastBookmark = time.Now()
+				}
 				return out, nil
 			}
 			continue

@@ -90,6 +90,27 @@ func FuzzResolveRequest(f *testing.F) {
 		"/api/v1/namespaces/a/secrets?resourceVersionMatch=NotOlderThan&watch=1",
 		"/api/v1/namespaces/a/secrets?includeObject=Object&includeObject=All",
 		"/openapi/v3/apis/apps/v1?hash=x;&hash=%zz&hash=y&hash=z",
+		// Other spellings of watch, its name and repeats, and path
+		// segments a resolver could read apart from kube-apiserver's.
+		"/api/v1/namespaces/a/secrets?wat%63h=1",
+		"/api/v1/namespaces/a/secrets?watch=%31",
+		"/api/v1/namespaces/a/secrets?watch=True",
+		"/api/v1/namespaces/a/secrets?watch=T&watch=f",
+		"/api/v1/namespaces/a/secrets?watch=yes",
+		"/api/v1/namespaces/a/secrets?WATCH=1",
+		"/api/v1/namespaces/a/secrets?watch=1;",
+		"/api/v1/namespaces/a/secrets?;watch=1",
+		"/api/v1/namespaces/a/secrets?watch=1%00",
+		"/api/v1/namespaces/a/secrets?&&watch=1&",
+		"/api/v1/namespaces/a/secrets?resourceVersion=1&resourceVersion=2&watch=1",
+		"/api/v1/namespaces/a/secrets?watch=1&fieldSelector=metadata.name%3Dx&fieldSelector=metadata.name%3Dy",
+		"/api/v1/namespaces/a/secrets?labelSelector=a%3Db&labelSelector=",
+		"/api/v1/namespaces/a/../b/secrets",
+		"/api/v1/namespaces/a/./secrets",
+		"/api/v1/namespaces/%61/secrets",
+		"/api//v1/secrets",
+		"/api/v1/namespaces/a//secrets/s",
+		"/api/v1/watch//secrets",
 	} {
 		add(0, r)
 	}
