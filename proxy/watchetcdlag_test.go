@@ -3,11 +3,9 @@
 package proxy_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -15,10 +13,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/lazyapi/lazyapi/internal/storagefmt"
 	"github.com/lazyapi/lazyapi/proxy"
 )
 
@@ -44,15 +38,7 @@ func TestEtcdWatchLagBound(t *testing.T) {
 	})
 	payload := strings.Repeat("y", size)
 	var rev int64
-	put := func(i int) {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lag", Name: fmt.Sprintf("cm-%d", i%4)},
-			Data: map[string]string{"payload": payload, "i": strconv.Itoa(i)}}
-		val, err := storagefmt.Protobuf(cm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rev = e.putRaw(t, storagefmt.Key("/registry", "configmaps", "lag", cm.Name), val)
-	}
+	put := func(i int) { rev = putLagConfigMap(t, e, i, 4, payload) }
 	heap := func() int64 {
 		runtime.GC()
 		runtime.GC()
@@ -70,20 +56,8 @@ func TestEtcdWatchLagBound(t *testing.T) {
 	// A watch from now whose client reads its response's header, then
 	// nothing (a small receive buffer: the socket takes little).
 	from := rev
-	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, resp := stalledWatch(t, strings.TrimPrefix(e.url, "http://"), from)
 	defer conn.Close()
-	if err := conn.(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(conn, "GET /api/v1/namespaces/lag/configmaps?watch=1&resourceVersion=%d HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n", from)
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("watch: %v, status %v", err, resp)
-	}
 	const lagged = "lazyapi_watchers_closed_lagging_total"
 	before, _ := metricValue(e.ms, lagged)
 	h2 := heap()
