@@ -334,20 +334,7 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 			continue
 		}
 		if ok {
-			if !w.indexed {
-				w.cursor.Store(seq + 1)
-			}
-			w.lastRev = ev.rev
-			if out, pass := w.convert(ev); pass {
-				out.Backlog = int(min(head-seq-1, 1<<30))
-				if w.o.Bookmarks {
-					// The event carries a revision as a bookmark
-					// would: the next bookmark is due an interval
-					// after it (a watch that gets events every few
-					// seconds, a kubelet's of its Pods or Lease, is
-					// sent none).
-					w.lastBookmark = time.Now()
-				}
+			if out, pass := w.take(ev, seq, head); pass {
 				return out, nil
 			}
 			continue
@@ -372,6 +359,29 @@ func (w *Watcher) Next(ctx context.Context) (Event, error) {
 			return Event{}, ctx.Err()
 		}
 	}
+}
+
+// take moves the watcher past ev, the history's entry seq (head is the
+// history's next sequence), and returns it converted when the watcher's
+// filter passes it.
+func (w *Watcher) take(ev *event, seq, head uint64) (Event, bool) {
+	if !w.indexed {
+		w.cursor.Store(seq + 1)
+	}
+	w.lastRev = ev.rev
+	out, pass := w.convert(ev)
+	if !pass {
+		return Event{}, false
+	}
+	out.Backlog = int(min(head-seq-1, 1<<30))
+	if w.o.Bookmarks {
+		// The event carries a revision as a bookmark would: the next
+		// bookmark is due an interval after it (a watch that gets
+		// events every few seconds, a kubelet's of its Pods or Lease,
+		// is sent none).
+		w.lastBookmark = time.Now()
+	}
+	return out, true
 }
 
 // lag ends a watcher whose next event left the history (ErrLagging).

@@ -152,10 +152,13 @@ func TestEtcdPartitionAuthFirst(t *testing.T) {
 		}
 	}
 	denied("etcd partitioned")
-	// The admin's LIST asks etcd: 503 within an etcd call's bound, and
-	// etcd is then known down for a second.
-	if code, body, d := get("token-20", "/api/v1/namespaces/a/secrets"); code != 503 || d > 5500*time.Millisecond {
-		t.Fatalf("system:masters LIST of secrets with etcd partitioned = %d after %v: %.200s; want 503 within 5 s", code, d, body)
+	// The admin's consistent LIST asks etcd (the cache's revision
+	// probe): 503 within 3 s, and etcd is then known down for a second.
+	if code, body, d := get("token-20", "/api/v1/namespaces/a/configmaps"); code != 503 || d > 5*time.Second {
+		t.Fatalf("system:masters LIST of ConfigMaps with etcd partitioned = %d after %v: %.200s; want 503 within the revision probe (3 s)", code, d, body)
+	}
+	if code, body, d := get("token-20", "/api/v1/namespaces/a/secrets"); code != 503 || d > time.Second {
+		t.Fatalf("system:masters LIST of secrets with etcd known down = %d after %v: %.200s; want 503 at once (held)", code, d, body)
 	}
 	denied("etcd known down")
 }

@@ -97,16 +97,17 @@ func newScanGroups(ms *metrics.Set) *scanGroups {
 		"lazyapi_watch_shared_scan_segments_dropped_total", "lazyapi_watch_shared_scan_bytes")
 }
 
-// scanSeg is a segment's key range: [start, end], both inclusive.
-type scanSeg struct{ start, end string }
-
 // scanSegment is one encoded segment in (or pinned past) the window; its
-// part is its index in the group's segs.
+// part is its index in the scan's segments.
 type scanSegment struct {
 	shared.Chunk
 	events int
 	failed bool // data ends with an ERROR event: the members end after it
 }
+
+// Failed reports that the segment ends with an ERROR event: the members
+// end after it.
+func (sg *scanSegment) Failed() bool { return sg.failed }
 
 // scanSegmentOverhead is what a segment holds beside its data.
 const scanSegmentOverhead = 256
@@ -114,10 +115,10 @@ const scanSegmentOverhead = 256
 // scanMember is one watch in a group.
 type scanMember = shared.Member[*scanSegment, *scanGroup]
 
-// scanGroup is one shared scan: a circular shared read (proxy/shared)
+// scanGroup is one shared scan: a circular shared read (shared.Scan)
 // whose parts are the segments.
 type scanGroup struct {
-	shared.Read[*scanSegment]
+	shared.Scan[*scanSegment]
 	reg    *scanGroups
 	s      *Server
 	key    scanKey
@@ -130,9 +131,7 @@ type scanGroup struct {
 	se   *StatusError // the admission or first read failed: the members answer it
 	bulk bool         // admitted at the Bulk level: the scanner and the members yield to short requests
 
-	// Under the read's lock:
-	segs  []scanSeg // complete once every part is published
-	isPin bool      // rev is set
+	isPin bool // rev is set (under the read's lock)
 }
 
 // scanKeyOf returns the group key of a watch with initial events, ok
@@ -287,76 +286,48 @@ func (g *scanGroup) run() {
 			learn(encoded)
 		}
 	}
-	if g.firstCycle(pg, page, yield) {
-		g.laterCycles(hint, yield)
+	if err := shared.Cycles(&g.Scan, scanPages{g: g, pg: pg, hint: hint}, g.key.prefix, page, yield); err != nil {
+		g.fail(err)
 	}
 }
 
-// firstCycle publishes the collection's segments, one per page from page
-// on (the pages define the segments); false when the group is over.
-func (g *scanGroup) firstCycle(pg *store.Pager, page []*mvccpb.KeyValue, yield func(n int)) bool {
-	start := g.key.prefix
-	for {
-		if !g.WaitRoom() {
-			return false
-		}
-		seg := scanSeg{start: start}
-		if len(page) > 0 {
-			seg.end = string(page[len(page)-1].Key)
-			start = seg.end + "\x00"
-		}
-		sg := g.encode(page)
-		n := len(sg.Data) // before publish: the window owns sg after it
-		last := !pg.More() || len(page) == 0
-		if !g.publish(sg, seg, last) {
-			return false
-		}
-		yield(n)
-		if last {
-			return true
-		}
-		var err error
-		if page, err = pg.Next(g.Context()); err != nil {
-			g.fail(err)
-			return false
-		}
-	}
+// scanPages are the pages of a scan group's collection at its revision
+// (shared.Pages): its first cycle's pager, the segments read again, and
+// their encoded segments.
+type scanPages struct {
+	g    *scanGroup
+	pg   *store.Pager
+	hint int
 }
 
-// laterCycles publishes again, circularly, the segments some member still
-// needs, until no member is left.
-func (g *scanGroup) laterCycles(hint int, yield func(n int)) {
-	pos := 0
-	for {
-		idx, ok := g.NextNeeded(pos)
-		if !ok {
-			return
-		}
-		kvs, err := g.readSegment(g.segs[idx], hint) // segs is complete: read without the lock
-		if err != nil {
-			g.fail(err)
-			return
-		}
-		if !g.publishAgain(g.encode(kvs), idx) {
-			return
-		}
-		pos = (idx + 1) % len(g.segs)
-		yield(0)
+var _ shared.Pages[[]*mvccpb.KeyValue, *scanSegment] = scanPages{}
+
+func (p scanPages) Next(ctx context.Context) ([]*mvccpb.KeyValue, error) { return p.pg.Next(ctx) }
+
+func (p scanPages) More() bool { return p.pg.More() }
+
+func (p scanPages) Last(page []*mvccpb.KeyValue) (string, bool) {
+	if len(page) == 0 {
+		return "", false
 	}
+	return string(page[len(page)-1].Key), true
 }
 
-// readSegment reads a segment's values again, at the group's revision.
-func (g *scanGroup) readSegment(seg scanSeg, hint int) ([]*mvccpb.KeyValue, error) {
-	spg := g.s.store.NewPager(store.ListOptions{Prefix: g.key.prefix, Start: seg.start, End: seg.end, Rev: g.rev,
-		Serializable: g.key.serializable, SizeHint: hint, Continues: true})
+func (p scanPages) Chunk(page []*mvccpb.KeyValue) *scanSegment { return p.g.encode(page) }
+
+// Again reads a segment's values again, at the group's revision.
+func (p scanPages) Again(ctx context.Context, start, end string) ([]*mvccpb.KeyValue, error) {
+	g := p.g
+	spg := g.s.store.NewPager(store.ListOptions{Prefix: g.key.prefix, Start: start, End: end, Rev: g.rev,
+		Serializable: g.key.serializable, SizeHint: p.hint, Continues: true})
 	var kvs []*mvccpb.KeyValue
 	for {
-		p, err := spg.Next(g.Context())
+		page, err := spg.Next(ctx)
 		if err != nil {
 			return nil, err
 		}
-		kvs = append(kvs, p...)
-		if !spg.More() || len(p) == 0 {
+		kvs = append(kvs, page...)
+		if !spg.More() || len(page) == 0 {
 			return kvs, nil
 		}
 	}
@@ -406,37 +377,6 @@ func (g *scanGroup) encode(page []*mvccpb.KeyValue) *scanSegment {
 	}
 	g.reg.Published()
 	return sg
-}
-
-// publish adds a first-cycle segment; last completes the segments. It
-// returns false when the group is over.
-func (g *scanGroup) publish(sg *scanSegment, seg scanSeg, last bool) bool {
-	g.Lock()
-	defer g.Unlock()
-	if !g.PushLocked(sg, true) {
-		return false
-	}
-	g.segs = append(g.segs, seg)
-	if last {
-		g.CompleteLocked()
-	}
-	return g.failedLocked(sg)
-}
-
-// publishAgain adds segment idx, read again for members that missed it.
-func (g *scanGroup) publishAgain(sg *scanSegment, idx int) bool {
-	g.Lock()
-	defer g.Unlock()
-	return g.PushAgainLocked(sg, idx) && g.failedLocked(sg)
-}
-
-// failedLocked stops the group after a published segment that failed
-// (the members end after its ERROR event); false when it did.
-func (g *scanGroup) failedLocked(sg *scanSegment) bool {
-	if sg.failed {
-		g.FailLocked(shared.ErrEnded)
-	}
-	return !sg.failed
 }
 
 // runShared streams a member's initial events from its group: the

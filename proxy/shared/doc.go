@@ -12,8 +12,11 @@
 // by proxy) and the lag and trim rules below; and for a shared LIST
 // (List) how its body is published: one answer for every member, a whole
 // body, or a stream, compressed once for all members as proxy/conn
-// compresses one response. It knows nothing of etcd, requests or
-// encodings; the chunks' bytes come from proxy's lister and encoders.
+// compresses one response; and for a shared scan (Scan, Cycles) the
+// cycles over a key range: the segments its first cycle's pages define,
+// each read again (Pages) for the members that missed it. It knows
+// nothing of etcd, requests or encodings; the chunks' bytes come from
+// proxy's lister, pagers and encoders.
 //
 // A chunk is held (counted in the read's held bytes) while it is in the
 // window or a member writes it (a member pins the one chunk it writes). A
@@ -25,7 +28,7 @@
 //     (ErrLagged).
 //   - circular (a shared scan): a member writes every part once, in any
 //     order; a chunk is a part published again for members that missed
-//     it (NextNeeded). A member that did not take a chunk that left the
+//     it (Scan, Cycles). A member that did not take a chunk that left the
 //     window gets it on a later cycle.
 //
 // The trim rule: the oldest chunk leaves the window once no member waits

@@ -70,11 +70,11 @@ func (l *List[A]) Started() bool { return l.started }
 // publish adds a chunk (data, carrying raw bytes of the body) to the
 // window once there is room; false when no member is left.
 func (l *List[A]) publish(data []byte, raw int) bool {
-	if !l.WaitRoom() {
+	if !l.waitRoom() {
 		return false
 	}
 	l.Lock()
-	ok := l.PushLocked(&ListChunk{Chunk: Chunk{Data: data}, Raw: raw}, true)
+	ok := l.pushLocked(&ListChunk{Chunk: Chunk{Data: data}, Raw: raw}, true)
 	l.Unlock()
 	if ok {
 		l.chunks.Inc()

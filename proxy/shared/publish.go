@@ -8,12 +8,12 @@ func (r *Read[C]) overLocked() bool {
 	return r.err != nil || len(r.members) == 0 || r.ctx.Err() != nil
 }
 
-// WaitRoom waits until the window has room for a chunk; false when the
+// waitRoom waits until the window has room for a chunk; false when the
 // read is over. An ordered read also waits until it is fewer than two
 // chunks ahead of its fastest member, as an unshared LIST reads ahead of
 // its writer (two pages): a read whose clients left or stall does not read
 // on into its window.
-func (r *Read[C]) WaitRoom() bool {
+func (r *Read[C]) waitRoom() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
@@ -32,9 +32,9 @@ func (r *Read[C]) WaitRoom() bool {
 	}
 }
 
-// PushLocked publishes c, a new part when newPart (its part is then the
+// pushLocked publishes c, a new part when newPart (its part is then the
 // next); false when the read is over (c is dropped).
-func (r *Read[C]) PushLocked(c C, newPart bool) bool {
+func (r *Read[C]) pushLocked(c C, newPart bool) bool {
 	if r.err != nil || len(r.members) == 0 {
 		return false
 	}
@@ -46,17 +46,6 @@ func (r *Read[C]) PushLocked(c C, newPart bool) bool {
 	r.win.broadcastLocked()
 	return true
 }
-
-// PushAgainLocked publishes c as part again (a circular read's part
-// read again for members that missed it); false when the read is over.
-func (r *Read[C]) PushAgainLocked(c C, part int) bool {
-	c.chunk().part = part
-	return r.PushLocked(c, false)
-}
-
-// CompleteLocked records that every part is published (a circular
-// read's first cycle is over); members end once they took every part.
-func (r *Read[C]) CompleteLocked() { r.complete = true }
 
 // FailLocked ends the read early with err: no member joins, members
 // without every part end with err once they took what the window holds,
@@ -94,10 +83,10 @@ func (r *Read[C]) ClearWindow(keep func(newest C) bool) {
 	r.mu.Unlock()
 }
 
-// NextNeeded waits for room and a part of a complete circular read that
+// nextNeeded waits for room and a part of a complete circular read that
 // some member needs and will not find in the window, from pos on
 // (circularly); false when the read is over.
-func (r *Read[C]) NextNeeded(pos int) (int, bool) {
+func (r *Read[C]) nextNeeded(pos int) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := r.parts

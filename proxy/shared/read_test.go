@@ -31,16 +31,16 @@ func start(r *testReads, ordered bool, limit int64) (*testGroup, *Member[*testCh
 // push publishes a chunk of n bytes (a new part when newPart); false when
 // the read is over.
 func push(g *testGroup, n int, newPart bool, part int) bool {
-	if !g.WaitRoom() {
+	if !g.waitRoom() {
 		return false
 	}
 	g.Lock()
 	defer g.Unlock()
 	c := &testChunk{Chunk{Data: make([]byte, n)}}
-	if newPart {
-		return g.PushLocked(c, true)
+	if !newPart {
+		c.part = part
 	}
-	return g.PushAgainLocked(c, part)
+	return g.pushLocked(c, newPart)
 }
 
 // TestOrderedReadEndsLaggedMember: in an ordered read (a shared LIST)
@@ -101,10 +101,10 @@ func TestOrderedReadEndsLaggedMember(t *testing.T) {
 
 // TestCircularReadPublishesMissedParts: a member that joins a circular
 // read (a shared scan) after its first parts left the window takes the
-// window's part, then NextNeeded names the parts it missed, published
+// window's part, then nextNeeded names the parts it missed, published
 // again, and it ends once it took every part; the first member ends after
 // the first cycle. The last member out ends the read's context and its
-// registration; NextNeeded then reports the read over.
+// registration; nextNeeded then reports the read over.
 func TestCircularReadPublishesMissedParts(t *testing.T) {
 	ms := metrics.NewSet()
 	r := newTestReads(ms)
@@ -130,9 +130,9 @@ func TestCircularReadPublishesMissedParts(t *testing.T) {
 	if p1, _ := take(first); p1 != 1 {
 		t.Fatalf("first member took part %d, want 1", p1)
 	}
-	push(g, 10, true, 0) // WaitRoom trims parts 0 and 1: no member waits for them
+	push(g, 10, true, 0) // waitRoom trims parts 0 and 1: no member waits for them
 	g.Lock()
-	g.CompleteLocked()
+	g.complete = true
 	g.Unlock()
 	late := AddMember(&g.Read, g, false)
 	if p2, _ := take(first); p2 != 2 {
@@ -146,9 +146,9 @@ func TestCircularReadPublishesMissedParts(t *testing.T) {
 	p, _ := take(late)
 	got = append(got, p)
 	for pos := 0; ; {
-		idx, ok := g.NextNeeded(pos)
+		idx, ok := g.nextNeeded(pos)
 		if !ok {
-			t.Fatalf("NextNeeded(%d) reports the read over; the late member took %v", pos, got)
+			t.Fatalf("nextNeeded(%d) reports the read over; the late member took %v", pos, got)
 		}
 		push(g, 10, false, idx)
 		p, end := take(late)
@@ -168,8 +168,8 @@ func TestCircularReadPublishesMissedParts(t *testing.T) {
 		t.Error("late member: no end after every part")
 	}
 	late.Leave()
-	if _, ok := g.NextNeeded(0); ok {
-		t.Error("NextNeeded after the last member left: want the read over")
+	if _, ok := g.nextNeeded(0); ok {
+		t.Error("nextNeeded after the last member left: want the read over")
 	}
 	if g.Context().Err() == nil {
 		t.Error("the read's context did not end with its last member")
