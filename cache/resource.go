@@ -259,10 +259,10 @@ func (r *Resource) run(ctx context.Context) {
 			if errors.Is(err, errEvicted) {
 				st = StateEvicted
 				r.evicted.Inc()
-				log.Warn("resource evicted from the cache: it grew past the budget; served from etcd", zap.String("reason", reason))
+				log.Warn("resource evicted from the cache: it grew past the budget; served from etcd", zap.String("reason", reason), zap.Int64("MemoryBytes", r.c.cfg.MemoryBytes))
 			} else {
 				r.refused.Inc()
-				log.Warn("resource not cached: it does not fit the budget; served from etcd", zap.String("reason", reason))
+				log.Warn("resource not cached: it does not fit the budget; served from etcd", zap.String("reason", reason), zap.Int64("MemoryBytes", r.c.cfg.MemoryBytes))
 			}
 			r.reset(st, reason)
 			wait = r.c.cfg.RetryInterval << min(refusals, 5)

@@ -71,12 +71,17 @@ func scaleOf(r *resource.Resource, value []byte, rv int64) (*autoscalingv1.Scale
 	if err != nil {
 		return nil, err
 	}
+	return newScale(&meta, rv, spec, status, selector), nil
+}
+
+// newScale is the Scale of the object meta describes, at revision rv.
+func newScale(meta *metav1.ObjectMeta, rv int64, spec, status int32, selector string) *autoscalingv1.Scale {
 	return &autoscalingv1.Scale{
 		ObjectMeta: metav1.ObjectMeta{Name: meta.Name, Namespace: meta.Namespace, UID: meta.UID,
 			ResourceVersion: strconv.FormatInt(rv, 10), CreationTimestamp: meta.CreationTimestamp},
 		Spec:   autoscalingv1.ScaleSpec{Replicas: spec},
 		Status: autoscalingv1.ScaleStatus{Replicas: status, Selector: selector},
-	}, nil
+	}
 }
 
 func labelSelectorString(ls *metav1.LabelSelector) (string, error) {
@@ -130,12 +135,7 @@ func customScale(p *resource.ScalePaths, value []byte, rv int64) (*autoscalingv1
 			selector, _ = v.(string)
 		}
 	}
-	return &autoscalingv1.Scale{
-		ObjectMeta: metav1.ObjectMeta{Name: meta.Name, Namespace: meta.Namespace, UID: meta.UID,
-			ResourceVersion: strconv.FormatInt(rv, 10), CreationTimestamp: meta.CreationTimestamp},
-		Spec:   autoscalingv1.ScaleSpec{Replicas: spec},
-		Status: autoscalingv1.ScaleStatus{Replicas: status, Selector: selector},
-	}, nil
+	return newScale(&meta, rv, spec, status, selector), nil
 }
 
 // jsonPathValue follows a CRD scale path (".a.b": field access only, as

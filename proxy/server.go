@@ -450,6 +450,7 @@ const maxRequestBody = 1 << 20
 func finishBody(rc *fasthttp.RequestCtx) {
 	if g := conn.GateOf(rc.Conn()); g != nil && g.BodyEndsConn() {
 		rc.SetConnectionClose()
+		g.EndWithUnreadBody()
 	}
 }
 

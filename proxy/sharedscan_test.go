@@ -475,7 +475,12 @@ func TestSharedScanAdmission(t *testing.T) {
 // --memory-limit), concurrent WatchLists of an uncached collection share
 // a scan whose window fits the budget: each would be admitted alone, so
 // the group must be too (with a 16 MiB window it was refused, 429 without
-// Retry-After, every time).
+// Retry-After, every time). Under -race 4 streams share the scan, not 8:
+// the work is every member's 12 MB written and decoded (CPU, no waiting:
+// all 8 had their headers within 1.2 s and one scan served them, 0-2
+// segments dropped for lagging members), and 8 under -race beside two
+// other race processes on 2 cores took over 30 s; the group's admission,
+// what the test proves, is the same for 4.
 func TestSharedScanSmallBudget(t *testing.T) {
 	cfg := ratelimit.DefaultConfig()
 	cfg.MaxInflightBytes = 8 << 20
@@ -486,7 +491,9 @@ func TestSharedScanSmallBudget(t *testing.T) {
 	}
 	e := startEnv(t, func(c *proxy.Config) { c.Limiter = lim })
 	putConfigMaps(t, e, 0, 40, 300<<10) // 12 MB: its frames alone are over the budget
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A hang guard: the streams take 12-14 s under -race beside two other
+	// race processes on 2 cores.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// Alone (not shared), one such WatchList is admitted.
 	cfg.Metrics = metrics.NewSet()
@@ -501,6 +508,10 @@ func TestSharedScanSmallBudget(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
+	if raceEnabled {
+		errs = errs[:4]
+	}
+	start := time.Now()
 	for i := range errs {
 		wg.Go(func() {
 			req, _ := http.NewRequestWithContext(ctx, "GET", e.url+sharedWatchList, nil)
@@ -522,6 +533,8 @@ func TestSharedScanSmallBudget(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	t.Logf("%d streams in %v: %d scans, %d segments dropped for lagging members", len(errs), time.Since(start).Round(time.Millisecond),
+		metricInt(t, e, "lazyapi_watch_shared_scans_total"), metricInt(t, e, "lazyapi_watch_shared_scan_segments_dropped_total"))
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("stream %d: %v", i, err)

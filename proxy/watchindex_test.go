@@ -84,6 +84,20 @@ func TestWatchKubeletIndexed(t *testing.T) {
 			expectPod(t, nextEvent(t, w2), watch.Added, name, "n2", "2", rmove)
 			expectPod(t, nextEvent(t, wn), watch.Modified, name, "n1", "1", rmod)
 			expectPod(t, nextEvent(t, wn), watch.Modified, name, "n2", "2", rmove)
+			// The server unregisters a watch when it notices the client's
+			// hang-up (conn.Hangups), after Stop has returned: stopped
+			// watches must leave the index (a kubelet's churn must not
+			// grow it), and the next client's count starts from a settled
+			// one (read at once, it counted these until they left).
+			w1.Stop()
+			w2.Stop()
+			wn.Stop()
+			waitFor(t, "stopped watches unindexed", func() error {
+				if got := r.IndexedWatchers(); got != before {
+					return fmt.Errorf("%d indexed watchers, want %d", got, before)
+				}
+				return nil
+			})
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 
 	"github.com/lazyapi/lazyapi/audit"
@@ -87,7 +88,7 @@ func (o *Options) limiterConfig(lg *zap.Logger, ms *metrics.Set) ratelimit.Confi
 func (o *Options) cacheConfig(cli *clientv3.Client, p *parts, lg *zap.Logger) cache.Config {
 	return cache.Config{
 		Client:           cli,
-		Logger:           lg,
+		Logger:           namingFlags(lg, cacheFlags),
 		Metrics:          p.metrics,
 		MemoryBytes:      o.cacheBytes(),
 		Sizes:            o.WatchCache.sizes,
@@ -116,7 +117,7 @@ func (o *Options) proxyConfig(p *parts, lg *zap.Logger) proxy.Config {
 		WriteTimeout:       o.Serving.writeTimeout,
 		DisableCompression: !o.Serving.compression,
 		Resources:          p.resources,
-		Logger:             lg,
+		Logger:             namingFlags(lg, proxyFlags),
 		Metrics:            p.metrics,
 		Limiter:            p.limiter,
 		Cache:              p.cache,
@@ -219,4 +220,48 @@ func (o *Options) forwardConfig(lg *zap.Logger, ms *metrics.Set) (cfg forward.Co
 		Logger:       lg,
 		Metrics:      ms,
 	}, true
+}
+
+// Log fields that name a Config field, and the flag that sets it. A
+// library's log line carries the Config field it speaks of (the cache's
+// "resource not cached: it does not fit the budget" carries MemoryBytes,
+// proxy's "stream aborted" its writeTimeout or requestTimeout); the
+// loggers handed to the libraries add the flag, as "flag", so that the
+// operator reads which flag to change.
+var (
+	cacheFlags = map[string]string{"MemoryBytes": "--watch-cache-memory"}
+	proxyFlags = map[string]string{"writeTimeout": "--write-timeout", "requestTimeout": "--request-timeout"}
+)
+
+// namingFlags returns lg adding to each entry that carries a field of
+// flags (its first) a "flag" field naming the flag.
+func namingFlags(lg *zap.Logger, flags map[string]string) *zap.Logger {
+	return lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return flagNamer{c, flags} }))
+}
+
+// flagNamer is the zapcore.Core of namingFlags.
+type flagNamer struct {
+	zapcore.Core
+	flags map[string]string
+}
+
+func (c flagNamer) With(fields []zapcore.Field) zapcore.Core {
+	return flagNamer{c.Core.With(fields), c.flags}
+}
+
+func (c flagNamer) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(ent.Level) {
+		return ce.AddCore(ent, c)
+	}
+	return ce
+}
+
+func (c flagNamer) Write(ent zapcore.Entry, fields []zapcore.Field) error {
+	for _, f := range fields {
+		if flag, ok := c.flags[f.Key]; ok {
+			fields = append(fields[:len(fields):len(fields)], zap.String("flag", flag))
+			break
+		}
+	}
+	return c.Core.Write(ent, fields)
 }

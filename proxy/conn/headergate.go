@@ -134,6 +134,9 @@ type Gate struct {
 	deadline time.Time
 	// clear: the connection is clear text (ClearText).
 	clear ClearMode
+	// lingers: the response ends the connection with the request's body
+	// unread (EndWithUnreadBody); Close lingers.
+	lingers atomic.Bool
 }
 
 // SetDeadline implements net.Conn.
@@ -251,10 +254,49 @@ func (g *Gate) compact() {
 }
 
 // Close implements net.Conn; it gives back what the header buffer took
-// from the budget.
+// from the budget. A connection whose response ends it with the request's
+// body unread (EndWithUnreadBody) lingers first.
 func (g *Gate) Close() error {
 	g.releaseHeader()
+	if g.lingers.CompareAndSwap(true, false) {
+		linger(g.Conn)
+	}
 	return g.Conn.Close()
+}
+
+// lingerTime bounds how long a connection closed with its request's body
+// unread waits for the rest of it (Go's server: rstAvoidanceDelay).
+const lingerTime = 500 * time.Millisecond
+
+// linger closes c's sending side (the response is complete: the client
+// reads it, then the end) and reads and drops what the client still sends,
+// up to its end, lingerTime or maxUnreadBody bytes. A socket closed with
+// received bytes unread, or that receives bytes once closed, answers with
+// a reset: the client may get ECONNRESET before the response's end, and
+// the kernel drops what the response had not yet sent (a chunked POST
+// answered and closed at once, its last bytes still arriving: issue of
+// TestHeaderGatePipelining). Go's server closes the sending side and waits
+// too (closeWriteAndWait).
+func linger(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok {
+		_ = tc.CloseWrite() // close_notify
+		c = tc.NetConn()
+	}
+	if p, ok := c.(*Progress); ok {
+		c = p.Conn
+	}
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil || c.SetReadDeadline(time.Now().Add(lingerTime)) != nil {
+		return
+	}
+	var scratch [4 << 10]byte
+	for n := 0; n < maxUnreadBody; {
+		m, err := c.Read(scratch[:])
+		if err != nil {
+			return
+		}
+		n += m
+	}
 }
 
 // readHeader reads until buf holds a complete request header (or more than
@@ -512,6 +554,12 @@ func (g *Gate) Withheld() (length int64, chunked bool) { return g.body, g.chunke
 func (g *Gate) BodyEndsConn() bool {
 	return g.chunked || g.body > maxUnreadBody || (g.body > 0 && g.expect)
 }
+
+// EndWithUnreadBody records that the response ends the connection with
+// the request's body unread (BodyEndsConn): Close then closes the
+// sending side first and reads what the client still sends (linger), so
+// that the client gets the whole response and its end, not a reset.
+func (g *Gate) EndWithUnreadBody() { g.lingers.Store(true) }
 
 // Body reads the current request's withheld body: for a Content-Length
 // body up to io.EOF at its end, a chunked body's bytes raw
