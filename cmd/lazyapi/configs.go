@@ -234,8 +234,12 @@ var (
 )
 
 // namingFlags returns lg adding to each entry that carries a field of
-// flags (its first) a "flag" field naming the flag.
+// flags (its first) a "flag" field naming the flag. A nil lg stays nil:
+// the libraries read a nil Logger as zap.NewNop.
 func namingFlags(lg *zap.Logger, flags map[string]string) *zap.Logger {
+	if lg == nil {
+		return nil
+	}
 	return lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return flagNamer{c, flags} }))
 }
 
