@@ -32,6 +32,9 @@ type kubeletClients struct {
 	opened                                    atomic.Int64
 	delivered, bookmarks, cut, refused, errEv atomic.Int64
 	hist                                      *Histogram
+	// acks, when set, also times each timed event from etcd's
+	// acknowledgement of its write (set before open).
+	acks *kubeletAcks
 
 	mu    sync.Mutex
 	first string
@@ -229,6 +232,8 @@ func (c *kubeletClients) read(body io.Reader) (string, error) {
 			c.delivered.Add(1)
 			if typ != "DELETED" && stamp > 0 {
 				c.hist.Record(now.Sub(time.Unix(0, stamp)))
+				rev, _ := strconv.ParseInt(rv, 10, 64) // 0, unmatched, when not a number
+				c.acks.arrived(rev, now)
 			}
 		}
 	}
@@ -285,6 +290,12 @@ func (c *kubeletClients) drain(ctx context.Context, expected int64, maxWait time
 func (c *kubeletClients) result(r *KubeletResult) {
 	r.Delivered, r.Bookmarks, r.Cut, r.Refused, r.ErrorEvents = c.delivered.Load(), c.bookmarks.Load(), c.cut.Load(), c.refused.Load(), c.errEv.Load()
 	r.Latency = c.hist.Summary()
+	if c.acks != nil {
+		a := c.acks.finish()
+		r.LatencyFromAck, r.EtcdWrite = a.fromAck, a.etcd
+		r.AckNegative, r.AckUnmatched, r.AckOverflow = a.negative, a.unmatched, a.overflow
+		r.SlowestFromAck = a.slowest
+	}
 	if r.FirstError == "" {
 		r.FirstError = c.firstErr()
 	}

@@ -36,6 +36,10 @@ type kubeletWriter struct {
 	renewals  []int
 	rotations []atomic.Int64 // per Deployment: Secret rotations
 
+	// acks, when set, records etcd's acknowledgement of every write
+	// done by run (see kubeletAcks).
+	acks *kubeletAcks
+
 	mu  sync.Mutex
 	err string
 }
@@ -60,36 +64,64 @@ func (w *kubeletWriter) firstErr() string {
 	return w.err
 }
 
-// stamp sets the write-time annotation on o, now.
-func stamp(o metav1.Object) {
+// stamp sets the write-time annotation on o, now, and returns the time.
+func stamp(o metav1.Object) time.Time {
 	a := o.GetAnnotations()
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[kubeletStampKey] = strconv.FormatInt(time.Now().UnixNano(), 10)
+	now := time.Now()
+	a[kubeletStampKey] = strconv.FormatInt(now.UnixNano(), 10)
 	o.SetAnnotations(a)
+	return now
 }
 
-// kv is one object to write: its etcd key (after the prefix) and value.
-type kubeletKV struct{ key, val string }
+// kv is one object to write: its etcd key (after the prefix) and value,
+// and its stamp.
+type kubeletKV struct {
+	key, val string
+	stamp    time.Time
+}
 
 func (w *kubeletWriter) encode(resource, ns string, o runtime.Object) (kubeletKV, error) {
 	acc := o.(metav1.Object)
-	stamp(acc)
+	at := stamp(acc)
 	b, err := storagefmt.Protobuf(o)
 	if err != nil {
 		return kubeletKV{}, err
 	}
-	return kubeletKV{key: storagefmt.Key(w.prefix, resource, ns, acc.GetName()), val: string(b)}, nil
+	return kubeletKV{key: storagefmt.Key(w.prefix, resource, ns, acc.GetName()), val: string(b), stamp: at}, nil
 }
 
-func (w *kubeletWriter) put(ctx context.Context, resource, ns string, o runtime.Object) error {
+// put writes o (a write of the given kind, for kubeletAcks) and records
+// etcd's acknowledgement under the revision of its response, which is the
+// object's new mod revision.
+func (w *kubeletWriter) put(ctx context.Context, kind byte, resource, ns string, o runtime.Object) error {
 	e, err := w.encode(resource, ns, o)
 	if err != nil {
 		return err
 	}
-	_, err = w.cli.Put(ctx, e.key, e.val)
-	return err
+	resp, err := w.cli.Put(ctx, e.key, e.val)
+	if err != nil {
+		return err
+	}
+	w.acks.acked(resp.Header.Revision, e.stamp, time.Now(), kind)
+	return nil
+}
+
+// delete deletes key and records etcd's acknowledgement under the
+// revision of its response (the deletion's, which the DELETED event
+// carries), timed from just before the request.
+func (w *kubeletWriter) delete(ctx context.Context, key string) error {
+	start := time.Now()
+	resp, err := w.cli.Delete(ctx, key)
+	if err != nil {
+		return err
+	}
+	if resp.Deleted > 0 {
+		w.acks.acked(resp.Header.Revision, start, time.Now(), 'd')
+	}
+	return nil
 }
 
 // seed writes every object and returns etcd's revision after the last.
@@ -300,6 +332,24 @@ func (w *kubeletWriter) schedule(dur time.Duration) []kubeletOp {
 
 const kubeletWriters = 16
 
+// windowWrites is how many etcd writes the window of dur does.
+func (w *kubeletWriter) windowWrites(dur time.Duration) int {
+	n := 0
+	for _, op := range w.schedule(dur) {
+		switch op.kind {
+		case 'r':
+			n += 3
+		case 's':
+			if w.cfg.SecretsPerPod > 0 {
+				n++
+			}
+		default:
+			n++
+		}
+	}
+	return n
+}
+
 // run performs the window's writes on schedule and returns how many it
 // wrote and the watch events they must deliver.
 func (w *kubeletWriter) run(ctx context.Context, dur time.Duration) (writes, expected int64) {
@@ -321,6 +371,7 @@ func (w *kubeletWriter) run(ctx context.Context, dur time.Duration) (writes, exp
 		})
 	}
 	start := time.Now()
+	w.acks.begin(start)
 	for _, op := range ops {
 		if d := op.at - time.Since(start); d > time.Millisecond {
 			sleepCtx(ctx, d)
@@ -346,32 +397,32 @@ func (w *kubeletWriter) do(ctx context.Context, op kubeletOp) (writes, events in
 	switch op.kind {
 	case 'l':
 		w.renewals[op.index]++
-		return 1, 1, w.put(ctx, "leases", kubeletLeaseNS, w.lease(op.index, w.renewals[op.index]))
+		return 1, 1, w.put(ctx, 'l', "leases", kubeletLeaseNS, w.lease(op.index, w.renewals[op.index]))
 	case 'p':
 		d, j := op.index/w.cfg.Replicas, op.index%w.cfg.Replicas
 		w.updates[op.index]++
-		return 1, 1, w.put(ctx, "pods", depNS(d), w.pod(d, j, w.gen[op.index], w.updates[op.index], false))
+		return 1, 1, w.put(ctx, 'p', "pods", depNS(d), w.pod(d, j, w.gen[op.index], w.updates[op.index], false))
 	case 'r':
 		// The Pod is marked for deletion (MODIFIED), deleted (DELETED)
 		// and replaced by a new one on the same node (ADDED).
 		d, j := op.index/w.cfg.Replicas, op.index%w.cfg.Replicas
 		gen, upd := w.gen[op.index], w.updates[op.index]
-		if err := w.put(ctx, "pods", depNS(d), w.pod(d, j, gen, upd, true)); err != nil {
+		if err := w.put(ctx, 'm', "pods", depNS(d), w.pod(d, j, gen, upd, true)); err != nil {
 			return 0, 0, err
 		}
-		if _, err := w.cli.Delete(ctx, storagefmt.Key(w.prefix, "pods", depNS(d), podName(d, j, gen))); err != nil {
+		if err := w.delete(ctx, storagefmt.Key(w.prefix, "pods", depNS(d), podName(d, j, gen))); err != nil {
 			return 1, 1, err
 		}
 		w.gen[op.index]++
 		w.updates[op.index] = 0
-		return 3, 3, w.put(ctx, "pods", depNS(d), w.pod(d, j, gen+1, 0, false))
+		return 3, 3, w.put(ctx, 'c', "pods", depNS(d), w.pod(d, j, gen+1, 0, false))
 	case 's':
 		r := int(w.rotations[op.index].Add(1))
 		i := r % max(1, w.cfg.SecretsPerPod)
 		if w.cfg.SecretsPerPod == 0 {
 			return 0, 0, nil
 		}
-		return 1, int64(w.tp.mountedBy()), w.put(ctx, "secrets", depNS(op.index), kubeletSecret(op.index, i, r))
+		return 1, int64(w.tp.mountedBy()), w.put(ctx, 's', "secrets", depNS(op.index), kubeletSecret(op.index, i, r))
 	}
 	return 0, 0, fmt.Errorf("unknown op %c", op.kind)
 }

@@ -42,6 +42,12 @@ func TestLazybenchKubelet(t *testing.T) {
 	if r.Latency.Count != r.Delivered-2*4 || r.Latency.P99 <= 0 { // DELETED events carry no write time
 		t.Errorf("latency of %d events (p99 %.1f ms), want %d", r.Latency.Count, r.Latency.P99, r.Delivered-8)
 	}
+	// The same events timed from etcd's acknowledgement of their write,
+	// matched by resourceVersion; etcd's write latency for every write.
+	if r.LatencyFromAck.Count != r.Latency.Count || r.AckUnmatched != 0 || r.LatencyFromAck.P99 > r.Latency.P99 || r.EtcdWrite.Count != r.Writes {
+		t.Errorf("from etcd's ack: %d events (%d unmatched), p99 %.1f ms (from the stamp %.1f ms); etcd write latency of %d writes, want %d",
+			r.LatencyFromAck.Count, r.AckUnmatched, r.LatencyFromAck.P99, r.Latency.P99, r.EtcdWrite.Count, r.Writes)
+	}
 	if r.Cut != 0 || r.Refused != 0 || r.ErrorEvents != 0 || r.FirstError != "" {
 		t.Errorf("cut %d, refused %d, ERROR %d: %s", r.Cut, r.Refused, r.ErrorEvents, r.FirstError)
 	}
