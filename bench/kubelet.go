@@ -555,7 +555,7 @@ func (r *KubeletReport) Markdown() string {
 			if i == 5 {
 				break
 			}
-			fmt.Fprintf(&b, " %s ms at %s s (%s, etcd write %s ms);", f1(e.FromAckMillis), f1(e.AtMillis/1000), e.Write, f1(e.EtcdMillis))
+			fmt.Fprintf(&b, " %s ms at %s s (%s, %s, etcd write %s ms);", f1(e.FromAckMillis), f1(e.AtMillis/1000), e.Arrived.Format("15:04:05.000"), e.Write, f1(e.EtcdMillis))
 		}
 		b.WriteString("\n")
 	}

@@ -52,16 +52,18 @@ type kubeletArrival struct {
 }
 
 // KubeletSlowEvent is one of the events slowest from etcd's
-// acknowledgement: when it arrived (from the window's start), its latency
-// from the acknowledgement and from the stamp, etcd's write latency for it,
-// the write that made it and its revision.
+// acknowledgement: when it arrived (from the window's start, and the wall
+// clock, to line it up with periodic work such as bookmarks due on whole
+// seconds), its latency from the acknowledgement and from the stamp, etcd's
+// write latency for it, the write that made it and its revision.
 type KubeletSlowEvent struct {
-	AtMillis        float64 `json:"at_ms"`
-	FromAckMillis   float64 `json:"from_ack_ms"`
-	FromStampMillis float64 `json:"from_stamp_ms"`
-	EtcdMillis      float64 `json:"etcd_write_ms"`
-	Write           string  `json:"write"`
-	Revision        int64   `json:"revision"`
+	AtMillis        float64   `json:"at_ms"`
+	Arrived         time.Time `json:"arrived"`
+	FromAckMillis   float64   `json:"from_ack_ms"`
+	FromStampMillis float64   `json:"from_stamp_ms"`
+	EtcdMillis      float64   `json:"etcd_write_ms"`
+	Write           string    `json:"write"`
+	Revision        int64     `json:"revision"`
 }
 
 // kubeletSlowest is how many of the slowest events a result lists.
@@ -124,7 +126,7 @@ func (a *kubeletAcks) record(rev int64, ack kubeletAck, at int64) {
 	if len(a.slowest) == kubeletSlowest && d <= msDuration(a.slowest[0].FromAckMillis) {
 		return
 	}
-	ev := KubeletSlowEvent{AtMillis: float64(at-a.start.UnixNano()) / 1e6, FromAckMillis: float64(d) / 1e6,
+	ev := KubeletSlowEvent{AtMillis: float64(at-a.start.UnixNano()) / 1e6, Arrived: time.Unix(0, at).UTC(), FromAckMillis: float64(d) / 1e6,
 		FromStampMillis: float64(at-ack.written) / 1e6, EtcdMillis: float64(ack.acked-ack.written) / 1e6,
 		Write: kubeletWriteKind(ack.kind), Revision: rev}
 	i, _ := slices.BinarySearchFunc(a.slowest, ev.FromAckMillis, func(e KubeletSlowEvent, v float64) int {

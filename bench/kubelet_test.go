@@ -77,6 +77,7 @@ func TestKubeletLatencyFromAck(t *testing.T) {
 	timed := status + 2*rollouts + rotations
 
 	cl.measure(true)
+	start := time.Now()
 	writes, _ := w.run(ctx, cfg.Duration)
 	cl.drain(ctx, expected, 30*time.Second)
 	cl.measure(false)
@@ -112,7 +113,7 @@ func TestKubeletLatencyFromAck(t *testing.T) {
 		if i > 0 && e.FromAckMillis > r.SlowestFromAck[i-1].FromAckMillis {
 			t.Errorf("slowest events out of order at %d: %+v", i, r.SlowestFromAck)
 		}
-		if e.Revision <= r0 || e.EtcdMillis <= 0 || (e.FromAckMillis > 0 && e.FromStampMillis < e.EtcdMillis) || e.AtMillis <= 0 || e.AtMillis > float64(cfg.Duration+30*time.Second)/1e6 ||
+		if e.Arrived.Before(start) || e.Arrived.After(time.Now()) || e.Revision <= r0 || e.EtcdMillis <= 0 || (e.FromAckMillis > 0 && e.FromStampMillis < e.EtcdMillis) || e.AtMillis <= 0 || e.AtMillis > float64(cfg.Duration+30*time.Second)/1e6 ||
 			(e.Write != "pod status" && e.Write != "secret rotation" && !strings.HasPrefix(e.Write, "rollout: pod ")) {
 			t.Errorf("slow event %+v", e)
 		}
