@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -353,4 +354,89 @@ func TestIndexedWatcherLagIdleAndBookmarks(t *testing.T) {
 	if b := r.index["metadata.name"]; len(b) != 1 || len(b[idxKey{value: "y"}]) != 1 {
 		t.Errorf("name index %v, want the bucket of y only (x was cut)", b)
 	}
+}
+
+// TestBookmarkGridPhases: watchers whose bookmarks fall due together are
+// woken at their phases of the bookmark grid, not all in one instant
+// (bookmarkPhases), and gridWait puts a wake-up on the watcher's phase,
+// after the due time by at most one grid step.
+func TestBookmarkGridPhases(t *testing.T) {
+	now := time.Unix(1_800_000_000, 123_456_789)
+	grid := time.Second
+	for _, phase := range []time.Duration{0, 100 * time.Millisecond, 900 * time.Millisecond} {
+		for _, wait := range []time.Duration{time.Nanosecond, 876_543_211 * time.Nanosecond, time.Minute, time.Minute + 999*time.Millisecond} {
+			got := gridWait(now, wait, grid, phase)
+			at := now.Add(got)
+			if got <= wait || got > wait+grid || at.Sub(at.Truncate(grid)) != phase {
+				t.Errorf("gridWait(wait %s, phase %s) = %s: wakes at %s, want after the due time by at most %s, %s past a second",
+					wait, phase, got, at.Format("15:04:05.000000000"), grid, phase)
+			}
+		}
+	}
+
+	// 20 indexed watchers opened together, their bookmarks due together
+	// (a grid of 100 ms: BookmarkInterval 6 s): the bookmarks come over
+	// the grid's phases, not in one instant.
+	srv := etcdtest.Start(t)
+	cli := srv.Client
+	c := newTestCache(t, cli, func(c *Config) { c.BookmarkInterval = 6 * time.Second })
+	r := c.Resource(cmSpec)
+	waitState(t, r, StateReady)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 20
+	ws := make([]*Watcher, n)
+	phases := map[time.Duration]bool{}
+	for i := range ws {
+		name := fmt.Sprintf("idle-%d", i)
+		w, err := r.Watch(ctx, WatchOptions{Filter: func(a Attrs) bool { return a.Name() == name },
+			Index: []FieldTerm{{"metadata.name", name}}, Bookmarks: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Close)
+		ws[i] = w
+		phases[w.bmPhase] = true
+	}
+	if len(phases) != bookmarkPhases {
+		t.Errorf("%d watchers on %d phases of the grid, want %d", n, len(phases), bookmarkPhases)
+	}
+	k, v := configMap(t, "ns", "other", nil, 10, 1)
+	last := put(t, cli, k, v) // a revision newer than the watchers sent
+	cachedThrough(t, r, last)
+	at := make([]time.Time, n)
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Go(func() {
+			ev, err := w.Next(ctx)
+			if err != nil || ev.Type != Bookmark || ev.Rev < last {
+				t.Errorf("watcher %d: %v %d, %v; want a bookmark at %d", i, ev.Type, ev.Rev, err, last)
+			}
+			at[i] = time.Now()
+		})
+	}
+	wg.Wait()
+	first, lastAt := at[0], at[0]
+	for _, a := range at {
+		first, lastAt = minTime(first, a), maxTime(lastAt, a)
+	}
+	// Phases 0-90 ms apart: the bookmarks span about 90 ms (one
+	// instant with a single phase).
+	if span := lastAt.Sub(first); span < 40*time.Millisecond || span > 2*time.Second {
+		t.Errorf("20 bookmarks due together came over %s, want spread over the grid's phases (about 90 ms)", span)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -134,6 +134,8 @@ type Watcher struct {
 	// bmTimer wakes Next when the next bookmark is due; kept between
 	// calls (a Go timer that nothing waits on is in no timer heap).
 	bmTimer *time.Timer
+	// bmPhase is the watcher's offset on the bookmark grid (bookmark).
+	bmPhase time.Duration
 
 	// Indexed dispatch (dispatch.go). indexed, idxPath, idxKey, live and
 	// wake are set before the watcher is published; slot is guarded by
@@ -173,6 +175,9 @@ func (r *Resource) watch(ctx context.Context, o WatchOptions) (*Watcher, error) 
 		return nil, r.notCached()
 	}
 	w := &Watcher{r: r, o: o, from: o.From, to: o.To, done: make(chan struct{}), lastBookmark: time.Now()}
+	if grid := r.c.cfg.BookmarkInterval / 60; grid > 0 {
+		w.bmPhase = time.Duration(bookmarkSlot.Add(1)%bookmarkPhases) * (grid / bookmarkPhases)
+	}
 	if w.from == "" {
 		w.from = r.spec.Prefix
 		w.to = prefixEnd(r.spec.Prefix)
@@ -410,11 +415,12 @@ func (w *Watcher) bookmark(rev int64, wait time.Duration, timer **time.Timer) (b
 		// indexed one looks again when the bookmark is due. The time is
 		// rounded up to a grid of 1/60 of the interval (a second of the
 		// default minute), so that the watchers due in the same second
-		// are woken by one timer run, as kube-apiserver's cacher
-		// buckets its watchers' bookmarks by the second.
+		// are woken by few timer runs, as kube-apiserver's cacher
+		// buckets its watchers' bookmarks by the second; each watcher
+		// at its phase of the grid (one of bookmarkPhases), so that
+		// their bookmarks are not all written in one instant.
 		if grid := w.r.c.cfg.BookmarkInterval / 60; grid > 0 {
-			due := time.Now().Add(wait)
-			wait += due.Truncate(grid).Add(grid).Sub(due)
+			wait = gridWait(time.Now(), wait, grid, w.bmPhase)
 		}
 		if *timer == nil {
 			*timer = time.NewTimer(wait)
@@ -424,6 +430,25 @@ func (w *Watcher) bookmark(rev int64, wait time.Duration, timer **time.Timer) (b
 		return Event{}, false, (*timer).C
 	}
 	return Event{}, false, nil
+}
+
+// bookmarkPhases is how many phases of the bookmark grid the watchers are
+// spread over, round robin (bookmarkSlot). With one, every watch whose
+// bookmark fell due in a second wrote it in the same instant, at the
+// second: at 15,000 kubelet-shaped watches opened over 20 s, about 750
+// bookmarks at once, each a TLS frame on its own connection, and the
+// events of that instant waited 26-44 ms behind them (bench/RESULTS.md
+// ## fanout: the kubelet tail from etcd's acknowledgement). Ten phases
+// cut the burst tenfold for ten timer runs a grid step.
+const bookmarkPhases = 10
+
+var bookmarkSlot atomic.Uint32
+
+// gridWait returns wait rounded up so that now+wait falls phase past a
+// multiple of grid (phase < grid): by more than 0 and at most grid.
+func gridWait(now time.Time, wait, grid, phase time.Duration) time.Duration {
+	due := now.Add(wait - phase)
+	return wait + due.Truncate(grid).Add(grid).Sub(due)
 }
 
 // nextInitial returns the next initial ADDED event, or the initial-events-end
