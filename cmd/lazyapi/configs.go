@@ -38,9 +38,29 @@ func (o *Options) rbacConfig(p *parts, rbac *authz.RBAC, lg *zap.Logger) rbacetc
 }
 
 // etcdClientConfig is the etcd client's configuration for endpoints (the
-// --etcd-servers, or the embedded etcd's).
+// --etcd-servers, or the embedded etcd's), with dial's options beside the
+// fixed flow-control windows (etcdWindows).
 func (o *Options) etcdClientConfig(endpoints []string, lg *zap.Logger, dial []grpc.DialOption) clientv3.Config {
-	return clientv3.Config{Endpoints: endpoints, DialTimeout: etcdProbeTimeout, TLS: o.Etcd.tls, Logger: lg, DialOptions: dial}
+	return clientv3.Config{Endpoints: endpoints, DialTimeout: etcdProbeTimeout, TLS: o.Etcd.tls, Logger: lg,
+		DialOptions: append(etcdWindows(), dial...)}
+}
+
+// etcdWindows are the etcd client's HTTP/2 flow-control windows, fixed,
+// which turns grpc-go's bandwidth-delay estimator off. With it on, the
+// first data frame after each ping's acknowledgement sends a new ping: a
+// watch of sparse events (a kubelet-shaped cluster's Lease renewals and
+// Pod updates, each etcd's response alone) cost a ping per response (41
+// for 40: TestEtcdClientSendsNoPingPerEvent), each a wake-up of the
+// client's writer and, for its acknowledgement, of its reader. At 5,000
+// kubelet-shaped nodes the fixed windows took 18% of lazyapi's thread
+// wake-ups away and 8% of its CPU per event (bench/RESULTS.md ## fanout:
+// the etcd client's pings). The windows are the estimator's bounds: 4 MiB
+// a stream (a link of 1 ms round trip at 4 GB/s) and 16 MiB, its limit,
+// for the connection. They bound what etcd sends ahead of what clientv3
+// has read; clientv3 reads its watch streams as etcd sends, and so do the
+// watch cache and etcd-served watches (proxy's etcdFeed) read clientv3's.
+func etcdWindows() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithInitialWindowSize(etcdStreamWindow), grpc.WithInitialConnWindowSize(etcdConnWindow)}
 }
 
 // failoverConfig is store.FailoverConfig of --etcd-preferred-server and

@@ -272,6 +272,13 @@ func loadKeyPair(certFlag, certFile, keyFlag, keyFile string) (*certfile.KeyPair
 // etcdProbeTimeout bounds the first request to etcd at start.
 const etcdProbeTimeout = 5 * time.Second
 
+// The etcd client's fixed flow-control windows (etcdWindows): of a
+// stream and of the connection.
+const (
+	etcdStreamWindow = 4 << 20
+	etcdConnWindow   = 16 << 20
+)
+
 // admissionOptions are the memory limit and the limiter's flags.
 type admissionOptions struct {
 	memoryLimit           byteSize // 0: no limit set (a GOMEMLIMIT env var stays in force)
