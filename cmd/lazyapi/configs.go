@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,6 +21,7 @@ import (
 	"github.com/lazyapi/lazyapi/cache"
 	"github.com/lazyapi/lazyapi/encryption"
 	"github.com/lazyapi/lazyapi/forward"
+	"github.com/lazyapi/lazyapi/internal/quietsock"
 	"github.com/lazyapi/lazyapi/internal/webhookclient"
 	"github.com/lazyapi/lazyapi/proxy"
 	"github.com/lazyapi/lazyapi/ratelimit"
@@ -54,13 +58,32 @@ func (o *Options) etcdClientConfig(endpoints []string, lg *zap.Logger, dial []gr
 // client's writer and, for its acknowledgement, of its reader. At 5,000
 // kubelet-shaped nodes the fixed windows took 18% of lazyapi's thread
 // wake-ups away and 8% of its CPU per event (bench/RESULTS.md ## fanout:
-// the etcd client's pings). The windows are the estimator's bounds: 4 MiB
+// thread wake-ups per event). The windows are the estimator's bounds: 4 MiB
 // a stream (a link of 1 ms round trip at 4 GB/s) and 16 MiB, its limit,
 // for the connection. They bound what etcd sends ahead of what clientv3
 // has read; clientv3 reads its watch streams as etcd sends, and so do the
 // watch cache and etcd-served watches (proxy's etcdFeed) read clientv3's.
 func etcdWindows() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithInitialWindowSize(etcdStreamWindow), grpc.WithInitialConnWindowSize(etcdConnWindow)}
+	return []grpc.DialOption{grpc.WithInitialWindowSize(etcdStreamWindow), grpc.WithInitialConnWindowSize(etcdConnWindow),
+		grpc.WithContextDialer(etcdDial)}
+}
+
+// etcdDial connects the etcd client to addr (grpc-go's form: host:port,
+// unix://absolute-path or unix:relative-path) with quiet reads
+// (quietsock.Wrap): the client's read of each event no longer wakes the
+// runtime's monitor thread. Like any dialer given to grpc-go (and
+// kube-apiserver's with an egress selector) it connects directly: grpc-go's
+// own would go through an HTTPS_PROXY of the environment.
+func etcdDial(ctx context.Context, addr string) (net.Conn, error) {
+	network, address := "tcp", addr
+	if rest, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, address = "unix", strings.TrimPrefix(rest, "//")
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	return quietsock.Wrap(c), nil
 }
 
 // failoverConfig is store.FailoverConfig of --etcd-preferred-server and
