@@ -11,32 +11,16 @@ import (
 	"time"
 
 	"github.com/lazyapi/lazyapi/internal/quietsock"
+	"github.com/lazyapi/lazyapi/internal/testing/loopback"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection, the first
 // wrapped.
 func tcpPair(t *testing.T) (wrapped, peer net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := <-accepted
-	if p == nil {
-		t.Fatal("accept failed")
-	}
+	c, p := loopback.TCPPair(t)
 	w := quietsock.Wrap(c)
-	t.Cleanup(func() { w.Close(); p.Close() })
+	t.Cleanup(func() { w.Close() })
 	return w, p
 }
 

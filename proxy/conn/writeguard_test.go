@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lazyapi/lazyapi/internal/testing/loopback"
 )
 
 // TestWriteGuardMeasuresProgress: a write to a client that reads slowly
@@ -76,28 +78,9 @@ func TestWriteGuardMeasuresProgress(t *testing.T) {
 // 64 KiB, crawls at ~40 KB/s).
 func tcpPair(t *testing.T) (server, client *net.TCPConn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	cc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := <-accepted
-	if sc == nil {
-		t.Fatal("accept failed")
-	}
-	server, client = sc.(*net.TCPConn), cc.(*net.TCPConn)
+	server, client = loopback.TCPPair(t)
 	_ = server.SetWriteBuffer(64 << 10)
 	_ = client.SetReadBuffer(64 << 10)
-	t.Cleanup(func() { server.Close(); client.Close() })
 	return server, client
 }
 
