@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -41,8 +40,7 @@ func TestEtcdClientSendsNoPingPerEvent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var pings atomic.Int64
-			ep := pingCounter(t, strings.TrimPrefix(srv.Endpoint, "http://"), &pings)
-			cli, err := clientv3.New(tc.cfg("http://" + ep))
+			cli, err := clientv3.New(tc.cfg(pingCounter(t, srv, &pings).URL()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,32 +81,20 @@ func TestEtcdClientSendsNoPingPerEvent(t *testing.T) {
 	}
 }
 
-// pingCounter forwards a loopback port to etcd at to and counts the HTTP/2
-// PING frames (not their acknowledgements) the client sends; it returns
-// the port's address.
-func pingCounter(t *testing.T, to string, pings *atomic.Int64) string {
+// pingCounter returns a proxy to srv that counts in pings the HTTP/2 PING
+// frames (not their acknowledgements) its clients send.
+func pingCounter(t *testing.T, srv *etcdtest.Server, pings *atomic.Int64) *etcdtest.Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", to)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			go func() { io.Copy(c, s); c.Close() }()
-			go func() { countPings(io.TeeReader(c, s), pings); io.Copy(s, c); s.Close() }()
-		}
-	}()
-	return ln.Addr().String()
+	p := etcdtest.NewProxy(t, strings.TrimPrefix(srv.Endpoint, "http://"))
+	p.TapSent(func() io.Writer {
+		r, w := io.Pipe()
+		go func() {
+			countPings(r, pings)
+			r.Close() // the proxy stops writing to it
+		}()
+		return w
+	})
+	return p
 }
 
 // countPings reads a client's HTTP/2 stream (the preface, then frames:

@@ -1,6 +1,7 @@
 package etcdtest
 
 import (
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ type Proxy struct {
 	held   chan struct{}
 	cut    bool          // connections are closed as they come
 	closed chan struct{} // closed when the proxy closes
+	newTap func() io.Writer
 	wg     sync.WaitGroup
 }
 
@@ -58,6 +60,17 @@ func (p *Proxy) Bytes() int64 { return p.sent.Load() + p.received.Load() }
 
 // SetDelay delays the chunks read from now on by d.
 func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// TapSent shows a test the bytes its clients send: each connection
+// accepted from now on also writes what its client sent, in order, to a
+// writer of its own that newTap returns (closed, if it is an io.Closer,
+// when the connection ends; after a write fails, the connection's bytes
+// are no longer written to it).
+func (p *Proxy) TapSent(newTap func() io.Writer) {
+	p.mu.Lock()
+	p.newTap = newTap
+	p.mu.Unlock()
+}
 
 // Partition stops delivering bytes, both ways, on every connection, open
 // or new, until Heal: connections stay open and nothing answers, as across
@@ -159,9 +172,18 @@ func (p *Proxy) serve(c net.Conn) {
 	}
 	defer p.track(c, false)
 	defer p.track(up, false)
+	var tap io.Writer
+	p.mu.Lock()
+	if p.newTap != nil {
+		tap = p.newTap()
+	}
+	p.mu.Unlock()
+	if cl, ok := tap.(io.Closer); ok {
+		defer cl.Close()
+	}
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(up, c, &p.sent); done <- struct{}{} }()
-	go func() { p.pipe(c, up, &p.received); done <- struct{}{} }()
+	go func() { p.pipe(up, c, &p.sent, tap); done <- struct{}{} }()
+	go func() { p.pipe(c, up, &p.received, nil); done <- struct{}{} }()
 	<-done
 	c.Close()
 	up.Close()
@@ -169,8 +191,9 @@ func (p *Proxy) serve(c net.Conn) {
 }
 
 // pipe copies src to dst, each chunk the delay after it was read, and
-// counts the bytes in n; it closes both when either fails.
-func (p *Proxy) pipe(dst, src net.Conn, n *atomic.Int64) {
+// counts the bytes in n (and writes them to tap, if any, until that
+// fails); it closes both when either fails.
+func (p *Proxy) pipe(dst, src net.Conn, n *atomic.Int64, tap io.Writer) {
 	type chunk struct {
 		b   []byte
 		due time.Time
@@ -183,6 +206,11 @@ func (p *Proxy) pipe(dst, src net.Conn, n *atomic.Int64) {
 			k, err := src.Read(buf)
 			if k > 0 {
 				n.Add(int64(k))
+				if tap != nil {
+					if _, err := tap.Write(buf[:k]); err != nil {
+						tap = nil
+					}
+				}
 				q <- chunk{append([]byte(nil), buf[:k]...), time.Now().Add(time.Duration(p.delay.Load()))}
 			}
 			if err != nil {
