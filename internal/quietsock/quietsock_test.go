@@ -112,3 +112,22 @@ func TestWrapOther(t *testing.T) {
 		t.Fatal("Wrap changed a pipe")
 	}
 }
+
+// TestWrapReadAllocs: a quiet read allocates nothing, as a read of the
+// TCP connection itself does not.
+func TestWrapReadAllocs(t *testing.T) {
+	w, p := tcpPair(t)
+	msg := []byte("event")
+	buf := make([]byte, 64)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := p.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(w, buf[:len(msg)]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations a write and read, want 0", allocs)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 )
 
@@ -17,32 +18,37 @@ func Wrap(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	return &conn{TCPConn: tc, rc: rc}
+	qc := &conn{TCPConn: tc, rc: rc}
+	qc.fn = qc.read
+	return qc
 }
 
 // conn is a TCP connection whose reads are quiet (at most MaxQuiet bytes
-// each); the rest is the connection's.
+// each); the rest is the connection's. A read's state is kept in it, as
+// proxy/conn's Progress keeps a write's, so that a read allocates nothing
+// (a closure over it would, three times a read); mu serialises reads, as
+// the connection's own read lock does.
 type conn struct {
 	*net.TCPConn
 	rc syscall.RawConn
+	fn func(fd uintptr) bool // read, bound once
+
+	mu  sync.Mutex
+	p   []byte
+	n   int
+	err error
 }
 
 func (c *conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var (
-		n   int
-		err error
-	)
-	werr := c.rc.Read(func(fd uintptr) bool {
-		for {
-			n, err = Read(fd, p)
-			if err != syscall.EINTR {
-				return err != syscall.EAGAIN
-			}
-		}
-	})
+	c.mu.Lock()
+	c.p, c.n, c.err = p, 0, nil
+	werr := c.rc.Read(c.fn)
+	n, err := c.n, c.err
+	c.p, c.err = nil, nil
+	c.mu.Unlock()
 	switch {
 	case werr != nil: // closed, or past the read deadline
 		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: werr}
@@ -52,4 +58,15 @@ func (c *conn) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// read is the raw read: false (wait in the poller) while the socket has
+// nothing to read.
+func (c *conn) read(fd uintptr) bool {
+	for {
+		c.n, c.err = Read(fd, c.p)
+		if c.err != syscall.EINTR {
+			return c.err != syscall.EAGAIN
+		}
+	}
 }
