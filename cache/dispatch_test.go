@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -416,27 +417,10 @@ func TestBookmarkGridPhases(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	first, lastAt := at[0], at[0]
-	for _, a := range at {
-		first, lastAt = minTime(first, a), maxTime(lastAt, a)
-	}
+	first, lastAt := slices.MinFunc(at, time.Time.Compare), slices.MaxFunc(at, time.Time.Compare)
 	// Phases 0-90 ms apart: the bookmarks span about 90 ms (one
 	// instant with a single phase).
 	if span := lastAt.Sub(first); span < 40*time.Millisecond || span > 2*time.Second {
 		t.Errorf("20 bookmarks due together came over %s, want spread over the grid's phases (about 90 ms)", span)
 	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
