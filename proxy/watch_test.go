@@ -464,10 +464,15 @@ func TestWatchTooOldAdmitted(t *testing.T) {
 	if got := fallbacks() - before; got != 1 {
 		t.Fatalf("lazyapi_watch_etcd_fallback_total grew by %v, want 1 (the watch must be etcd's)", got)
 	}
-	if st := lim.Stats(); st.InflightWatches != 1 || st.WatchReservedBytes != cached.WatchReservedBytes || st.WatchReservedBytes == 0 {
-		t.Errorf("the too-old watch holds %d watch seats and %d bytes, want 1 and %d as a cached watch",
-			st.InflightWatches, st.WatchReservedBytes, cached.WatchReservedBytes)
-	}
+	// Once etcd's responses queued for it are written (the feed's charge
+	// given back), the too-old watch holds what a cached watch holds.
+	waitFor(t, "the too-old watch's reservation", func() error {
+		if st := lim.Stats(); st.InflightWatches != 1 || st.WatchReservedBytes != cached.WatchReservedBytes || st.WatchReservedBytes == 0 {
+			return fmt.Errorf("the too-old watch holds %d watch seats and %d bytes, want 1 and %d as a cached watch",
+				st.InflightWatches, st.WatchReservedBytes, cached.WatchReservedBytes)
+		}
+		return nil
+	})
 	// (raw HTTP: client-go retries 429s for ~10 s)
 	if code, _, body := e.raw(t, "GET", "/api/v1/namespaces/ns/configmaps?watch=true&resourceVersion="+strconv.FormatInt(first, 10), ""); code != 429 {
 		t.Errorf("second too-old watch with the seat held = %d %s, want 429", code, body)
